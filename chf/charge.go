@@ -1,0 +1,127 @@
+// Package chf is the charging domain every service shares: the internal
+// request and response types the fronts (Nchf in cgw, Diameter Gy in
+// cgw/diameter) hand the charging core (ocp, then abm), units, rating
+// groups and result codes. The Nchf JSON data model of TS 32.291 lives
+// beside it in this package too.
+//
+// Money is always int64 minor units (cents); never floats.
+package chf
+
+import "context"
+
+//go:generate go run github.com/tinylib/msgp@v1.6.5 -file charge.go -o charge_gen.go -tests=false
+
+// Service is what a rating group charges for.
+type Service uint8
+
+const (
+	ServiceUnknown Service = 0
+	ServiceData    Service = 1 // priced per megabyte of total volume
+	ServiceVoice   Service = 2 // priced per second of time
+	ServiceSMS     Service = 3 // priced per event (service-specific unit)
+)
+
+// Op is the kind of a charging request.
+type Op uint8
+
+const (
+	OpCreate  Op = 1 // session create: initial quota per rating group
+	OpUpdate  Op = 2 // session update: report used units, request more
+	OpRelease Op = 3 // session release: final usage, frees reservations
+	OpEvent   Op = 4 // one-time event (SMS): immediate debit, no session
+	OpBalance Op = 5 // balance inquiry: no charging
+)
+
+// Result is the outcome of a whole request or of one rating group.
+// The fronts map it onto Nchf HTTP status/ProblemDetails/resultCode and
+// Diameter Result-Code.
+type Result uint8
+
+const (
+	ResultSuccess              Result = 0
+	ResultQuotaLimitReached    Result = 1 // balance exhausted: Nchf QUOTA_LIMIT_REACHED, Diameter 4012
+	ResultEndUserServiceDenied Result = 2 // account barred/unknown service: END_USER_SERVICE_DENIED
+	ResultUserUnknown          Result = 3 // no such subscriber: USER_UNKNOWN, Diameter 5030
+	ResultRatingFailed         Result = 4 // no tariff for the rating group: RATING_FAILED, Diameter 5031
+	ResultSessionUnknown       Result = 5 // unknown ChargingDataRef / Session-Id: 404, Diameter 5002
+	ResultStaleSequence        Result = 6 // invocationSequenceNumber older than the last one answered
+	ResultInvalid              Result = 7 // the request is semantically invalid (Detail says why)
+	ResultOverloaded           Result = 8 // shed load: Nchf 503, Diameter 3004
+)
+
+// Units mirrors Nchf ServiceUnit and Diameter *-Service-Unit. Zero fields
+// are absent.
+type Units struct {
+	Time            uint32 `msg:"t"`  // seconds
+	TotalVolume     uint64 `msg:"tv"` // octets
+	UplinkVolume    uint64 `msg:"uv"` // octets
+	DownlinkVolume  uint64 `msg:"dv"` // octets
+	ServiceSpecific uint64 `msg:"ss"` // events
+}
+
+// IsZero reports whether no unit is set.
+func (u Units) IsZero() bool { return u == Units{} }
+
+// UsageLine is one rating group of a request: usage to charge and/or
+// quota wanted.
+type UsageLine struct {
+	RatingGroup uint32 `msg:"rg"`
+	Used        Units  `msg:"u"` // zero when nothing is reported
+	// Request is true when the client wants (more) quota for the group.
+	Request bool `msg:"r"`
+	// Requested is the amount wanted; zero means the CHF picks the grant.
+	Requested Units `msg:"q"`
+}
+
+// ChargeRequest is what a front hands the charging core.
+type ChargeRequest struct {
+	Op   Op     `msg:"op"`
+	SUPI string `msg:"s"` // "imsi-001010000000001"; also the account key
+	// Session identifies the charging session inside the account (opaque,
+	// at most 64 bytes): for Nchf the random part of the ChargingDataRef,
+	// for Gy derived from the Session-Id. Empty for OpBalance.
+	Session string `msg:"sn"`
+	// Seq is the invocationSequenceNumber / CC-Request-Number. A request
+	// repeated with the Seq last answered returns that answer again and
+	// charges once; an older Seq is refused with ResultStaleSequence.
+	Seq   uint32      `msg:"q"`
+	Lines []UsageLine `msg:"l"`
+}
+
+// GrantLine is the answer for one rating group.
+type GrantLine struct {
+	RatingGroup      uint32 `msg:"rg"`
+	Result           Result `msg:"r"`
+	Granted          Units  `msg:"g"`
+	ValidityTime     uint32 `msg:"vt"`  // seconds
+	QuotaHoldingTime uint32 `msg:"qht"` // seconds
+	// FinalUnit is set when the balance cannot cover another grant after
+	// this one: the client must terminate when it is used (FUI TERMINATE).
+	FinalUnit bool `msg:"f"`
+}
+
+// ChargeResponse is what the charging core answers.
+type ChargeResponse struct {
+	Result Result      `msg:"r"`
+	Detail string      `msg:"d"` // human-readable reason when Result != Success
+	Lines  []GrantLine `msg:"l"`
+	// Charged is what this request debited from the balance, in minor
+	// units (0 on a repeated request answered from the record). The fronts
+	// report it so a load generator can reconcile balances.
+	Charged int64 `msg:"c"`
+	// Balance is filled for OpBalance (and after every charge, as it
+	// stands after the request).
+	Balance  int64  `msg:"b"` // minor units, reservations not subtracted
+	Reserved int64  `msg:"rs"`
+	Currency string `msg:"cu"`
+}
+
+// Charger is the charging core as the fronts see it. The OCP's client
+// (over the chassis) and the OCP itself (in process) implement it.
+type Charger interface {
+	// Charge runs one request and fills resp. A non-nil error means the
+	// core could not be reached or failed (the fronts answer 5xx / Diameter
+	// 3004 or 5012); business outcomes are in resp.Result. req and resp are
+	// owned by the caller; implementations must not keep them.
+	Charge(ctx context.Context, req *ChargeRequest, resp *ChargeResponse) error
+}
