@@ -1,0 +1,134 @@
+package chf
+
+import (
+	"math"
+	"math/bits"
+)
+
+//go:generate go run github.com/tinylib/msgp@v1.6.5 -file balance.go -o balance_gen.go -tests=false
+
+// RatedLine is one rating group of a ChargeRequest after the OCP rated it:
+// what to debit for the reported usage and what grant to reserve, in the
+// service's base units (octets, seconds or events) and in minor units.
+//
+// The cost of N units is ceil(N * Price / UnitSize) minor units (see
+// Cost); the ABM uses Price and UnitSize to shrink a grant to what the
+// available balance covers.
+type RatedLine struct {
+	RatingGroup uint32  `msg:"rg"`
+	Service     Service `msg:"sv"`
+	// Result is ResultRatingFailed when the OCP has no tariff for the
+	// rating group; the ABM then leaves the line alone and echoes it.
+	Result Result `msg:"r"`
+	// UsedUnits is the reported usage in base units; UsedCost its price.
+	UsedUnits uint64 `msg:"uu"`
+	UsedCost  int64  `msg:"uc"`
+	// Request is true when a grant of GrantUnits base units is wanted.
+	Request    bool   `msg:"rq"`
+	GrantUnits uint64 `msg:"gu"`
+	// Price is the minor units charged per UnitSize base units.
+	Price    int64  `msg:"p"`
+	UnitSize uint64 `msg:"us"`
+	// ValidityTime and QuotaHoldingTime (seconds) are answered with the
+	// grant; the reservation expires after ValidityTime (QuotaHoldingTime
+	// when ValidityTime is zero).
+	ValidityTime     uint32 `msg:"vt"`
+	QuotaHoldingTime uint32 `msg:"qht"`
+}
+
+// ApplyRequest is one charging event the OCP hands the ABM: a ChargeRequest
+// with its lines rated. The ABM applies it to the account record in one
+// atomic read-modify-write and answers a ChargeResponse.
+type ApplyRequest struct {
+	Op      Op          `msg:"op"`
+	SUPI    string      `msg:"s"`
+	Session string      `msg:"sn"`
+	Seq     uint32      `msg:"q"`
+	Lines   []RatedLine `msg:"l"`
+}
+
+// Reset clears r for reuse, keeping the capacity of Lines.
+func (r *ApplyRequest) Reset() {
+	*r = ApplyRequest{Lines: r.Lines[:0]}
+}
+
+// Cost returns the price of n base units at price minor units per unitSize
+// units, rounded up to the next minor unit: ceil(n * price / unitSize). It
+// saturates at math.MaxInt64 instead of overflowing. A zero unitSize is
+// treated as 1; a non-positive price costs nothing.
+func Cost(n uint64, price int64, unitSize uint64) int64 {
+	if n == 0 || price <= 0 {
+		return 0
+	}
+	if unitSize == 0 {
+		unitSize = 1
+	}
+	hi, lo := bits.Mul64(n, uint64(price))
+	if hi >= unitSize {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, unitSize)
+	if r != 0 {
+		q++
+	}
+	if q > math.MaxInt64 || q == 0 && r != 0 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+// Covered returns the largest number of base units whose Cost is at most
+// amount minor units: floor(amount * unitSize / price). With a
+// non-positive price everything is covered (math.MaxUint64).
+func Covered(amount int64, price int64, unitSize uint64) uint64 {
+	if price <= 0 {
+		return math.MaxUint64
+	}
+	if amount <= 0 {
+		return 0
+	}
+	if unitSize == 0 {
+		unitSize = 1
+	}
+	hi, lo := bits.Mul64(uint64(amount), unitSize)
+	if hi >= uint64(price) {
+		return math.MaxUint64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(price))
+	return q
+}
+
+// Amount returns the quantity of u that service s is rated on: total volume
+// (or uplink plus downlink when no total is given) for data, time for
+// voice, service-specific units for SMS.
+func (u Units) Amount(s Service) uint64 {
+	switch s {
+	case ServiceData:
+		if u.TotalVolume != 0 {
+			return u.TotalVolume
+		}
+		return u.UplinkVolume + u.DownlinkVolume
+	case ServiceVoice:
+		return uint64(u.Time)
+	case ServiceSMS:
+		return u.ServiceSpecific
+	}
+	return 0
+}
+
+// UnitsOf returns n base units of service s as Units (total volume, time
+// or service-specific units). Time saturates at math.MaxUint32.
+func UnitsOf(s Service, n uint64) Units {
+	switch s {
+	case ServiceData:
+		return Units{TotalVolume: n}
+	case ServiceVoice:
+		if n > math.MaxUint32 {
+			n = math.MaxUint32
+		}
+		return Units{Time: uint32(n)}
+	case ServiceSMS:
+		return Units{ServiceSpecific: n}
+	}
+	return Units{}
+}
