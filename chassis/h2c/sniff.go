@@ -1,0 +1,151 @@
+package h2c
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// SniffTimeout bounds how long Sniff waits for a new connection's first
+// bytes before routing it.
+const SniffTimeout = 10 * time.Second
+
+// Sniff splits ln into two listeners: h2 yields connections that start
+// with the HTTP/2 client preface (prior knowledge), h1 yields all others
+// (HTTP/1.1, e.g. for fasthttp). The first bytes read while sniffing are
+// replayed to whoever reads the returned connection. Each connection is
+// sniffed on its own goroutine, so a slow client does not hold up others;
+// one that sends nothing within SniffTimeout is closed.
+//
+// Closing either listener stops it; ln is closed once both are closed.
+// When ln.Accept fails permanently, both return that error.
+func Sniff(ln net.Listener) (h2, h1 net.Listener) {
+	s := &sniffer{ln: ln, done: make(chan struct{})}
+	s.h2 = &sniffListener{s: s, ch: make(chan net.Conn, 64), closed: make(chan struct{})}
+	s.h1 = &sniffListener{s: s, ch: make(chan net.Conn, 64), closed: make(chan struct{})}
+	go s.acceptLoop()
+	return s.h2, s.h1
+}
+
+type sniffer struct {
+	ln     net.Listener
+	h2, h1 *sniffListener
+	done   chan struct{} // closed when acceptLoop ends
+	err    error         // acceptLoop's error, set before done is closed
+
+	mu      sync.Mutex
+	nClosed int
+}
+
+func (s *sniffer) acceptLoop() {
+	defer close(s.done)
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			s.err = err
+			return
+		}
+		go s.route(c)
+	}
+}
+
+func (s *sniffer) route(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(SniffTimeout))
+	buf := make([]byte, len(ClientPreface))
+	n := 0
+	isH2 := true
+	for n < len(buf) {
+		m, err := c.Read(buf[n:])
+		if m > 0 && string(buf[n:n+m]) != ClientPreface[n:n+m] {
+			isH2 = false
+		}
+		n += m
+		if !isH2 {
+			break
+		}
+		if err != nil {
+			if n == 0 {
+				c.Close()
+				return
+			}
+			isH2 = false
+			break
+		}
+	}
+	c.SetReadDeadline(time.Time{})
+	pc := &prefixConn{Conn: c, prefix: buf[:n]}
+	target := s.h1
+	if isH2 {
+		target = s.h2
+	}
+	select {
+	case target.ch <- pc:
+	case <-target.closed:
+		c.Close()
+	}
+}
+
+func (s *sniffer) closeOne() {
+	s.mu.Lock()
+	s.nClosed++
+	both := s.nClosed == 2
+	s.mu.Unlock()
+	if both {
+		s.ln.Close()
+	}
+}
+
+type sniffListener struct {
+	s      *sniffer
+	ch     chan net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+// Accept returns the next connection routed to this listener.
+func (l *sniffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-l.s.done:
+		select {
+		case c := <-l.ch:
+			return c, nil
+		default:
+		}
+		return nil, l.s.err
+	}
+}
+
+// Close stops this listener; the underlying one closes when both are closed.
+func (l *sniffListener) Close() error {
+	l.once.Do(func() {
+		close(l.closed)
+		l.s.closeOne()
+	})
+	return nil
+}
+
+// Addr returns the underlying listener's address.
+func (l *sniffListener) Addr() net.Addr { return l.s.ln.Addr() }
+
+// prefixConn replays bytes read while sniffing before reading from Conn.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
