@@ -1,0 +1,177 @@
+package diameter
+
+import (
+	"github.com/chf-testbed/testbed/cgw/diameter/wire"
+	"github.com/chf-testbed/testbed/chf"
+)
+
+// resultCode maps a core result onto a Diameter Result-Code.
+func resultCode(r chf.Result) uint32 {
+	switch r {
+	case chf.ResultSuccess:
+		return wire.ResultSuccess
+	case chf.ResultQuotaLimitReached:
+		return wire.ResultCreditLimitReached
+	case chf.ResultEndUserServiceDenied:
+		return wire.ResultEndUserServiceDenied
+	case chf.ResultUserUnknown:
+		return wire.ResultUserUnknown
+	case chf.ResultRatingFailed:
+		return wire.ResultRatingFailed
+	case chf.ResultSessionUnknown:
+		return wire.ResultUnknownSessionID
+	case chf.ResultStaleSequence:
+		return wire.ResultInvalidAVPValue // Failed-AVP: CC-Request-Number
+	case chf.ResultOverloaded:
+		return wire.ResultTooBusy
+	}
+	return wire.ResultUnableToComply // ResultInvalid and anything unknown
+}
+
+// isProtocolError reports whether a Result-Code is a 3xxx protocol error,
+// answered with the E bit set.
+func isProtocolError(code uint32) bool { return code >= 3000 && code < 4000 }
+
+// currency is an ISO 4217 currency: numeric code and minor unit digits.
+type currency struct {
+	code     uint32
+	exponent int32
+}
+
+var currencies = map[string]currency{
+	"EUR": {978, 2}, "USD": {840, 2}, "GBP": {826, 2}, "CHF": {756, 2},
+	"SEK": {752, 2}, "NOK": {578, 2}, "DKK": {208, 2}, "PLN": {985, 2},
+	"CZK": {203, 2}, "HUF": {348, 2}, "RON": {946, 2}, "INR": {356, 2},
+	"CNY": {156, 2}, "BRL": {986, 2}, "ZAR": {710, 2}, "AUD": {36, 2},
+	"CAD": {124, 2}, "JPY": {392, 0}, "KRW": {410, 0},
+}
+
+// answer is everything the CCA encoder needs besides the request.
+type answer struct {
+	result     uint32
+	failed     []byte // Failed-AVP content, or nil
+	op         chf.Op
+	resp       *chf.ChargeResponse // nil when the core was not called
+	defaultCur string
+}
+
+// appendCCA appends a complete CCA for the request c (which may have
+// failed to decode) to dst. The constant Origin-Host/Origin-Realm/
+// Auth-Application-Id AVPs come pre-encoded in ident.
+func appendCCA(dst []byte, c *ccr, ident []byte, a *answer) []byte {
+	start := len(dst)
+	flags := c.hdr.Flags & wire.FlagProxiable
+	if isProtocolError(a.result) {
+		flags |= wire.FlagError
+	}
+	dst = wire.AppendHeader(dst, flags, wire.CmdCreditControl, wire.AppCreditControl, c.hdr.HopByHop, c.hdr.EndToEnd)
+	if c.sessionIDRaw != nil {
+		dst = append(dst, c.sessionIDRaw...)
+	}
+	dst = wire.AppendUint32(dst, wire.CodeResultCode, wire.AVPMandatory, 0, a.result)
+	dst = append(dst, ident...)
+	if c.hasReqType {
+		dst = wire.AppendUint32(dst, wire.CodeCCRequestType, wire.AVPMandatory, 0, c.reqType)
+	}
+	if c.hasReqNumber {
+		dst = wire.AppendUint32(dst, wire.CodeCCRequestNumber, wire.AVPMandatory, 0, c.reqNumber)
+	}
+	if a.failed != nil {
+		var g int
+		dst, g = wire.BeginGroup(dst, wire.CodeFailedAVP, wire.AVPMandatory, 0)
+		dst = append(dst, a.failed...)
+		dst = wire.EndGroup(dst, g)
+	}
+	if r := a.resp; r != nil {
+		dst = appendGrants(dst, r)
+		switch a.op {
+		case chf.OpBalance:
+			if r.Result == chf.ResultSuccess {
+				cbr := wire.NoCredit
+				if r.Balance-r.Reserved > 0 {
+					cbr = wire.EnoughCredit
+				}
+				dst = wire.AppendUint32(dst, wire.CodeCheckBalanceResult, wire.AVPMandatory, 0, cbr)
+			}
+		default:
+			dst = appendCost(dst, r.Charged, r.Currency, a.defaultCur)
+		}
+	}
+	wire.SetLength(dst[start:])
+	return dst
+}
+
+// appendGrants appends one MSCC per grant line.
+func appendGrants(dst []byte, r *chf.ChargeResponse) []byte {
+	for i := range r.Lines {
+		l := &r.Lines[i]
+		var m int
+		dst, m = wire.BeginGroup(dst, wire.CodeMSCC, wire.AVPMandatory, 0)
+		if !l.Granted.IsZero() {
+			var g int
+			dst, g = wire.BeginGroup(dst, wire.CodeGrantedServiceUnit, wire.AVPMandatory, 0)
+			dst = appendUnits(dst, &l.Granted)
+			dst = wire.EndGroup(dst, g)
+		}
+		dst = wire.AppendUint32(dst, wire.CodeRatingGroup, wire.AVPMandatory, 0, l.RatingGroup)
+		if l.ValidityTime != 0 {
+			dst = wire.AppendUint32(dst, wire.CodeValidityTime, wire.AVPMandatory, 0, l.ValidityTime)
+		}
+		dst = wire.AppendUint32(dst, wire.CodeResultCode, wire.AVPMandatory, 0, resultCode(l.Result))
+		if l.FinalUnit {
+			var f int
+			dst, f = wire.BeginGroup(dst, wire.CodeFinalUnitIndication, wire.AVPMandatory, 0)
+			dst = wire.AppendUint32(dst, wire.CodeFinalUnitAction, wire.AVPMandatory, 0, wire.FinalUnitTerminate)
+			dst = wire.EndGroup(dst, f)
+		}
+		if l.QuotaHoldingTime != 0 {
+			dst = wire.AppendUint32(dst, wire.CodeQuotaHoldingTime, wire.AVPMandatory, wire.Vendor3GPP, l.QuotaHoldingTime)
+		}
+		dst = wire.EndGroup(dst, m)
+	}
+	return dst
+}
+
+func appendUnits(dst []byte, u *chf.Units) []byte {
+	if u.Time != 0 {
+		dst = wire.AppendUint32(dst, wire.CodeCCTime, wire.AVPMandatory, 0, u.Time)
+	}
+	if u.TotalVolume != 0 {
+		dst = wire.AppendUint64(dst, wire.CodeCCTotalOctets, wire.AVPMandatory, 0, u.TotalVolume)
+	}
+	if u.UplinkVolume != 0 {
+		dst = wire.AppendUint64(dst, wire.CodeCCInputOctets, wire.AVPMandatory, 0, u.UplinkVolume)
+	}
+	if u.DownlinkVolume != 0 {
+		dst = wire.AppendUint64(dst, wire.CodeCCOutputOctets, wire.AVPMandatory, 0, u.DownlinkVolume)
+	}
+	if u.ServiceSpecific != 0 {
+		dst = wire.AppendUint64(dst, wire.CodeCCServiceSpecificUnits, wire.AVPMandatory, 0, u.ServiceSpecific)
+	}
+	return dst
+}
+
+// appendCost appends Cost-Information with the amount charged: Unit-Value
+// {Value-Digits = amount in minor units, Exponent = -minor digits of the
+// currency} and Currency-Code (ISO 4217 numeric). A currency missing from
+// the table is reported with exponent -2 and Cost-Unit naming it.
+func appendCost(dst []byte, charged int64, cur, def string) []byte {
+	if cur == "" {
+		cur = def
+	}
+	c, known := currencies[cur]
+	if !known {
+		c = currency{exponent: 2}
+	}
+	var g, u int
+	dst, g = wire.BeginGroup(dst, wire.CodeCostInformation, wire.AVPMandatory, 0)
+	dst, u = wire.BeginGroup(dst, wire.CodeUnitValue, wire.AVPMandatory, 0)
+	dst = wire.AppendUint64(dst, wire.CodeValueDigits, wire.AVPMandatory, 0, uint64(charged))
+	dst = wire.AppendUint32(dst, wire.CodeExponent, wire.AVPMandatory, 0, uint32(-c.exponent))
+	dst = wire.EndGroup(dst, u)
+	dst = wire.AppendUint32(dst, wire.CodeCurrencyCode, wire.AVPMandatory, 0, c.code)
+	if !known {
+		dst = wire.AppendString(dst, wire.CodeCostUnit, wire.AVPMandatory, 0, cur)
+	}
+	return wire.EndGroup(dst, g)
+}
