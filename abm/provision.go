@@ -1,0 +1,193 @@
+package abm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	as "github.com/aerospike/aerospike-client-go/v7"
+	"github.com/aerospike/aerospike-client-go/v7/types"
+)
+
+// ErrBadSUPI is returned for a first SUPI that is not "imsi-" and digits.
+var ErrBadSUPI = errors.New("abm: SUPI must be imsi- followed by up to 15 digits")
+
+// ProvisionConfig describes a range of accounts to create.
+type ProvisionConfig struct {
+	Namespace string // default "chf"
+	Set       string // default "accounts"
+	// First is the first SUPI ("imsi-001010000000001"); the next ones
+	// count up keeping the number of digits.
+	First    string
+	Count    int
+	Balance  int64  // minor units
+	Currency string // default "EUR"
+	// Overwrite replaces existing accounts (balance reset, sessions
+	// dropped); otherwise existing accounts are left alone and counted as
+	// skipped (the writes use CREATE_ONLY).
+	Overwrite bool
+	// Workers is the number of parallel writers (default 64).
+	Workers int
+}
+
+// ProvisionResult counts what Provision did.
+type ProvisionResult struct {
+	Created int // accounts written
+	Skipped int // accounts that already existed (Overwrite false)
+}
+
+// SUPI returns the SUPI i positions after first ("imsi-" + digits, width
+// kept). It fails when first is malformed or the range overflows its width.
+func SUPI(first string, i int) (string, error) {
+	digits, ok := strings.CutPrefix(first, "imsi-")
+	if !ok || len(digits) == 0 || len(digits) > 15 {
+		return "", fmt.Errorf("%w: %q", ErrBadSUPI, first)
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q", ErrBadSUPI, first)
+	}
+	s := strconv.FormatUint(n+uint64(i), 10)
+	if len(s) > len(digits) {
+		return "", fmt.Errorf("%w: %s + %d overflows %d digits", ErrBadSUPI, first, i, len(digits))
+	}
+	return "imsi-" + strings.Repeat("0", len(digits)-len(s)) + s, nil
+}
+
+// Provision creates cfg.Count accounts starting at cfg.First with
+// cfg.Balance minor units each, using cfg.Workers parallel writers.
+// progress, when not nil, is called from one goroutine with the number of
+// accounts done so far, at most every 1% and at the end.
+func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, progress func(done, total int)) (ProvisionResult, error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "chf"
+	}
+	if cfg.Set == "" {
+		cfg.Set = "accounts"
+	}
+	if cfg.Currency == "" {
+		cfg.Currency = "EUR"
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 64
+	}
+	if cfg.Count < 0 || cfg.Balance < 0 {
+		return ProvisionResult{}, errors.New("abm: provision count and balance must not be negative")
+	}
+	if cfg.Count == 0 {
+		return ProvisionResult{}, nil
+	}
+	if _, err := SUPI(cfg.First, cfg.Count-1); err != nil {
+		return ProvisionResult{}, fmt.Errorf("cannot provision: %w", err)
+	}
+	digits := strings.TrimPrefix(cfg.First, "imsi-")
+	base, _ := strconv.ParseUint(digits, 10, 64)
+	width := len(digits)
+
+	wp := as.NewWritePolicy(0, 0)
+	wp.SendKey = true
+	wp.TotalTimeout = 0
+	wp.SocketTimeout = 0
+	if cfg.Overwrite {
+		wp.RecordExistsAction = as.REPLACE
+	} else {
+		wp.RecordExistsAction = as.CREATE_ONLY
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next, created, skipped atomic.Int64
+		errOnce                sync.Once
+		firstErr               error
+		wg                     sync.WaitGroup
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+	const chunk = 256
+	for w := 0; w < cfg.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 0, 32)
+			bins := []*as.Bin{
+				as.NewBin(BinBalance, cfg.Balance),
+				as.NewBin(BinCurrency, cfg.Currency),
+				as.NewBin(BinDebited, 0),
+				as.NewBin(BinSessions, []byte{}),
+			}
+			for ctx.Err() == nil {
+				start := int(next.Add(chunk)) - chunk
+				if start >= cfg.Count {
+					return
+				}
+				end := min(start+chunk, cfg.Count)
+				for i := start; i < end && ctx.Err() == nil; i++ {
+					buf = appendSUPI(buf[:0], base+uint64(i), width)
+					key, err := as.NewKey(cfg.Namespace, cfg.Set, string(buf))
+					if err != nil {
+						fail(fmt.Errorf("cannot build key: %w", err))
+						return
+					}
+					if aerr := client.PutBins(wp, key, bins...); aerr != nil {
+						if !cfg.Overwrite && aerr.Matches(types.KEY_EXISTS_ERROR) {
+							skipped.Add(1)
+							continue
+						}
+						fail(fmt.Errorf("cannot write account %s: %w", buf, aerr))
+						return
+					}
+					created.Add(1)
+				}
+			}
+		}()
+	}
+	if progress != nil {
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		step := max(cfg.Count/100, 1)
+		last := 0
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+	loop:
+		for {
+			select {
+			case <-done:
+				break loop
+			case <-t.C:
+				if n := int(created.Load() + skipped.Load()); n-last >= step {
+					progress(n, cfg.Count)
+					last = n
+				}
+			}
+		}
+		progress(int(created.Load()+skipped.Load()), cfg.Count)
+	} else {
+		wg.Wait()
+	}
+	res := ProvisionResult{Created: int(created.Load()), Skipped: int(skipped.Load())}
+	if firstErr != nil {
+		return res, firstErr
+	}
+	if err := ctx.Err(); err != nil && res.Created+res.Skipped < cfg.Count {
+		return res, fmt.Errorf("cannot provision: %w", err)
+	}
+	return res, nil
+}
+
+// appendSUPI appends "imsi-" and n zero-padded to width digits.
+func appendSUPI(dst []byte, n uint64, width int) []byte {
+	dst = append(dst, "imsi-"...)
+	var d [20]byte
+	s := strconv.AppendUint(d[:0], n, 10)
+	for i := len(s); i < width; i++ {
+		dst = append(dst, '0')
+	}
+	return append(dst, s...)
+}

@@ -1,0 +1,319 @@
+package abm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+// ErrCorruptRecord is returned when an account's session blob cannot be
+// decoded.
+var ErrCorruptRecord = errors.New("abm: corrupt account session blob")
+
+// blobVersion is the first byte of every session blob.
+const blobVersion = 1
+
+// Bin names of an account record (Aerospike limits them to 15 bytes).
+const (
+	BinBalance  = "bal"  // int: balance in minor units, reservations not subtracted
+	BinCurrency = "cur"  // string: ISO 4217 code
+	BinDebited  = "deb"  // int: total debited since provisioning, minor units
+	BinSessions = "sess" // blob: live sessions, reservations, last answers
+)
+
+// reservation is balance held for one rating group of one session.
+type reservation struct {
+	rg      uint32
+	amount  int64  // minor units held
+	units   uint64 // base units granted
+	expires int64  // unix seconds
+}
+
+// session is one charging session of an account, open or closed. A closed
+// session is kept for a while so that a repeated release (or event) is
+// answered from the record instead of charging again.
+type session struct {
+	id      []byte
+	lastSeq uint32
+	closed  bool
+	expires int64 // unix seconds: removed at or after this time
+	res     []reservation
+	// The last answer, replayed for a request repeating lastSeq.
+	result chf.Result
+	lines  []chf.GrantLine
+}
+
+// account is an account record decoded for one read-modify-write. Its
+// slices are reused across decodes (pool accounts, not sessions).
+type account struct {
+	balance  int64
+	debited  int64
+	reserved int64 // sum of the live reservations' amounts
+	currency string
+	sessions []session
+}
+
+func (a *account) reset() {
+	a.balance, a.debited, a.reserved, a.currency = 0, 0, 0, ""
+	a.sessions = a.sessions[:0]
+}
+
+// newSession appends an empty session with the given id, reusing the
+// capacity of a previously decoded session in that slot.
+func (a *account) newSession(id string) *session {
+	if len(a.sessions) < cap(a.sessions) {
+		a.sessions = a.sessions[:len(a.sessions)+1]
+	} else {
+		a.sessions = append(a.sessions, session{})
+	}
+	s := &a.sessions[len(a.sessions)-1]
+	s.id = append(s.id[:0], id...)
+	s.lastSeq, s.closed, s.expires, s.result = 0, false, 0, chf.ResultSuccess
+	s.res = s.res[:0]
+	s.lines = s.lines[:0]
+	return s
+}
+
+// removeSession drops session i (order is not kept). The removed slot keeps
+// its slices' capacity for reuse.
+func (a *account) removeSession(i int) {
+	last := len(a.sessions) - 1
+	a.sessions[i], a.sessions[last] = a.sessions[last], a.sessions[i]
+	a.sessions = a.sessions[:last]
+}
+
+// Session blob layout (all integers varints as encoding/binary writes them):
+//
+//	version byte (1)
+//	uvarint session count, then per session:
+//	  uvarint id length, id bytes
+//	  uvarint last answered sequence number
+//	  byte flags (bit 0: closed)
+//	  varint expiry (unix seconds)
+//	  uvarint reservation count, then per reservation:
+//	    uvarint rating group, uvarint amount, uvarint units, varint expiry
+//	  byte result of the last answer
+//	  uvarint answer line count, then per line:
+//	    uvarint rating group, byte result,
+//	    byte flags (bit 0 final unit; bits 1-5: time, total, uplink,
+//	      downlink, service-specific units present), the present units as
+//	      uvarints, uvarint validity time, uvarint quota holding time
+//
+// An empty blob is an account without sessions.
+
+const (
+	lineFinal = 1 << iota
+	lineTime
+	lineTotal
+	lineUp
+	lineDown
+	lineSpecific
+)
+
+// appendSessions encodes a's sessions onto dst.
+func (a *account) appendSessions(dst []byte) []byte {
+	dst = append(dst, blobVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(a.sessions)))
+	for i := range a.sessions {
+		s := &a.sessions[i]
+		dst = binary.AppendUvarint(dst, uint64(len(s.id)))
+		dst = append(dst, s.id...)
+		dst = binary.AppendUvarint(dst, uint64(s.lastSeq))
+		var flags byte
+		if s.closed {
+			flags |= 1
+		}
+		dst = append(dst, flags)
+		dst = binary.AppendVarint(dst, s.expires)
+		dst = binary.AppendUvarint(dst, uint64(len(s.res)))
+		for _, r := range s.res {
+			dst = binary.AppendUvarint(dst, uint64(r.rg))
+			dst = binary.AppendUvarint(dst, uint64(r.amount))
+			dst = binary.AppendUvarint(dst, r.units)
+			dst = binary.AppendVarint(dst, r.expires)
+		}
+		dst = append(dst, byte(s.result))
+		dst = binary.AppendUvarint(dst, uint64(len(s.lines)))
+		for j := range s.lines {
+			l := &s.lines[j]
+			dst = binary.AppendUvarint(dst, uint64(l.RatingGroup))
+			dst = append(dst, byte(l.Result))
+			var f byte
+			if l.FinalUnit {
+				f |= lineFinal
+			}
+			g := &l.Granted
+			if g.Time != 0 {
+				f |= lineTime
+			}
+			if g.TotalVolume != 0 {
+				f |= lineTotal
+			}
+			if g.UplinkVolume != 0 {
+				f |= lineUp
+			}
+			if g.DownlinkVolume != 0 {
+				f |= lineDown
+			}
+			if g.ServiceSpecific != 0 {
+				f |= lineSpecific
+			}
+			dst = append(dst, f)
+			if g.Time != 0 {
+				dst = binary.AppendUvarint(dst, uint64(g.Time))
+			}
+			if g.TotalVolume != 0 {
+				dst = binary.AppendUvarint(dst, g.TotalVolume)
+			}
+			if g.UplinkVolume != 0 {
+				dst = binary.AppendUvarint(dst, g.UplinkVolume)
+			}
+			if g.DownlinkVolume != 0 {
+				dst = binary.AppendUvarint(dst, g.DownlinkVolume)
+			}
+			if g.ServiceSpecific != 0 {
+				dst = binary.AppendUvarint(dst, g.ServiceSpecific)
+			}
+			dst = binary.AppendUvarint(dst, uint64(l.ValidityTime))
+			dst = binary.AppendUvarint(dst, uint64(l.QuotaHoldingTime))
+		}
+	}
+	return dst
+}
+
+// blobReader decodes varints from a blob, remembering the first error.
+type blobReader struct {
+	b   []byte
+	err error
+}
+
+func (r *blobReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = ErrCorruptRecord
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *blobReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = ErrCorruptRecord
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *blobReader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.err = ErrCorruptRecord
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *blobReader) bytes(n uint64) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.err = ErrCorruptRecord
+		return nil
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+// count reads a collection length and rejects lengths the remaining bytes
+// cannot hold (each element takes at least min bytes), so corrupt input
+// cannot make the decoder allocate without bound.
+func (r *blobReader) count(min int) int {
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)/min) {
+		r.err = ErrCorruptRecord
+		return 0
+	}
+	return int(n)
+}
+
+// decodeSessions replaces a's sessions with those in blob and recomputes
+// a.reserved. Slices of a are reused; blob is not retained.
+func (a *account) decodeSessions(blob []byte) error {
+	a.sessions = a.sessions[:0]
+	a.reserved = 0
+	if len(blob) == 0 {
+		return nil
+	}
+	r := blobReader{b: blob}
+	if v := r.byte(); v != blobVersion {
+		return fmt.Errorf("%w: version %d", ErrCorruptRecord, v)
+	}
+	n := r.count(6)
+	for i := 0; i < n && r.err == nil; i++ {
+		s := a.newSession("")
+		s.id = append(s.id[:0], r.bytes(r.uvarint())...)
+		s.lastSeq = uint32(r.uvarint())
+		s.closed = r.byte()&1 != 0
+		s.expires = r.varint()
+		nr := r.count(4)
+		for j := 0; j < nr && r.err == nil; j++ {
+			res := reservation{
+				rg:     uint32(r.uvarint()),
+				amount: int64(r.uvarint()),
+				units:  r.uvarint(),
+			}
+			res.expires = r.varint()
+			if res.amount < 0 {
+				r.err = ErrCorruptRecord
+			}
+			s.res = append(s.res, res)
+			a.reserved += res.amount
+		}
+		s.result = chf.Result(r.byte())
+		nl := r.count(5)
+		for j := 0; j < nl && r.err == nil; j++ {
+			l := chf.GrantLine{RatingGroup: uint32(r.uvarint()), Result: chf.Result(r.byte())}
+			f := r.byte()
+			l.FinalUnit = f&lineFinal != 0
+			if f&lineTime != 0 {
+				l.Granted.Time = uint32(r.uvarint())
+			}
+			if f&lineTotal != 0 {
+				l.Granted.TotalVolume = r.uvarint()
+			}
+			if f&lineUp != 0 {
+				l.Granted.UplinkVolume = r.uvarint()
+			}
+			if f&lineDown != 0 {
+				l.Granted.DownlinkVolume = r.uvarint()
+			}
+			if f&lineSpecific != 0 {
+				l.Granted.ServiceSpecific = r.uvarint()
+			}
+			l.ValidityTime = uint32(r.uvarint())
+			l.QuotaHoldingTime = uint32(r.uvarint())
+			s.lines = append(s.lines, l)
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = ErrCorruptRecord
+	}
+	return r.err
+}

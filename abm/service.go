@@ -1,0 +1,363 @@
+// Package abm is the Account Balance Manager: it keeps one record per
+// subscriber on Aerospike (balance, debited total, live sessions with their
+// reservations and last answers) and applies each rated charging event the
+// OCP sends as one generation-checked read-modify-write of that record.
+// It also provisions accounts. See README.md.
+package abm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	as "github.com/aerospike/aerospike-client-go/v7"
+	"github.com/aerospike/aerospike-client-go/v7/types"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+// Errors of the ABM. Business outcomes (unknown user, quota exhausted, ...)
+// are chf.Result values in the response, not errors.
+var (
+	// ErrContention is returned when a record kept changing under a
+	// read-modify-write for every allowed attempt.
+	ErrContention = errors.New("abm: account record contention: retries exhausted")
+	// ErrInvalidRequest is returned for a request the ABM cannot apply.
+	ErrInvalidRequest = errors.New("abm: invalid request")
+)
+
+// Config configures a Service. Zero fields take the defaults listed.
+type Config struct {
+	Namespace string // Aerospike namespace; default "chf"
+	Set       string // set of the account records; default "accounts"
+	// Now is the clock (tests inject one); default time.Now.
+	Now func() time.Time
+	// SessionIdle is how long an open session is kept past its last
+	// request when it holds no reservation; default 1h.
+	SessionIdle time.Duration
+	// ClosedTTL is how long the answer of a released session (or of an
+	// event with a session id) is kept to answer retries; default 10m.
+	ClosedTTL time.Duration
+	// DefaultHold is how long a reservation is held when its line carries
+	// neither validity nor quota holding time; default 1h.
+	DefaultHold time.Duration
+	// MaxSessions bounds the open sessions of one account (default 1024);
+	// MaxClosed the closed ones kept for retries (default 16).
+	MaxSessions, MaxClosed int
+	// MaxAttempts bounds the read-modify-write attempts of one event on
+	// generation conflicts (default 64); backoff is jittered exponential
+	// from BackoffMin (default 50µs) to BackoffMax (default 5ms).
+	MaxAttempts            int
+	BackoffMin, BackoffMax time.Duration
+	// Timeout is the Aerospike per-command total timeout; default 1s.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Namespace == "" {
+		c.Namespace = "chf"
+	}
+	if c.Set == "" {
+		c.Set = "accounts"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.SessionIdle <= 0 {
+		c.SessionIdle = time.Hour
+	}
+	if c.ClosedTTL <= 0 {
+		c.ClosedTTL = 10 * time.Minute
+	}
+	if c.DefaultHold <= 0 {
+		c.DefaultHold = time.Hour
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 1024
+	}
+	if c.MaxClosed <= 0 {
+		c.MaxClosed = 16
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 64
+	}
+	if c.BackoffMin <= 0 {
+		c.BackoffMin = 50 * time.Microsecond
+	}
+	if c.BackoffMax < c.BackoffMin {
+		c.BackoffMax = max(5*time.Millisecond, c.BackoffMin)
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Stats are counters of a Service since it started.
+type Stats struct {
+	Applied   uint64 // events applied (records written or answered)
+	Conflicts uint64 // generation conflicts retried
+	Expired   uint64 // records whose expired reservations the sweep released
+}
+
+// Service applies charging events to account records. It is safe for
+// concurrent use; it keeps no state between requests besides pools and
+// counters.
+type Service struct {
+	client *as.Client
+	cfg    Config
+	lim    limits
+
+	readPolicy  *as.BasePolicy
+	writePolicy as.WritePolicy // template: copied per write
+
+	applied, conflicts, expired atomic.Uint64
+}
+
+// New returns a Service on client. The client stays owned by the caller.
+func New(client *as.Client, cfg Config) *Service {
+	cfg.setDefaults()
+	rp := as.NewPolicy()
+	rp.TotalTimeout = cfg.Timeout
+	rp.SocketTimeout = cfg.Timeout
+	wp := as.NewWritePolicy(0, 0)
+	wp.TotalTimeout = cfg.Timeout
+	wp.SocketTimeout = cfg.Timeout
+	wp.GenerationPolicy = as.EXPECT_GEN_EQUAL
+	wp.RecordExistsAction = as.UPDATE_ONLY
+	// A write that failed in doubt must not be replayed blindly by the
+	// client: the read-modify-write loop re-reads and decides.
+	wp.MaxRetries = 0
+	wp.SendKey = true
+	return &Service{
+		client: client,
+		cfg:    cfg,
+		lim: limits{
+			sessionIdle: int64(cfg.SessionIdle / time.Second),
+			closedTTL:   int64(cfg.ClosedTTL / time.Second),
+			defaultHold: int64(cfg.DefaultHold / time.Second),
+			maxSessions: cfg.MaxSessions,
+			maxClosed:   cfg.MaxClosed,
+		},
+		readPolicy:  rp,
+		writePolicy: *wp,
+	}
+}
+
+// Stats returns the service's counters.
+func (s *Service) Stats() Stats {
+	return Stats{Applied: s.applied.Load(), Conflicts: s.conflicts.Load(), Expired: s.expired.Load()}
+}
+
+// Ready reports whether the Aerospike cluster is reachable.
+func (s *Service) Ready(context.Context) error {
+	if !s.client.IsConnected() {
+		return errors.New("abm: not connected to aerospike")
+	}
+	return nil
+}
+
+// scratch is the per-request working memory, pooled.
+type scratch struct {
+	acc  account
+	blob []byte
+	wp   as.WritePolicy
+	bins [3]as.Bin
+	ptrs [3]*as.Bin
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// Apply runs one rated charging event against the account req.SUPI and
+// fills resp (Lines reused). It returns an error only when the database
+// failed or the record could not be updated; business outcomes (unknown
+// user or session, quota, stale sequence) are in resp.Result. req and resp
+// stay owned by the caller.
+func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.ChargeResponse) error {
+	if req.SUPI == "" {
+		resp.Result, resp.Detail = chf.ResultInvalid, "missing subscriber"
+		return nil
+	}
+	key, err := as.NewKey(s.cfg.Namespace, s.cfg.Set, req.SUPI)
+	if err != nil {
+		return fmt.Errorf("cannot build account key: %w", err)
+	}
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	return s.rmw(ctx, key, req, resp, sc)
+}
+
+// rmw is the generation-checked read-modify-write loop.
+func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch) error {
+	backoff := s.cfg.BackoffMin
+	for attempt := 1; ; attempt++ {
+		rec, aerr := s.client.Get(s.readPolicy, key)
+		if aerr != nil {
+			if aerr.Matches(types.KEY_NOT_FOUND_ERROR) {
+				*resp = chf.ChargeResponse{Result: chf.ResultUserUnknown, Detail: "no such subscriber", Lines: resp.Lines[:0]}
+				s.applied.Add(1)
+				return nil
+			}
+			return fmt.Errorf("cannot read account %s: %w", req.SUPI, aerr)
+		}
+		acc := &sc.acc
+		if err := decodeAccount(rec.Bins, acc); err != nil {
+			return fmt.Errorf("cannot decode account %s: %w", req.SUPI, err)
+		}
+		now := s.cfg.Now().Unix()
+		if !acc.apply(req, now, &s.lim, resp) {
+			s.applied.Add(1)
+			return nil
+		}
+		aerr = s.write(key, rec.Generation, acc, sc)
+		if aerr == nil {
+			s.applied.Add(1)
+			return nil
+		}
+		if !aerr.Matches(types.GENERATION_ERROR) {
+			return fmt.Errorf("cannot write account %s: %w", req.SUPI, aerr)
+		}
+		s.conflicts.Add(1)
+		if attempt >= s.cfg.MaxAttempts {
+			return fmt.Errorf("cannot update account %s after %d attempts: %w", req.SUPI, attempt, ErrContention)
+		}
+		// Jittered exponential backoff: uniform in [backoff/2, backoff*3/2).
+		d := backoff/2 + rand.N(backoff)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("cannot update account %s: %w", req.SUPI, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(backoff*2, s.cfg.BackoffMax)
+	}
+}
+
+// write stores acc if the record is still at generation gen.
+func (s *Service) write(key *as.Key, gen uint32, acc *account, sc *scratch) as.Error {
+	sc.blob = acc.appendSessions(sc.blob[:0])
+	sc.wp = s.writePolicy
+	sc.wp.Generation = gen
+	sc.bins[0] = as.Bin{Name: BinBalance, Value: as.IntegerValue(acc.balance)}
+	sc.bins[1] = as.Bin{Name: BinDebited, Value: as.IntegerValue(acc.debited)}
+	sc.bins[2] = as.Bin{Name: BinSessions, Value: as.BytesValue(sc.blob)}
+	for i := range sc.bins {
+		sc.ptrs[i] = &sc.bins[i]
+	}
+	err := s.client.PutBins(&sc.wp, key, sc.ptrs[:]...)
+	sc.bins = [3]as.Bin{}
+	return err
+}
+
+// decodeAccount fills acc from a record's bins.
+func decodeAccount(bins as.BinMap, acc *account) error {
+	acc.reset()
+	acc.balance = binInt(bins[BinBalance])
+	acc.debited = binInt(bins[BinDebited])
+	if c, ok := bins[BinCurrency].(string); ok {
+		acc.currency = c
+	}
+	blob, _ := bins[BinSessions].([]byte)
+	return acc.decodeSessions(blob)
+}
+
+func binInt(v any) int64 {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case int64:
+		return x
+	case int32:
+		return int64(x)
+	case uint64:
+		return int64(x)
+	}
+	return 0
+}
+
+// Sweep scans every account once and releases expired reservations and
+// sessions, each with its own read-modify-write. It returns the number of
+// records it changed.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	sp := as.NewScanPolicy()
+	sp.IncludeBinData = true
+	rs, aerr := s.client.ScanAll(sp, s.cfg.Namespace, s.cfg.Set, BinSessions)
+	if aerr != nil {
+		return 0, fmt.Errorf("cannot scan accounts: %w", aerr)
+	}
+	defer rs.Close()
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	var resp chf.ChargeResponse
+	changed := 0
+	for res := range rs.Results() {
+		if res.Err != nil {
+			return changed, fmt.Errorf("cannot scan accounts: %w", res.Err)
+		}
+		if ctx.Err() != nil {
+			return changed, nil
+		}
+		blob, _ := res.Record.Bins[BinSessions].([]byte)
+		if len(blob) == 0 {
+			continue
+		}
+		if err := sc.acc.decodeSessions(blob); err != nil {
+			s.cfg.Logger.Warn("sweep: undecodable account", "err", err)
+			continue
+		}
+		if !sc.acc.expire(s.cfg.Now().Unix()) {
+			continue
+		}
+		k := res.Record.Key
+		key, err := as.NewKeyWithDigest(s.cfg.Namespace, s.cfg.Set, k.Value(), k.Digest())
+		if err != nil {
+			return changed, fmt.Errorf("cannot build account key: %w", err)
+		}
+		if err := s.rmw(ctx, key, &sweepRequest, &resp, sc); err != nil {
+			return changed, err
+		}
+		changed++
+		s.expired.Add(1)
+	}
+	return changed, nil
+}
+
+// sweepRequest is the internal event the sweep applies: it only expires.
+var sweepRequest = chf.ApplyRequest{Op: opExpire}
+
+// opExpire is an internal operation: release what has expired, nothing else.
+const opExpire chf.Op = 255
+
+// RunSweeper calls Sweep every interval until ctx ends. Errors are logged.
+func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		n, err := s.Sweep(ctx)
+		if err != nil {
+			s.cfg.Logger.Warn("reservation sweep failed", "err", err)
+			continue
+		}
+		if n > 0 {
+			s.cfg.Logger.Info("reservation sweep", "released_accounts", n, "took", time.Since(start))
+		}
+	}
+}

@@ -1,0 +1,118 @@
+// Package ocp is the Online Charging Processor: it rates the usage and
+// quota requests of a chf.ChargeRequest with a tariff and hands the rated
+// event to the ABM, which applies it to the account in one atomic step.
+// It keeps no session state: any OCP instance serves any request. See
+// README.md.
+package ocp
+
+import (
+	"context"
+	"sync"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+// Accounts is what the OCP needs of the ABM: apply one rated event to an
+// account. abm.Client (over the chassis) and abm.Service (in process)
+// implement it.
+type Accounts interface {
+	Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.ChargeResponse) error
+}
+
+// Processor rates charging requests and applies them through Accounts. It
+// implements chf.Charger and is safe for concurrent use.
+type Processor struct {
+	tariff   *Tariff
+	accounts Accounts
+}
+
+// NewProcessor returns a Processor rating with t (nil = the default
+// tariff) against accounts.
+func NewProcessor(t *Tariff, accounts Accounts) *Processor {
+	if t == nil {
+		t = Default()
+	}
+	return &Processor{tariff: t, accounts: accounts}
+}
+
+var applyPool = sync.Pool{New: func() any { return new(chf.ApplyRequest) }}
+
+// Charge rates req and applies it to the account. Business outcomes are in
+// resp.Result and the per-line results; an error means the ABM could not
+// be reached or failed.
+func (p *Processor) Charge(ctx context.Context, req *chf.ChargeRequest, resp *chf.ChargeResponse) error {
+	if res, detail := validate(req); res != chf.ResultSuccess {
+		*resp = chf.ChargeResponse{Result: res, Detail: detail, Lines: resp.Lines[:0]}
+		return nil
+	}
+	ar := applyPool.Get().(*chf.ApplyRequest)
+	defer applyPool.Put(ar)
+	p.Rate(req, ar)
+	return p.accounts.Apply(ctx, ar, resp)
+}
+
+// validate rejects requests no account could apply.
+func validate(req *chf.ChargeRequest) (chf.Result, string) {
+	if req.SUPI == "" {
+		return chf.ResultInvalid, "missing subscriber identifier"
+	}
+	switch req.Op {
+	case chf.OpCreate, chf.OpUpdate, chf.OpRelease:
+		if req.Session == "" {
+			return chf.ResultInvalid, "missing session identifier"
+		}
+	case chf.OpEvent:
+		if len(req.Lines) == 0 {
+			return chf.ResultInvalid, "event without a rating group"
+		}
+	case chf.OpBalance:
+	default:
+		return chf.ResultInvalid, "unknown operation"
+	}
+	if len(req.Session) > 64 {
+		return chf.ResultInvalid, "session identifier longer than 64 bytes"
+	}
+	return chf.ResultSuccess, ""
+}
+
+// Rate fills ar with req's lines rated on the tariff (ar.Lines reused).
+// Lines of unknown rating groups get ResultRatingFailed.
+func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
+	ar.Reset()
+	ar.Op, ar.SUPI, ar.Session, ar.Seq = req.Op, req.SUPI, req.Session, req.Seq
+	if req.Op == chf.OpBalance {
+		return
+	}
+	for i := range req.Lines {
+		in := &req.Lines[i]
+		out := chf.RatedLine{RatingGroup: in.RatingGroup}
+		r := p.tariff.Rate(in.RatingGroup)
+		if r == nil {
+			out.Result = chf.ResultRatingFailed
+			ar.Lines = append(ar.Lines, out)
+			continue
+		}
+		svc := r.service
+		out.Service, out.Price, out.UnitSize = svc, r.Price, r.unitSize
+		out.ValidityTime, out.QuotaHoldingTime = uint32(r.ValidityTime), uint32(r.QuotaHoldingTime)
+		switch req.Op {
+		case chf.OpEvent:
+			// One-time event: charge the used units, else the requested
+			// ones, else the default grant (one message), at once.
+			n := in.Used.Amount(svc)
+			if n == 0 {
+				n = r.Grant(in.Requested.Amount(svc))
+			}
+			out.UsedUnits, out.UsedCost = n, r.Cost(n)
+			out.ValidityTime, out.QuotaHoldingTime = 0, 0
+		default:
+			out.UsedUnits = in.Used.Amount(svc)
+			out.UsedCost = r.Cost(out.UsedUnits)
+			if in.Request && req.Op != chf.OpRelease {
+				out.Request = true
+				out.GrantUnits = r.Grant(in.Requested.Amount(svc))
+			}
+		}
+		ar.Lines = append(ar.Lines, out)
+	}
+}
