@@ -22,7 +22,7 @@ func newFakeClock() *fakeClock {
 	c.sec.Store(1_800_000_000)
 	return c
 }
-func (c *fakeClock) Now() time.Time        { return time.Unix(c.sec.Load(), 0) }
+func (c *fakeClock) Now() time.Time         { return time.Unix(c.sec.Load(), 0) }
 func (c *fakeClock) AdvanceSeconds(s int64) { c.sec.Add(s) }
 
 // startStore starts an in-process aslite and returns an official client
