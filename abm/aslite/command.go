@@ -131,6 +131,15 @@ func (s *Server) handleMsg(c *conn, body []byte) error {
 		var typ byte
 		var data []byte
 		if typ, data, rest, err = nextField(rest); err != nil {
+			if r.unsupported {
+				// The client mis-sizes the batch field that follows a
+				// filter expression; the frame is intact, so answer.
+				var at int
+				c.out, at = beginProto(c.out)
+				c.out = appendMsgHeader(c.out, info3Last, rcUnsupported, 0, 0, 0, 0, 0)
+				finishProto(c.out, at, protoMsg)
+				return nil
+			}
 			return fmt.Errorf("cannot decode field %d: %w", i, err)
 		}
 		switch typ {
@@ -250,7 +259,7 @@ func (s *Server) read(dst []byte, r *request, index uint32) []byte {
 	dst = appendMsgHeader(dst, 0, rcOK, uint32(e.gen), e.void, index, 0, 0)
 	nops := 0
 	switch {
-	case noBins && h.info1&info1GetAll == 0:
+	case noBins:
 	case getAll:
 		dst = append(dst, p.bins(&e)...)
 		nops = int(e.nbins)

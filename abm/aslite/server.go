@@ -83,7 +83,7 @@ type Stats struct {
 // StatsSnapshot is a copy of the counters.
 type StatsSnapshot struct {
 	Connections, ConnsAccepted, BadConnections, Requests, InfoRequests, Reclaimed int64
-	Objects                                                                        int64
+	Objects                                                                       int64
 }
 
 // ErrClosed is returned by Serve and Start after Close.

@@ -85,7 +85,7 @@ const (
 	ttlNeverExpire      = 0xFFFFFFFF
 	ttlDontUpdate       = 0xFFFFFFFE
 
-	maxBinName = 15
+	maxBinName  = 15
 	nPartitions = 4096
 
 	// citrusleafEpoch is 2010-01-01T00:00:00Z in Unix seconds: record
