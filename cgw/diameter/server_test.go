@@ -370,3 +370,13 @@ func readResult(t *testing.T, br *bufio.Reader) uint32 {
 	t.Fatalf("answer without Result-Code: %x", msg)
 	return 0
 }
+
+func rawConnectNoCER(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
