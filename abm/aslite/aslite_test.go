@@ -547,7 +547,7 @@ func TestBatches(t *testing.T) {
 	}
 	br := func(i int) *as.BatchRecord { return ops[i].BatchRec() }
 	// Batch writes respond to every op: nil for the add, then the read.
-	if got, ok := br(0).Record.Bins["i"].([]any); br(0).ResultCode != 0 || !ok || len(got) != 2 || got[0] != nil || got[1] != 101 {
+	if got, ok := br(0).Record.Bins["i"].(as.OpResults); br(0).ResultCode != 0 || !ok || len(got) != 2 || got[0] != nil || got[1] != 101 {
 		t.Fatalf("batch write+read: %v %v", br(0).ResultCode, br(0).Record)
 	}
 	if br(1).ResultCode != 0 || br(2).ResultCode != 0 || br(3).ResultCode != 0 || br(3).Record.Bins["i"] != 3 {
