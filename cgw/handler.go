@@ -1,0 +1,409 @@
+// Package cgw is the Charging Gateway: the Nchf_ConvergedCharging v3 front
+// (TS 32.291) and the balance inquiry endpoint of the CHF, served over
+// HTTP/2 cleartext with prior knowledge and HTTP/1.1 on one port. It
+// validates and converts requests and hands them to a chf.Charger (the OCP
+// client in production); it never rates and keeps no session state.
+package cgw
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+// Paths served by the Handler.
+const (
+	// NchfBase is the apiRoot-relative base of Nchf_ConvergedCharging v3.
+	NchfBase = "/nchf-convergedcharging/v3/chargingdata"
+	// AccountsBase is the base of the balance inquiry (not part of Nchf).
+	AccountsBase = "/chf/v1/accounts/"
+	// ChargedHeader carries ChargeResponse.Charged (minor units) on every
+	// Nchf charging response so a load generator can reconcile balances.
+	ChargedHeader = "X-Chf-Charged"
+)
+
+// Content types of the responses.
+const (
+	contentJSON    = "application/json"
+	contentProblem = "application/problem+json"
+)
+
+// Handler is the protocol-neutral core of the CGW: it takes a request's
+// method, path and body and fills an Exchange with the status, headers and
+// body to send. The HTTP/1.1 (fasthttp) and HTTP/2 fronts are thin adapters
+// around it. Safe for concurrent use.
+type Handler struct {
+	charger     chf.Charger
+	maxBody     int
+	maxInFlight int64
+	inflight    atomic.Int64
+	now         func() time.Time
+	newSession  func() uint64
+	log         *slog.Logger
+	pool        sync.Pool
+}
+
+// HandlerConfig configures a Handler.
+type HandlerConfig struct {
+	// Charger runs the charging requests (required).
+	Charger chf.Charger
+	// MaxBody bounds a request body; larger ones get 413 (0 = 64 KiB).
+	MaxBody int
+	// MaxInFlight bounds concurrent charging requests; excess ones get
+	// 503 at once instead of queueing (0 = 4096).
+	MaxInFlight int
+	// Now is the clock for invocationTimeStamp (nil = time.Now).
+	Now func() time.Time
+	// NewSession draws a session id (nil = math/rand/v2 Uint64).
+	NewSession func() uint64
+	// Logger (nil = slog.Default()).
+	Logger *slog.Logger
+}
+
+// ErrNoCharger is returned by NewHandler without a Charger.
+var ErrNoCharger = errors.New("cgw: no Charger configured")
+
+// NewHandler returns a Handler for cfg.
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	if cfg.Charger == nil {
+		return nil, ErrNoCharger
+	}
+	h := &Handler{
+		charger:     cfg.Charger,
+		maxBody:     cfg.MaxBody,
+		maxInFlight: int64(cfg.MaxInFlight),
+		now:         cfg.Now,
+		newSession:  cfg.NewSession,
+		log:         cfg.Logger,
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = 64 << 10
+	}
+	if h.maxInFlight <= 0 {
+		h.maxInFlight = 4096
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.newSession == nil {
+		h.newSession = rand.Uint64
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	h.pool.New = func() any {
+		return &Exchange{
+			Body:     make([]byte, 0, 1024),
+			Location: make([]byte, 0, 128),
+			req:      chf.ChargeRequest{Lines: make([]chf.UsageLine, 0, 4)},
+			resp:     chf.ChargeResponse{Lines: make([]chf.GrantLine, 0, 4)},
+		}
+	}
+	return h, nil
+}
+
+// MaxBody is the body size limit; fronts read at most MaxBody+1 bytes.
+func (h *Handler) MaxBody() int { return h.maxBody }
+
+// Exchange is one request's response and scratch state. Get it with
+// Acquire, fill it with Serve, send it, then Release it; it must not be
+// used after Release.
+type Exchange struct {
+	// Status is the HTTP status code.
+	Status int
+	// ContentType is the body's media type ("" when there is no body).
+	ContentType string
+	// Location is the Location header value (empty when none).
+	Location []byte
+	// Charged is the X-Chf-Charged value when HasCharged is set.
+	Charged    int64
+	HasCharged bool
+	// Body is the response body.
+	Body []byte
+
+	dec  chf.NchfDecoder
+	nreq chf.NchfRequest
+	req  chf.ChargeRequest
+	resp chf.ChargeResponse
+	sess [chf.SessionIDLen]byte
+}
+
+func (x *Exchange) reset() {
+	x.Status = 0
+	x.ContentType = ""
+	x.Location = x.Location[:0]
+	x.Charged = 0
+	x.HasCharged = false
+	x.Body = x.Body[:0]
+}
+
+// Acquire returns an Exchange from the pool.
+func (h *Handler) Acquire() *Exchange {
+	x := h.pool.Get().(*Exchange)
+	x.reset()
+	return x
+}
+
+// Release returns x to the pool.
+func (h *Handler) Release(x *Exchange) {
+	if cap(x.Body) > 64<<10 {
+		x.Body = make([]byte, 0, 1024)
+	}
+	h.pool.Put(x)
+}
+
+// Serve handles one request. host, when not empty, is used to make the
+// Location header an absolute URI (scheme "http"). body is not retained.
+func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, body []byte) {
+	switch {
+	case hasPrefix(path, NchfBase):
+		rest := path[len(NchfBase):]
+		if string(method) != http.MethodPost {
+			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on "+NchfBase, "", "")
+			return
+		}
+		if len(body) > h.maxBody {
+			h.problem(x, http.StatusRequestEntityTooLarge, "",
+				"request body of "+strconv.Itoa(len(body))+" bytes exceeds the limit of "+strconv.Itoa(h.maxBody), "", "")
+			return
+		}
+		if n := h.inflight.Add(1); n > h.maxInFlight {
+			h.inflight.Add(-1)
+			h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "too many requests in flight", "", "")
+			return
+		}
+		defer h.inflight.Add(-1)
+		switch {
+		case len(rest) == 0 || string(rest) == "/":
+			h.create(ctx, x, host, body)
+		case rest[0] == '/' && hasSuffix(rest, "/update"):
+			h.session(ctx, x, chf.OpUpdate, rest[1:len(rest)-len("/update")], body)
+		case rest[0] == '/' && hasSuffix(rest, "/release"):
+			h.session(ctx, x, chf.OpRelease, rest[1:len(rest)-len("/release")], body)
+		default:
+			h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such Nchf resource", "", "")
+		}
+	case hasPrefix(path, AccountsBase) && len(path) > len(AccountsBase):
+		if string(method) != http.MethodGet {
+			h.problem(x, http.StatusMethodNotAllowed, "", "only GET is allowed on "+AccountsBase+"{supi}", "", "")
+			return
+		}
+		h.balance(ctx, x, string(path[len(AccountsBase):]))
+	default:
+		h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such resource", "", "")
+	}
+}
+
+func hasPrefix(b []byte, s string) bool { return len(b) >= len(s) && string(b[:len(s)]) == s }
+
+func hasSuffix(b []byte, s string) bool { return len(b) >= len(s) && string(b[len(b)-len(s):]) == s }
+
+func (h *Handler) decode(x *Exchange, body []byte) bool {
+	err := x.dec.Decode(body, &x.nreq)
+	if err == nil {
+		return true
+	}
+	var fe *chf.FieldError
+	if errors.As(err, &fe) {
+		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED", fe.Error(), fe.Param, fe.Reason)
+	} else {
+		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED", err.Error(), "", "")
+	}
+	return false
+}
+
+func (h *Handler) fillLines(x *Exchange) {
+	x.req.Lines = append(x.req.Lines[:0], x.nreq.Lines...)
+	x.req.Seq = x.nreq.Seq
+}
+
+func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
+	if !h.decode(x, body) {
+		return
+	}
+	if x.nreq.SUPI == "" {
+		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED",
+			"field /subscriberIdentifier is mandatory on create", "/subscriberIdentifier", "mandatory field missing")
+		return
+	}
+	h.fillLines(x)
+	x.req.SUPI = x.nreq.SUPI
+	x.req.Op = chf.OpCreate
+	if x.nreq.OneTimeEvent {
+		x.req.Op = chf.OpEvent
+	}
+	sess := chf.AppendSessionID(x.sess[:0], h.newSession())
+	x.req.Session = string(sess)
+	if !h.charge(ctx, x) {
+		return
+	}
+	x.Status = http.StatusCreated
+	if x.req.Op == chf.OpCreate {
+		if len(host) > 0 {
+			x.Location = append(x.Location, "http://"...)
+			x.Location = append(x.Location, host...)
+		}
+		x.Location = append(x.Location, NchfBase...)
+		x.Location = append(x.Location, '/')
+		x.Location = chf.AppendRef(x.Location, x.req.SUPI, x.req.Session)
+	}
+	h.chargingData(x)
+}
+
+func (h *Handler) session(ctx context.Context, x *Exchange, op chf.Op, ref []byte, body []byte) {
+	supi, sess, err := chf.ParseRef(string(ref))
+	if err != nil {
+		h.problem(x, http.StatusNotFound, "RESOURCE_CONTEXT_NOT_FOUND",
+			"no charging data resource "+strconv.Quote(string(ref)), "", "")
+		return
+	}
+	if !h.decode(x, body) {
+		return
+	}
+	h.fillLines(x)
+	x.req.Op = op
+	x.req.SUPI = supi // allocated by string(ref) above; owned by this request
+	x.req.Session = sess
+	if !h.charge(ctx, x) {
+		return
+	}
+	if op == chf.OpRelease {
+		x.Status = http.StatusNoContent
+		return
+	}
+	x.Status = http.StatusOK
+	h.chargingData(x)
+}
+
+func (h *Handler) chargingData(x *Exchange) {
+	x.ContentType = contentJSON
+	x.Body = chf.AppendChargingDataResponse(x.Body, h.now(), x.req.Seq, x.resp.Lines)
+}
+
+// charge calls the Charger and answers failures; it reports whether the
+// request succeeded (x.resp then holds the answer).
+func (h *Handler) charge(ctx context.Context, x *Exchange) bool {
+	x.resp.Lines = x.resp.Lines[:0]
+	lines := x.resp.Lines
+	x.resp = chf.ChargeResponse{Lines: lines}
+	if err := h.charger.Charge(ctx, &x.req, &x.resp); err != nil {
+		h.chargerError(x, err)
+		return false
+	}
+	x.Charged = x.resp.Charged
+	x.HasCharged = true
+	if x.resp.Result == chf.ResultSuccess {
+		return true
+	}
+	h.resultProblem(x, x.resp.Result, x.resp.Detail)
+	return false
+}
+
+func (h *Handler) chargerError(x *Exchange, err error) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		h.problem(x, http.StatusGatewayTimeout, "TIMED_OUT_REQUEST", "charging core did not answer in time", "", "")
+	case isOverload(err):
+		h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "charging core overloaded", "", "")
+	default:
+		h.log.Warn("charging core failed", "err", err)
+		h.problem(x, http.StatusInternalServerError, "SYSTEM_FAILURE", "charging core failed", "", "")
+	}
+}
+
+// isOverload reports whether err carries an HTTP 503 status (the chassis
+// client's StatusError has a StatusCode or Status field exposed by method).
+func isOverload(err error) bool {
+	var sc interface{ StatusCode() int }
+	if errors.As(err, &sc) {
+		return sc.StatusCode() == http.StatusServiceUnavailable
+	}
+	return false
+}
+
+// resultProblem answers a whole-request failure from the charging core.
+func (h *Handler) resultProblem(x *Exchange, r chf.Result, detail string) {
+	switch r {
+	case chf.ResultQuotaLimitReached:
+		h.problem(x, http.StatusForbidden, "QUOTA_LIMIT_REACHED", orDefault(detail, "balance exhausted"), "", "")
+	case chf.ResultEndUserServiceDenied:
+		h.problem(x, http.StatusForbidden, "END_USER_REQUEST_DENIED", orDefault(detail, "service denied"), "", "")
+	case chf.ResultUserUnknown:
+		h.problem(x, http.StatusNotFound, "USER_UNKNOWN", orDefault(detail, "unknown subscriber "+strconv.Quote(x.req.SUPI)), "", "")
+	case chf.ResultSessionUnknown:
+		h.problem(x, http.StatusNotFound, "RESOURCE_CONTEXT_NOT_FOUND", orDefault(detail, "unknown charging data resource"), "", "")
+	case chf.ResultStaleSequence:
+		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED",
+			orDefault(detail, "invocationSequenceNumber "+strconv.FormatUint(uint64(x.req.Seq), 10)+" is older than the last one answered"),
+			"/invocationSequenceNumber", "stale: older than the last one answered")
+	case chf.ResultRatingFailed:
+		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED", orDefault(detail, "rating failed"), "", "")
+	case chf.ResultOverloaded:
+		h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", orDefault(detail, "overloaded"), "", "")
+	default:
+		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED", orDefault(detail, "request refused"), "", "")
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (h *Handler) problem(x *Exchange, status int, cause, detail, param, reason string) {
+	x.Status = status
+	x.ContentType = contentProblem
+	x.Body = chf.AppendProblemDetails(x.Body[:0], &chf.Problem{
+		Status: status, Title: http.StatusText(status), Cause: cause, Detail: detail,
+		Param: param, Reason: reason,
+	})
+}
+
+// balance answers GET /chf/v1/accounts/{supi}.
+func (h *Handler) balance(ctx context.Context, x *Exchange, supi string) {
+	if len(supi) > 128 {
+		h.problem(x, http.StatusNotFound, "USER_UNKNOWN", "no such subscriber", "", "")
+		return
+	}
+	x.req = chf.ChargeRequest{Op: chf.OpBalance, SUPI: supi, Lines: x.req.Lines[:0]}
+	x.resp.Lines = x.resp.Lines[:0]
+	lines := x.resp.Lines
+	x.resp = chf.ChargeResponse{Lines: lines}
+	if err := h.charger.Charge(ctx, &x.req, &x.resp); err != nil {
+		h.chargerError(x, err)
+		return
+	}
+	if x.resp.Result != chf.ResultSuccess {
+		h.resultProblem(x, x.resp.Result, x.resp.Detail)
+		return
+	}
+	x.Status = http.StatusOK
+	x.ContentType = contentJSON
+	x.Body = AppendBalance(x.Body, supi, &x.resp)
+}
+
+// AppendBalance appends the balance inquiry JSON object for resp to dst:
+// {"supi","balance","reserved","available","currency"}, integer minor units.
+func AppendBalance(dst []byte, supi string, resp *chf.ChargeResponse) []byte {
+	dst = append(dst, `{"supi":`...)
+	dst = chf.AppendJSONString(dst, supi)
+	dst = append(dst, `,"balance":`...)
+	dst = strconv.AppendInt(dst, resp.Balance, 10)
+	dst = append(dst, `,"reserved":`...)
+	dst = strconv.AppendInt(dst, resp.Reserved, 10)
+	dst = append(dst, `,"available":`...)
+	dst = strconv.AppendInt(dst, resp.Balance-resp.Reserved, 10)
+	dst = append(dst, `,"currency":`...)
+	dst = chf.AppendJSONString(dst, resp.Currency)
+	return append(dst, '}')
+}

@@ -1,0 +1,204 @@
+package cgw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/h2c"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Listen is host:port (":0" allowed) for both HTTP/2 (prior knowledge)
+	// and HTTP/1.1.
+	Listen string
+	// Handler configures the Nchf/balance core (Charger required).
+	Handler HandlerConfig
+	// Ready reports whether the charging core is reachable (/readyz); nil
+	// means always ready.
+	Ready func(ctx context.Context) error
+	// Logger (nil = slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server serves the CGW on one port: connections that open with the
+// HTTP/2 client preface go to the HTTP/2 front, all others to the
+// chassis's HTTP/1.1 (fasthttp) server, which also serves /healthz,
+// /readyz and /metrics. Both call the same Handler.
+type Server struct {
+	cfg   Config
+	h     *Handler
+	log   *slog.Logger
+	http1 *chassis.Server
+	h2    *h2c.Server
+
+	ln     net.Listener
+	h1ln   net.Listener
+	h2ln   net.Listener
+	served sync.WaitGroup
+}
+
+// NewServer builds a Server that is not yet listening.
+func NewServer(cfg Config) (*Server, error) {
+	h, err := NewHandler(cfg.Handler)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default().With("service", "cgw")
+	}
+	s := &Server{cfg: cfg, h: h, log: log}
+	// The chassis limits are a backstop: the Handler answers 413 and 503
+	// with ProblemDetails first, below these.
+	s.http1, err = chassis.NewServer(chassis.ServerConfig{
+		Service:     "cgw",
+		Listen:      cfg.Listen,
+		Handler:     s.serveFast,
+		Ready:       cfg.Ready,
+		MaxInFlight: 2*int(h.maxInFlight) + 64,
+		MaxBodySize: 4*h.maxBody + 4096,
+		Logger:      log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot create HTTP/1.1 server: %w", err)
+	}
+	s.h2 = &h2c.Server{
+		Handler:              s.serveH2,
+		MaxConcurrentStreams: 256,
+		MaxBodySize:          4*h.maxBody + 4096,
+		Logger:               log,
+	}
+	return s, nil
+}
+
+// Handler returns the protocol-neutral core the fronts call.
+func (s *Server) Handler() *Handler { return s.h }
+
+// Start listens on cfg.Listen and serves in the background; it returns
+// once the listener is open.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln
+	s.h2ln, s.h1ln = h2c.Sniff(ln)
+	s.served.Add(2)
+	go func() {
+		defer s.served.Done()
+		if err := s.http1.ServeListener(s.h1ln); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.log.Error("HTTP/1.1 front stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer s.served.Done()
+		if err := s.h2.Serve(s.h2ln); err != nil && !errors.Is(err, h2c.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			s.log.Error("HTTP/2 front stopped", "err", err)
+		}
+	}()
+	s.log.Info("listening", "addr", s.Addr(), "protocols", "h2c,http/1.1")
+	return nil
+}
+
+// Addr is the actual listening address (host:port), "" before Start.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests
+// to complete or ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.ln == nil {
+		return nil
+	}
+	var errs []error
+	if err := s.http1.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	s.h1ln.Close()
+	s.h2ln.Close()
+	if err := s.h2.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	done := make(chan struct{})
+	go func() { s.served.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
+	return errors.Join(errs...)
+}
+
+// serveFast is the HTTP/1.1 adapter.
+func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
+	x := s.h.Acquire()
+	s.h.Serve(context.Background(), x, ctx.Method(), ctx.Path(), ctx.Host(), ctx.PostBody())
+	ctx.SetStatusCode(x.Status)
+	if x.ContentType != "" {
+		ctx.SetContentType(x.ContentType)
+	}
+	if len(x.Location) > 0 {
+		ctx.Response.Header.SetBytesV("Location", x.Location)
+	}
+	if x.HasCharged {
+		var num [20]byte
+		ctx.Response.Header.SetBytesV(ChargedHeader, strconv.AppendInt(num[:0], x.Charged, 10))
+	}
+	ctx.SetBody(x.Body)
+	s.h.Release(x)
+}
+
+// serveH2 is the HTTP/2 adapter (chassis/h2c).
+func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
+	if len(r.Path) > 3 && string(r.Method) == http.MethodGet {
+		switch string(r.Path) {
+		case "/healthz":
+			w.AddHeader("content-type", "text/plain; charset=utf-8")
+			w.WriteString("ok\n")
+			return
+		case "/readyz":
+			w.AddHeader("content-type", "text/plain; charset=utf-8")
+			if s.cfg.Ready != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := s.cfg.Ready(ctx)
+				cancel()
+				if err != nil {
+					w.SetStatus(http.StatusServiceUnavailable)
+					w.WriteString("not ready: " + err.Error() + "\n")
+					return
+				}
+			}
+			w.WriteString("ready\n")
+			return
+		}
+	}
+	x := s.h.Acquire()
+	s.h.Serve(context.Background(), x, r.Method, r.Path, r.Authority, r.Body)
+	w.SetStatus(x.Status)
+	if x.ContentType != "" {
+		w.AddHeader("content-type", x.ContentType)
+	}
+	if len(x.Location) > 0 {
+		w.AddHeaderBytes("location", x.Location)
+	}
+	if x.HasCharged {
+		w.AddHeaderInt("x-chf-charged", x.Charged)
+	}
+	w.Body = append(w.Body, x.Body...)
+	s.h.Release(x)
+}
