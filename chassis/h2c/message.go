@@ -21,8 +21,8 @@ type Request struct {
 	// StreamID is the HTTP/2 stream identifier.
 	StreamID uint32
 
-	arena []byte // header names and values
-	hdrs  []fieldRef
+	arena  []byte // header names and values
+	hdrs   []fieldRef
 	pseudo [4]span // method, path, scheme, authority
 }
 

@@ -263,11 +263,11 @@ type serverConn struct {
 	srv *Server
 	l   link
 
-	dec        *hpack.Decoder
-	cur        *sstream // stream whose header block is being decoded (nil: discard)
-	contEnd    bool     // END_STREAM flag of the HEADERS being continued
-	contID     uint32
-	contActive bool
+	dec         *hpack.Decoder
+	cur         *sstream // stream whose header block is being decoded (nil: discard)
+	contEnd     bool     // END_STREAM flag of the HEADERS being continued
+	contID      uint32
+	contActive  bool
 	gotSettings bool
 
 	// under l.mu
@@ -347,7 +347,9 @@ type connError struct {
 	reason string
 }
 
-func (e connError) Error() string { return fmt.Sprintf("h2c: connection error %v: %s", e.code, e.reason) }
+func (e connError) Error() string {
+	return fmt.Sprintf("h2c: connection error %v: %s", e.code, e.reason)
+}
 
 func (sc *serverConn) goAway(code http2.ErrCode, reason string) error {
 	l := &sc.l
