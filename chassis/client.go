@@ -1,0 +1,364 @@
+package chassis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/chf-testbed/testbed/chassis/balancer"
+	"github.com/chf-testbed/testbed/chassis/discovery"
+)
+
+// Client defaults.
+const (
+	DefaultTimeout             = 2 * time.Second
+	DefaultMaxConnsPerEndpoint = 512
+)
+
+// DeadlineHeader carries the caller's remaining time budget in microseconds
+// to the next hop, which bounds its own outgoing calls by it.
+const DeadlineHeader = "X-Chf-Budget-Us"
+
+var (
+	// ErrNoEndpoints is returned when the peer has no known endpoint before
+	// the call's deadline.
+	ErrNoEndpoints = errors.New("chassis: no endpoints for peer")
+	// ErrClientClosed is returned by Do after Close.
+	ErrClientClosed = errors.New("chassis: client closed")
+)
+
+// StatusError is returned by Client.Do when the peer answers with a non-2xx
+// status.
+type StatusError struct {
+	Peer string // peer service name
+	Addr string // endpoint that answered
+	Code int    // HTTP status code
+	Body []byte // response body (at most 512 bytes)
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("chassis: peer %s at %s answered %d: %s", e.Peer, e.Addr, e.Code, e.Body)
+}
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	Peer                string           // peer service name (metrics/logs)
+	Source              discovery.Source // where endpoints come from
+	Timeout             time.Duration    // per-call deadline when ctx has none (default 2s)
+	MaxConnsPerEndpoint int              // default 512
+
+	// Balancer configures endpoint picking and outlier ejection (the zero
+	// value is power of two choices with default ejection).
+	Balancer balancer.Config
+	// ContentType of request bodies (default "application/octet-stream").
+	ContentType string
+	// Retry allows retrying a failed call on another endpoint when it is
+	// safe; see RetryConfig. The zero value retries only calls that were
+	// never sent (connection refused, pool exhausted, overload rejection).
+	Retry RetryConfig
+	// Logger defaults to slog.Default() with a "peer" attribute.
+	Logger *slog.Logger
+}
+
+// RetryConfig bounds retries.
+type RetryConfig struct {
+	// MaxAttempts per call, first one included (default 2; 1 disables
+	// retries).
+	MaxAttempts int
+	// Idempotent declares that the peer's operations may be repeated (for
+	// example the CHF's invocation sequence numbers make them so): then
+	// calls that failed after being sent (transport error, 502, 503, 504)
+	// are retried too. Otherwise only calls known not to have reached the
+	// peer's handler are.
+	Idempotent bool
+	// BudgetRatio is the share of calls that may be retries (default 0.1);
+	// MinBudget retries are always available at start (default 10).
+	BudgetRatio float64
+	MinBudget   int
+}
+
+type endpoint = balancer.Endpoint[*fasthttp.HostClient]
+
+// Client calls the endpoints of one peer service over pooled fasthttp
+// connections. It is safe for concurrent use.
+type Client struct {
+	cfg     ClientConfig
+	log     *slog.Logger
+	bal     *balancer.Balancer[*fasthttp.HostClient]
+	budget  retryBudget
+	metrics *clientMetrics
+
+	ready     chan struct{} // closed at the first endpoint set
+	readyOnce sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+	byAddr    map[string]*endpoint // owned by the update goroutine
+	closeMu   sync.RWMutex
+	closed    bool
+}
+
+// NewClient starts watching cfg.Source and returns a Client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Peer == "" {
+		return nil, errors.New("chassis: ClientConfig.Peer is empty")
+	}
+	if cfg.Source == nil {
+		return nil, fmt.Errorf("chassis: ClientConfig.Source for peer %s is nil", cfg.Peer)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxConnsPerEndpoint <= 0 {
+		cfg.MaxConnsPerEndpoint = DefaultMaxConnsPerEndpoint
+	}
+	if cfg.ContentType == "" {
+		cfg.ContentType = "application/octet-stream"
+	}
+	if cfg.Retry.MaxAttempts <= 0 {
+		cfg.Retry.MaxAttempts = 2
+	}
+	if cfg.Retry.BudgetRatio <= 0 {
+		cfg.Retry.BudgetRatio = 0.1
+	}
+	if cfg.Retry.MinBudget <= 0 {
+		cfg.Retry.MinBudget = 10
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default().With("peer", cfg.Peer)
+	}
+	c := &Client{
+		cfg:    cfg,
+		log:    log,
+		ready:  make(chan struct{}),
+		done:   make(chan struct{}),
+		byAddr: map[string]*endpoint{},
+	}
+	c.metrics = newClientMetrics(cfg.Peer)
+	bcfg := cfg.Balancer
+	userEject := bcfg.OnEject
+	bcfg.OnEject = func(addr string) {
+		c.metrics.ejections.Add(1)
+		c.log.Warn("endpoint ejected", "addr", addr)
+		if userEject != nil {
+			userEject(addr)
+		}
+	}
+	bal, err := balancer.New[*fasthttp.HostClient](bcfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create balancer for peer %s: %w", cfg.Peer, err)
+	}
+	c.bal = bal
+	c.budget.init(cfg.Retry.BudgetRatio, cfg.Retry.MinBudget)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go c.watch(ctx)
+	registerClient(c)
+	return c, nil
+}
+
+func (c *Client) watch(ctx context.Context) {
+	defer close(c.done)
+	if err := c.cfg.Source.Run(ctx, c.update); err != nil && ctx.Err() == nil {
+		c.log.Error("discovery stopped", "err", err)
+	}
+}
+
+// update installs a new endpoint set; called by the source, one at a time.
+func (c *Client) update(eps []discovery.Endpoint) {
+	next := make([]*endpoint, 0, len(eps))
+	keep := make(map[string]*endpoint, len(eps))
+	for _, e := range eps {
+		if _, dup := keep[e.Addr]; dup {
+			continue
+		}
+		ep := c.byAddr[e.Addr]
+		if ep == nil {
+			ep = balancer.NewEndpoint(e.Addr, c.newHostClient(e.Addr))
+		}
+		keep[e.Addr] = ep
+		next = append(next, ep)
+	}
+	c.bal.Update(next)
+	for addr, ep := range c.byAddr {
+		if keep[addr] == nil {
+			ep.Conn.CloseIdleConnections()
+		}
+	}
+	c.byAddr = keep
+	c.metrics.endpoints.Store(int64(len(next)))
+	c.metrics.lastUpdate.Store(time.Now().UnixNano())
+	c.log.Info("endpoints updated", "count", len(next))
+	if len(next) > 0 {
+		c.readyOnce.Do(func() { close(c.ready) })
+	}
+}
+
+func (c *Client) newHostClient(addr string) *fasthttp.HostClient {
+	return &fasthttp.HostClient{
+		Addr:                          addr,
+		Name:                          "chf-chassis",
+		MaxConns:                      c.cfg.MaxConnsPerEndpoint,
+		MaxIdleConnDuration:           30 * time.Second,
+		MaxIdemponentCallAttempts:     1, // retries are the chassis' decision
+		ReadBufferSize:                16 << 10,
+		WriteBufferSize:               16 << 10,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		NoDefaultUserAgentHeader:      true,
+		Dial: func(a string) (net.Conn, error) {
+			return fasthttp.DialTimeout(a, time.Second)
+		},
+	}
+}
+
+// Endpoints returns the addresses currently in use, for diagnostics.
+func (c *Client) Endpoints() []string {
+	eps := c.bal.Endpoints()
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.Addr
+	}
+	return out
+}
+
+// Do POSTs body to path on one endpoint of the peer (least outstanding
+// requests among two random choices, by default) and appends the 2xx
+// response body to dst. Non-2xx → *StatusError. The deadline is ctx's, or
+// Timeout from now; the remaining budget travels in DeadlineHeader. body is
+// not modified or retained. Do does not allocate in the steady state.
+func (c *Client) Do(ctx context.Context, path string, body, dst []byte) ([]byte, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.cfg.Timeout)
+	}
+	c.budget.depositCall()
+	start := time.Now()
+	rs := c.metrics.route(path)
+	var err error
+	var prev *endpoint
+	for attempt := 1; ; attempt++ {
+		var retryable bool
+		dst, prev, retryable, err = c.attempt(ctx, path, body, dst, deadline, prev)
+		if err == nil || !retryable || attempt >= c.cfg.Retry.MaxAttempts || !time.Now().Before(deadline) || !c.budget.withdraw() {
+			break
+		}
+		c.metrics.retries.Add(1)
+	}
+	rs.observe(statusOf(err), time.Since(start))
+	return dst, err
+}
+
+// attempt makes one call on an endpoint other than avoid if possible and
+// returns the endpoint used and whether a failure may be retried.
+func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, deadline time.Time, avoid *endpoint) ([]byte, *endpoint, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return dst, nil, false, fmt.Errorf("cannot call %s: %w", c.cfg.Peer, err)
+	}
+	ep, err := c.bal.PickOther(avoid)
+	if err != nil {
+		if err := c.waitReady(ctx, deadline); err != nil {
+			return dst, nil, false, err
+		}
+		if ep, err = c.bal.Pick(); err != nil {
+			return dst, nil, false, fmt.Errorf("cannot call %s: %w", c.cfg.Peer, ErrNoEndpoints)
+		}
+	}
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI(path)
+	req.Header.SetHost(ep.Addr)
+	req.Header.SetContentType(c.cfg.ContentType)
+	var nb [20]byte
+	req.Header.SetBytesV(DeadlineHeader, strconv.AppendInt(nb[:0], time.Until(deadline).Microseconds(), 10))
+	req.SetBodyRaw(body)
+	err = ep.Conn.DoDeadline(req, resp, deadline)
+	var retryable bool
+	if err != nil {
+		c.bal.Done(ep, false)
+		retryable = notSent(err) || c.cfg.Retry.Idempotent
+		err = fmt.Errorf("cannot call %s at %s: %w", c.cfg.Peer, ep.Addr, err)
+	} else if code := resp.StatusCode(); code < 200 || code > 299 {
+		overload := code == fasthttp.StatusServiceUnavailable && len(resp.Header.Peek(OverloadHeader)) > 0
+		c.bal.Done(ep, code < 500 || overload)
+		retryable = overload || (c.cfg.Retry.Idempotent && (code == 502 || code == 503 || code == 504))
+		b := resp.Body()
+		if len(b) > 512 {
+			b = b[:512]
+		}
+		err = &StatusError{Peer: c.cfg.Peer, Addr: ep.Addr, Code: code, Body: append([]byte(nil), b...)}
+	} else {
+		c.bal.Done(ep, true)
+		dst = append(dst, resp.Body()...)
+	}
+	fasthttp.ReleaseRequest(req)
+	fasthttp.ReleaseResponse(resp)
+	return dst, ep, retryable, err
+}
+
+// notSent reports whether err means the request never reached the peer.
+func notSent(err error) bool {
+	if errors.Is(err, fasthttp.ErrNoFreeConns) || errors.Is(err, fasthttp.ErrDialTimeout) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func (c *Client) waitReady(ctx context.Context, deadline time.Time) error {
+	select {
+	case <-c.ready:
+		return nil
+	default:
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cannot call %s: %w", c.cfg.Peer, ctx.Err())
+	case <-t.C:
+		return fmt.Errorf("cannot call %s: %w", c.cfg.Peer, ErrNoEndpoints)
+	case <-c.done:
+		return fmt.Errorf("cannot call %s: %w", c.cfg.Peer, ErrClientClosed)
+	}
+}
+
+// Close stops discovery and closes idle connections. Calls in progress
+// complete; later calls fail.
+func (c *Client) Close() {
+	c.closeMu.Lock()
+	if c.closed {
+		c.closeMu.Unlock()
+		return
+	}
+	c.closed = true
+	c.closeMu.Unlock()
+	c.cancel()
+	<-c.done
+	unregisterClient(c)
+	for _, ep := range c.bal.Endpoints() {
+		ep.Conn.CloseIdleConnections()
+	}
+	c.bal.Update(nil)
+}
+
+func statusOf(err error) int {
+	if err == nil {
+		return 200
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return 0 // transport error
+}

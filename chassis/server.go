@@ -1,0 +1,304 @@
+package chassis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Default limits of ServerConfig.
+const (
+	DefaultMaxInFlight = 4096
+	DefaultMaxBodySize = 64 << 10
+)
+
+// OverloadHeader is set on 503 responses the chassis sends when MaxInFlight
+// is exceeded: the request was rejected before any processing, so a client
+// may retry it elsewhere.
+const OverloadHeader = "X-Chf-Overload"
+
+// ErrServerStarted is returned when Start or ServeListener is called twice.
+var ErrServerStarted = errors.New("chassis: server already started")
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Service     string                          // "cgw", "ocp", "abm": logs and metrics
+	Listen      string                          // host:port; ":0" allowed
+	Handler     fasthttp.RequestHandler         // app routes; chassis itself serves /healthz /readyz /metrics
+	Ready       func(ctx context.Context) error // dependency check for /readyz; nil = ready
+	MaxInFlight int                             // requests beyond it get 503 (0 = default 4096)
+	MaxBodySize int                             // 0 = default 64 KiB; larger bodies get 413
+
+	// Route maps a request path to a bounded route label for metrics
+	// (optional). The default keeps path segments and replaces identifiers
+	// (segments with a '.', '@' or more than four digits) by "{id}".
+	Route func(path []byte) string
+	// Logger defaults to slog.Default() with a "service" attribute.
+	Logger *slog.Logger
+}
+
+// Server is the HTTP/1.1 server every service runs: the app's handler plus
+// /healthz, /readyz and /metrics, an in-flight limit, a body size limit and
+// graceful shutdown. Safe for concurrent use.
+type Server struct {
+	cfg      ServerConfig
+	log      *slog.Logger
+	srv      *fasthttp.Server
+	metrics  *serverMetrics
+	inflight atomic.Int64
+	draining atomic.Bool
+
+	mu      sync.Mutex
+	started bool
+	ln      net.Listener
+	addr    string
+	served  chan struct{}
+}
+
+// NewServer validates cfg and returns a Server that is not yet listening.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Service == "" {
+		return nil, errors.New("chassis: ServerConfig.Service is empty")
+	}
+	if cfg.Handler == nil {
+		return nil, errors.New("chassis: ServerConfig.Handler is nil")
+	}
+	if cfg.MaxInFlight < 0 || cfg.MaxBodySize < 0 {
+		return nil, errors.New("chassis: ServerConfig.MaxInFlight and MaxBodySize must not be negative")
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxBodySize == 0 {
+		cfg.MaxBodySize = DefaultMaxBodySize
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default().With("service", cfg.Service)
+	}
+	s := &Server{cfg: cfg, log: log, served: make(chan struct{})}
+	s.metrics = newServerMetrics(cfg.Service, cfg.Route)
+	s.srv = &fasthttp.Server{
+		Handler:            s.handle,
+		Name:               "chf-" + cfg.Service,
+		MaxRequestBodySize: cfg.MaxBodySize,
+		// Connections beyond MaxInFlight are still accepted; requests
+		// beyond it are answered 503 at once (never queued).
+		Concurrency:                   256 * 1024,
+		ReadTimeout:                   2 * time.Minute,
+		IdleTimeout:                   2 * time.Minute,
+		CloseOnShutdown:               true,
+		NoDefaultDate:                 true,
+		NoDefaultContentType:          true,
+		DisableHeaderNamesNormalizing: false,
+		ErrorHandler:                  s.errorHandler,
+		Logger:                        slogFasthttpLogger{log},
+	}
+	return s, nil
+}
+
+// Start listens on cfg.Listen and serves in the background. It returns once
+// the listener is open (Addr is then valid).
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", s.cfg.Listen, err)
+	}
+	if err := s.setListener(ln); err != nil {
+		ln.Close()
+		return err
+	}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil {
+			s.log.Error("server stopped", "err", err)
+		}
+	}()
+	s.log.Info("listening", "addr", s.Addr())
+	return nil
+}
+
+// ServeListener serves on ln until Shutdown; it blocks (unlike Start).
+func (s *Server) ServeListener(ln net.Listener) error {
+	if err := s.setListener(ln); err != nil {
+		return err
+	}
+	if err := s.srv.Serve(ln); err != nil {
+		return fmt.Errorf("cannot serve on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+func (s *Server) setListener(ln net.Listener) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return ErrServerStarted
+	}
+	s.started = true
+	s.ln = ln
+	s.addr = ln.Addr().String()
+	return nil
+}
+
+// Addr returns the actual listening address (host:port), or "" before
+// Start/ServeListener.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Shutdown stops accepting connections, makes /readyz fail, and waits until
+// in-flight requests have completed or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	if err := s.srv.ShutdownWithContext(ctx); err != nil {
+		return fmt.Errorf("cannot shut down %s server: %w", s.cfg.Service, err)
+	}
+	return nil
+}
+
+// InFlight returns the number of requests being handled.
+func (s *Server) InFlight() int64 { return s.inflight.Load() }
+
+// Handler returns the chassis request handler (health, metrics, limits,
+// then the app's handler), for callers that serve it through another front,
+// such as an h2c adapter.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	if len(path) > 3 && path[0] == '/' && ctx.IsGet() {
+		switch string(path) {
+		case "/healthz":
+			ctx.SetContentType("text/plain; charset=utf-8")
+			ctx.SetBodyString("ok\n")
+			return
+		case "/readyz":
+			s.serveReady(ctx)
+			return
+		case "/metrics":
+			s.serveMetrics(ctx)
+			return
+		}
+	}
+	start := time.Now()
+	rs := s.metrics.route(path)
+	n := s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	if n > int64(s.cfg.MaxInFlight) {
+		ctx.Error("overloaded\n", fasthttp.StatusServiceUnavailable)
+		ctx.Response.Header.Set(OverloadHeader, "1")
+		ctx.Response.Header.Set("Retry-After", "1")
+		rs.observe(fasthttp.StatusServiceUnavailable, time.Since(start))
+		return
+	}
+	if len(ctx.Request.Body()) > s.cfg.MaxBodySize {
+		ctx.Error("request body too large\n", fasthttp.StatusRequestEntityTooLarge)
+		rs.observe(fasthttp.StatusRequestEntityTooLarge, time.Since(start))
+		return
+	}
+	s.cfg.Handler(ctx)
+	rs.observe(ctx.Response.StatusCode(), time.Since(start))
+}
+
+func (s *Server) serveReady(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/plain; charset=utf-8")
+	if s.draining.Load() {
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString("shutting down\n")
+		return
+	}
+	if s.cfg.Ready != nil {
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := s.cfg.Ready(rctx)
+		cancel()
+		if err != nil {
+			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+			ctx.SetBodyString("not ready: " + err.Error() + "\n")
+			return
+		}
+	}
+	ctx.SetBodyString("ready\n")
+}
+
+func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
+	ctx.SetBody(s.metrics.appendText(ctx.Response.Body()[:0], s.inflight.Load()))
+}
+
+func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		ctx.Error("request body too large\n", fasthttp.StatusRequestEntityTooLarge)
+		s.metrics.route(ctx.Path()).observe(fasthttp.StatusRequestEntityTooLarge, 0)
+		return
+	}
+	ctx.Error("bad request\n", fasthttp.StatusBadRequest)
+}
+
+// DefaultRoute maps a path to a route label with bounded cardinality:
+// segments that look like identifiers (containing '.', '@' or more than four
+// digits, or longer than 40 bytes) become "{id}".
+func DefaultRoute(path []byte) string {
+	var buf [128]byte
+	return string(appendRoute(buf[:0], path))
+}
+
+// appendRoute appends DefaultRoute(path) to out without allocating when out
+// has room.
+func appendRoute[S ~string | ~[]byte](out []byte, path S) []byte {
+	for len(path) > 0 {
+		if path[0] == '/' {
+			path = path[1:]
+			continue
+		}
+		end := 0
+		for end < len(path) && path[end] != '/' {
+			end++
+		}
+		seg := path[:end]
+		path = path[end:]
+		out = append(out, '/')
+		if isIDSegment(seg) {
+			out = append(out, "{id}"...)
+		} else {
+			out = append(out, seg...)
+		}
+		if len(out) > 100 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, '/')
+	}
+	return out
+}
+
+func isIDSegment[S ~string | ~[]byte](seg S) bool {
+	if len(seg) > 40 {
+		return true
+	}
+	digits := 0
+	for i := 0; i < len(seg); i++ {
+		switch c := seg[i]; {
+		case c == '.' || c == '@':
+			return true
+		case c >= '0' && c <= '9':
+			digits++
+		}
+	}
+	return digits > 4
+}
+
+type slogFasthttpLogger struct{ log *slog.Logger }
+
+func (l slogFasthttpLogger) Printf(format string, args ...any) {
+	l.log.Warn(fmt.Sprintf(format, args...))
+}
