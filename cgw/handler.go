@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -319,14 +320,11 @@ func (h *Handler) chargerError(x *Exchange, err error) {
 	}
 }
 
-// isOverload reports whether err carries an HTTP 503 status (the chassis
-// client's StatusError has a StatusCode or Status field exposed by method).
+// isOverload reports whether err is an HTTP 503 from the charging core
+// (a chassis.StatusError).
 func isOverload(err error) bool {
-	var sc interface{ StatusCode() int }
-	if errors.As(err, &sc) {
-		return sc.StatusCode() == http.StatusServiceUnavailable
-	}
-	return false
+	var se *chassis.StatusError
+	return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable
 }
 
 // resultProblem answers a whole-request failure from the charging core.

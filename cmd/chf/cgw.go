@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"runtime"
+	rpprof "runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/chf-testbed/testbed/cgw"
+	"github.com/chf-testbed/testbed/cgw/diameter"
+	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/ocp"
+)
+
+func init() {
+	register("cgw", "Charging Gateway: Nchf_ConvergedCharging (h2c + HTTP/1.1), balance inquiry, Diameter Gy", runCGW)
+}
+
+type cgwFlags struct {
+	listen, discovery, k8sNamespace, network, logLevel string
+	ocp, diameter                                      string
+	originHost, originRealm                            string
+	maxBody, maxInFlight                               int
+	pprof, cpuProfile                                  string
+	checkFlags                                         bool
+}
+
+func runCGW(args []string) error {
+	var f cgwFlags
+	fs := flag.NewFlagSet("cgw", flag.ContinueOnError)
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080",
+		"host:port for Nchf_ConvergedCharging over HTTP/2 cleartext (prior knowledge) and HTTP/1.1 on one port, plus the balance inquiry GET /chf/v1/accounts/{supi}, /healthz, /readyz and /metrics")
+	fs.StringVar(&f.discovery, "discovery", chassis.DiscoveryStatic,
+		"how to find the OCP: static (--ocp is a comma-separated host:port list), dns (--ocp is host:port of a headless service) or kubernetes (--ocp is service[:port])")
+	fs.StringVar(&f.k8sNamespace, "k8s-namespace", "", "Kubernetes namespace for --discovery=kubernetes (env also POD_NAMESPACE)")
+	fs.StringVar(&f.network, "network", "", "Multus network whose addresses to use for peers; empty = the pod IP")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.ocp, "ocp", "127.0.0.1:8081", "the OCP peer, in the form --discovery wants")
+	fs.StringVar(&f.diameter, "diameter", "", "host:port to serve Diameter Gy (RFC 4006 credit control) on; empty = off")
+	fs.StringVar(&f.originHost, "diameter-origin-host", "cgw.chf.test", "Diameter Origin-Host of the CGW")
+	fs.StringVar(&f.originRealm, "diameter-origin-realm", "chf.test", "Diameter Origin-Realm of the CGW")
+	fs.IntVar(&f.maxBody, "max-body", 64<<10, "largest Nchf request body in bytes; larger ones get 413 ProblemDetails")
+	fs.IntVar(&f.maxInFlight, "max-inflight", 4096, "Nchf requests charged at once; beyond it requests get 503 (NF_CONGESTION) at once instead of queueing")
+	fs.StringVar(&f.pprof, "pprof", "", "host:port to serve net/http/pprof on (profiling); empty = off")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (stopped at exit)")
+	fs.BoolVar(&f.checkFlags, "check-flags", false, "parse and validate flags and environment, print the resolved configuration and exit without starting")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: chf cgw [flags]\n\nRuns the Charging Gateway. Every flag also reads CHF_<FLAG> (upper case, '-' → '_')\nfrom the environment when not given.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := chassis.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("cannot parse flags: unexpected argument %q", fs.Arg(0))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("cannot parse --log-level: %w", err)
+	}
+	if f.maxBody <= 0 || f.maxInFlight <= 0 {
+		return errors.New("cannot use --max-body and --max-inflight: both must be positive")
+	}
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return fmt.Errorf("cannot parse --listen %q: %w", f.listen, err)
+	}
+	if f.diameter != "" {
+		if _, _, err := net.SplitHostPort(f.diameter); err != nil {
+			return fmt.Errorf("cannot parse --diameter %q: %w", f.diameter, err)
+		}
+	}
+	src, err := chassis.PeerSource(f.discovery, f.ocp, chassis.WithNamespace(f.k8sNamespace), chassis.WithNetwork(f.network))
+	if err != nil {
+		return fmt.Errorf("cannot use --ocp: %w", err)
+	}
+	if f.checkFlags {
+		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s ocp=%s diameter=%s diameter-origin-host=%s diameter-origin-realm=%s max-body=%d max-inflight=%d pprof=%s cpuprofile=%s\n",
+			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.ocp, f.diameter, f.originHost, f.originRealm, f.maxBody, f.maxInFlight, f.pprof, f.cpuProfile)
+		return nil
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", "cgw")
+	slog.SetDefault(log)
+
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cannot create --cpuprofile: %w", err)
+		}
+		if err := rpprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("cannot start CPU profile: %w", err)
+		}
+		defer func() { rpprof.StopCPUProfile(); pf.Close() }()
+	}
+	if f.pprof != "" {
+		if err := servePprof(f.pprof, log); err != nil {
+			return err
+		}
+	}
+
+	client, err := chassis.NewClient(chassis.ClientConfig{Peer: "ocp", Source: src, Logger: log})
+	if err != nil {
+		return fmt.Errorf("cannot create OCP client: %w", err)
+	}
+	defer client.Close()
+	charger := ocp.NewClient(client)
+	srv, err := cgw.NewServer(cgw.Config{
+		Listen:  f.listen,
+		Handler: cgw.HandlerConfig{Charger: charger, MaxBody: f.maxBody, MaxInFlight: f.maxInFlight, Logger: log},
+		Ready:   peerReady(client),
+		Logger:  log,
+	})
+	if err != nil {
+		return fmt.Errorf("cannot create CGW server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	var dia *diameter.Server
+	if f.diameter != "" {
+		dia, err = diameter.NewServer(diameter.Config{
+			OriginHost: f.originHost, OriginRealm: f.originRealm, MaxInFlight: f.maxInFlight, Logger: log,
+		}, charger)
+		if err != nil {
+			return fmt.Errorf("cannot create Diameter server: %w", err)
+		}
+		if err := dia.Listen(f.diameter); err != nil {
+			return err
+		}
+		log.Info("serving Diameter Gy", "addr", dia.Addr())
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	got := <-sig
+	signal.Stop(sig)
+	log.Info("stopping", "signal", got.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if dia != nil {
+		if err := dia.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("cannot stop Diameter server: %w", err))
+		}
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("cannot stop CGW server: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// peerReady reports ready once one OCP endpoint answers its /readyz.
+func peerReady(c *chassis.Client) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		eps := c.Endpoints()
+		if len(eps) == 0 {
+			return errors.New("no OCP endpoint known")
+		}
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(2 * time.Second)
+		}
+		var last error
+		for _, ep := range eps {
+			status, _, err := fasthttp.GetDeadline(nil, "http://"+ep+"/readyz", deadline)
+			if err == nil && status == fasthttp.StatusOK {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("OCP %s /readyz answered %d", ep, status)
+			}
+			last = err
+		}
+		return last
+	}
+}
+
+// servePprof serves net/http/pprof on addr in the background.
+func servePprof(addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on --pprof %s: %w", addr, err)
+	}
+	runtime.SetBlockProfileRate(0)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() {
+		if err := http.Serve(ln, mux); err != nil {
+			log.Warn("pprof server stopped", "err", err)
+		}
+	}()
+	log.Info("serving pprof", "addr", ln.Addr().String())
+	return nil
+}
