@@ -66,7 +66,7 @@ func appendCCA(dst []byte, c *ccr, ident []byte, a *answer) []byte {
 	}
 	dst = wire.AppendHeader(dst, flags, wire.CmdCreditControl, wire.AppCreditControl, c.hdr.HopByHop, c.hdr.EndToEnd)
 	if c.sessionIDRaw != nil {
-		dst = append(dst, c.sessionIDRaw...)
+		dst = wire.AppendRaw(dst, c.sessionIDRaw)
 	}
 	dst = wire.AppendUint32(dst, wire.CodeResultCode, wire.AVPMandatory, 0, a.result)
 	dst = append(dst, ident...)
@@ -79,7 +79,7 @@ func appendCCA(dst []byte, c *ccr, ident []byte, a *answer) []byte {
 	if a.failed != nil {
 		var g int
 		dst, g = wire.BeginGroup(dst, wire.CodeFailedAVP, wire.AVPMandatory, 0)
-		dst = append(dst, a.failed...)
+		dst = wire.AppendRaw(dst, a.failed)
 		dst = wire.EndGroup(dst, g)
 	}
 	if r := a.resp; r != nil {

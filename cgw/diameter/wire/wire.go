@@ -395,3 +395,10 @@ func EndGroup(dst []byte, start int) []byte {
 	dst[start+5], dst[start+6], dst[start+7] = byte(n>>16), byte(n>>8), byte(n)
 	return dst
 }
+
+// AppendRaw appends an AVP's raw bytes (AVP.Raw), padding it to a multiple
+// of 4 when it arrived unpadded at the end of its container.
+func AppendRaw(dst, raw []byte) []byte {
+	dst = append(dst, raw...)
+	return pad(dst, len(raw))
+}
