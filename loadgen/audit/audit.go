@@ -1,0 +1,223 @@
+// Package audit reconciles balances after a load run: for every subscriber
+// the run touched, the initial balance minus the final balance must equal
+// the sum of what the CHF reported charging (X-Chf-Charged); no balance may
+// be negative and no reservation may be left once every session ended.
+//
+// Balances are read through the same driver as the load
+// (GET /chf/v1/accounts/{supi}), many at a time. The audit does not judge
+// requests whose outcome the load generator never learned (timeouts,
+// connection failures): it reports their number beside the verdict.
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/nchf"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
+)
+
+// ErrRead is returned when balances cannot be read.
+var ErrRead = errors.New("audit: cannot read balances")
+
+// Account is one balance as read.
+type Account struct {
+	Balance  int64
+	Reserved int64
+	Found    bool
+}
+
+// Snapshot holds the balances of a set of subscriber indexes.
+type Snapshot struct {
+	Index    []int32 // subscriber indexes read, ascending
+	Accounts []Account
+	Failed   int // reads that failed (transport or non-200 other than 404)
+}
+
+// Get returns the account of subscriber i, if it was read.
+func (s *Snapshot) Get(i int32) (Account, bool) {
+	k := sort.Search(len(s.Index), func(j int) bool { return s.Index[j] >= i })
+	if k < len(s.Index) && s.Index[k] == i {
+		return s.Accounts[k], true
+	}
+	return Account{}, false
+}
+
+// AllIndexes returns 0..n-1.
+func AllIndexes(n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i)
+	}
+	return out
+}
+
+type accountJSON struct {
+	Balance  *int64 `json:"balance"`
+	Reserved int64  `json:"reserved"`
+}
+
+// Read fetches the balances of the given subscriber indexes (ascending)
+// with up to concurrency requests in flight.
+func Read(ctx context.Context, d driver.Driver, first scenario.SUPI, idx []int32, concurrency int) (*Snapshot, error) {
+	if concurrency <= 0 {
+		concurrency = 128
+	}
+	s := &Snapshot{Index: idx, Accounts: make([]Account, len(idx))}
+	var next atomic.Int64
+	var failed atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for g := 0; g < concurrency; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var req driver.Request
+			var resp driver.Response
+			var supi, path []byte
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(idx) || ctx.Err() != nil {
+					return
+				}
+				supi = first.Append(supi[:0], int(idx[k]))
+				path = nchf.AppendAccountPath(path[:0], supi)
+				req = driver.Request{Target: k % d.Targets(), Method: http.MethodGet, Path: path}
+				var err error
+				for try := 0; try < 3; try++ {
+					if err = d.Do(ctx, &req, &resp); err == nil && resp.Status < 500 {
+						break
+					}
+				}
+				switch {
+				case err != nil:
+					failed.Add(1)
+					once.Do(func() { firstErr = err })
+				case resp.Status == http.StatusNotFound:
+				case resp.Status != http.StatusOK:
+					failed.Add(1)
+					once.Do(func() { firstErr = fmt.Errorf("status %d for %s", resp.Status, supi) })
+				default:
+					var a accountJSON
+					if err := json.Unmarshal(resp.Body, &a); err != nil || a.Balance == nil {
+						failed.Add(1)
+						once.Do(func() { firstErr = fmt.Errorf("bad account body for %s: %q", supi, resp.Body) })
+						continue
+					}
+					s.Accounts[k] = Account{Balance: *a.Balance, Reserved: a.Reserved, Found: true}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s.Failed = int(failed.Load())
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRead, err)
+	}
+	if s.Failed == len(idx) && len(idx) > 0 {
+		return nil, fmt.Errorf("%w: every read failed, first: %v", ErrRead, firstErr)
+	}
+	return s, nil
+}
+
+// Result is the verdict, as written into reports.
+type Result struct {
+	OK         bool     `json:"ok"`
+	Skipped    bool     `json:"skipped,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+	Touched    int      `json:"subscribers_touched"`
+	Checked    int      `json:"subscribers_checked"`
+	Charged    int64    `json:"charged_total"` // sum of X-Chf-Charged
+	Debited    int64    `json:"debited_total"` // sum of initial - final over checked subscribers
+	Mismatches int      `json:"mismatches"`    // subscribers whose delta != charged
+	Negative   int      `json:"negative_balances"`
+	Reserved   int      `json:"reserved_left"` // accounts with a reservation left
+	Unreadable int      `json:"unreadable"`    // accounts that could not be read
+	Unresolved int64    `json:"unresolved_requests"`
+	NoHeader   int64    `json:"answers_without_charged_header"`
+	Examples   []string `json:"examples,omitempty"`
+}
+
+// Input is what Check compares.
+type Input struct {
+	First scenario.SUPI
+	// Initial balances; nil with InitialBalance set when every account is
+	// known to start at that balance (freshly provisioned).
+	Initial        *Snapshot
+	InitialBalance int64
+	Final          *Snapshot
+	Ledger         *engine.Ledger
+	Unresolved     int64
+	NoHeader       int64
+}
+
+// Check reconciles the final snapshot against the initial one and the
+// ledger. Every subscriber in Final is checked: touched ones must have
+// moved by exactly what was charged, untouched ones not at all.
+func Check(in Input) Result {
+	r := Result{Charged: in.Ledger.Total, Unresolved: in.Unresolved, NoHeader: in.NoHeader}
+	r.Touched = len(in.Ledger.TouchedList())
+	example := func(format string, a ...any) {
+		if len(r.Examples) < 10 {
+			r.Examples = append(r.Examples, fmt.Sprintf(format, a...))
+		}
+	}
+	for k, i := range in.Final.Index {
+		fin := in.Final.Accounts[k]
+		if !fin.Found {
+			if in.Ledger.Touched(i) && in.Ledger.Charged(i) != 0 {
+				r.Unreadable++
+				example("%s: charged %d but account not found at the end", in.First.String(int(i)), in.Ledger.Charged(i))
+			}
+			continue
+		}
+		var ini int64
+		if in.Initial != nil {
+			a, ok := in.Initial.Get(i)
+			if !ok || !a.Found {
+				if in.Ledger.Touched(i) {
+					r.Unreadable++
+				}
+				continue
+			}
+			ini = a.Balance
+		} else {
+			ini = in.InitialBalance
+		}
+		r.Checked++
+		delta := ini - fin.Balance
+		r.Debited += delta
+		if want := in.Ledger.Charged(i); delta != want {
+			r.Mismatches++
+			example("%s: initial %d - final %d = %d, CHF reported charging %d", in.First.String(int(i)), ini, fin.Balance, delta, want)
+		}
+		if fin.Balance < 0 {
+			r.Negative++
+			example("%s: negative balance %d", in.First.String(int(i)), fin.Balance)
+		}
+		if fin.Reserved != 0 {
+			r.Reserved++
+			example("%s: %d still reserved after every session ended", in.First.String(int(i)), fin.Reserved)
+		}
+	}
+	r.Unreadable += in.Final.Failed
+	r.OK = r.Mismatches == 0 && r.Negative == 0 && r.Reserved == 0 && r.Unreadable == 0 && r.Checked > 0
+	if r.Checked == 0 {
+		r.Reason = "no account could be checked"
+	} else if !r.OK {
+		r.Reason = fmt.Sprintf("%d mismatches, %d negative, %d reservations left, %d unreadable", r.Mismatches, r.Negative, r.Reserved, r.Unreadable)
+	}
+	if !r.OK && in.Unresolved > 0 {
+		r.Reason += fmt.Sprintf(" (%d requests had an unknown outcome)", in.Unresolved)
+	}
+	return r
+}

@@ -1,0 +1,142 @@
+// Package driver sends the load generator's requests over a protocol: HTTP/2
+// cleartext with prior knowledge ("h2c", the project's lean chassis/h2c
+// client; "h2c-std", golang.org/x/net/http2.Transport, for comparison) or
+// HTTP/1.1 ("http1", fasthttp). Every
+// driver balances requests over several targets (CGW addresses) as the
+// caller chooses by index, and classifies transport failures.
+//
+// A Driver is safe for concurrent use. Request and Response are owned by the
+// caller; a driver never keeps them after Do returns.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/chf-testbed/testbed/chassis/h2c"
+)
+
+// Errors a Do call returns, wrapped.
+var (
+	ErrTimeout    = errors.New("driver: timeout")
+	ErrConnection = errors.New("driver: connection failed")
+	ErrProto      = errors.New("driver: unknown protocol")
+)
+
+// Request is one HTTP request.
+type Request struct {
+	Target int    // index into the driver's targets
+	Method string // "GET" or "POST"
+	Path   []byte // absolute path, e.g. /nchf-convergedcharging/v3/chargingdata
+	Body   []byte // JSON body; nil for GET
+}
+
+// Response is what Do fills. Body and Location are reused across calls: Do
+// truncates and appends.
+type Response struct {
+	Status   int
+	Body     []byte
+	Location []byte
+	// Charged is the X-Chf-Charged header; HasCharged tells whether it was
+	// present and valid.
+	Charged    int64
+	HasCharged bool
+
+	h2 h2c.ClientResponse // reused by the h2c driver
+}
+
+// Reset clears r, keeping its buffers.
+func (r *Response) Reset() {
+	r.Status = 0
+	r.Body = r.Body[:0]
+	r.Location = r.Location[:0]
+	r.Charged = 0
+	r.HasCharged = false
+}
+
+// Driver sends requests.
+type Driver interface {
+	// Do sends req and fills resp (which it resets first). A transport
+	// failure returns an error wrapping ErrTimeout or ErrConnection; any
+	// HTTP status is a successful Do.
+	Do(ctx context.Context, req *Request, resp *Response) error
+	// Targets returns the number of targets.
+	Targets() int
+	// Close releases connections.
+	Close()
+}
+
+// Config selects and tunes a driver.
+type Config struct {
+	Proto   string   // "h2c" (default), "h2c-std" or "http1"
+	Targets []string // http://host:port
+	// Conns is the number of connections per target (HTTP/2: streams are
+	// multiplexed on them; HTTP/1.1: the pool size). 0 = default.
+	Conns   int
+	Timeout time.Duration
+}
+
+// ParseTargets splits "http://a:1,http://b:2" and checks every URL; the
+// returned values are host:port.
+func ParseTargets(s string) ([]string, error) {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		if !strings.Contains(t, "://") {
+			t = "http://" + t
+		}
+		u, err := url.Parse(t)
+		if err != nil {
+			return nil, fmt.Errorf("cannot parse target %q: %w", t, err)
+		}
+		if u.Scheme != "http" {
+			return nil, fmt.Errorf("cannot use target %q: only http:// (cleartext) is supported", t)
+		}
+		if u.Port() == "" {
+			return nil, fmt.Errorf("cannot use target %q: port missing", t)
+		}
+		out = append(out, u.Host)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("cannot use targets %q: none given", s)
+	}
+	return out, nil
+}
+
+// New builds the driver cfg names.
+func New(cfg Config) (Driver, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	switch cfg.Proto {
+	case "", "h2c":
+		return newH2C(cfg)
+	case "h2c-std":
+		return newStdH2(cfg)
+	case "http1":
+		return newHTTP1(cfg)
+	}
+	return nil, fmt.Errorf("%w %q (want h2c, h2c-std or http1)", ErrProto, cfg.Proto)
+}
+
+// classify wraps a transport error as timeout or connection.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout()) || strings.Contains(err.Error(), "timeout") {
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
+	}
+	return fmt.Errorf("%w: %v", ErrConnection, err)
+}

@@ -1,0 +1,146 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/chf-testbed/testbed/chassis/h2c"
+	"github.com/chf-testbed/testbed/loadgen/nchf"
+)
+
+// h2cDriver ("h2c") uses the project's lean HTTP/2 client (chassis/h2c):
+// pre-encoded header templates, one reader goroutine per connection.
+// Connections per target are dialed lazily: a request goes to the next
+// connection round robin, moves on when that one is at the server's
+// stream limit, and a new connection is dialed (up to maxConns) only
+// when every existing one is full.
+type h2cDriver struct {
+	targets  []*h2Target
+	maxConns int
+	opts     h2c.ClientOptions
+}
+
+type h2Target struct {
+	addr  string
+	post  *h2c.RequestTemplate
+	get   *h2c.RequestTemplate
+	conns atomic.Pointer[[]*h2c.Conn] // immutable snapshot
+	next  atomic.Uint32
+	mu    sync.Mutex // serialises dialing
+}
+
+func newH2C(cfg Config) (*h2cDriver, error) {
+	n := cfg.Conns
+	if n <= 0 {
+		n = 64
+	}
+	d := &h2cDriver{maxConns: n, opts: h2c.ClientOptions{CaptureHeaders: []string{"location", "x-chf-charged"}}}
+	for _, a := range cfg.Targets {
+		t := &h2Target{
+			addr: a,
+			post: h2c.NewRequestTemplate("POST", a, "application/json", "accept", "application/json"),
+			get:  h2c.NewRequestTemplate("GET", a, "", "accept", "application/json"),
+		}
+		t.conns.Store(&[]*h2c.Conn{})
+		d.targets = append(d.targets, t)
+	}
+	return d, nil
+}
+
+func (d *h2cDriver) Targets() int { return len(d.targets) }
+
+func (d *h2cDriver) Close() {
+	for _, t := range d.targets {
+		t.mu.Lock()
+		for _, c := range *t.conns.Load() {
+			c.Close()
+		}
+		t.conns.Store(&[]*h2c.Conn{})
+		t.mu.Unlock()
+	}
+}
+
+// retryable reports errors after which the request was not processed and
+// another connection may take it.
+func retryable(err error) bool {
+	return errors.Is(err, h2c.ErrStreamLimit) || errors.Is(err, h2c.ErrGoAway) ||
+		errors.Is(err, h2c.ErrConnExhausted) || errors.Is(err, h2c.ErrRefused)
+}
+
+func (d *h2cDriver) Do(ctx context.Context, req *Request, resp *Response) error {
+	resp.Reset()
+	t := d.targets[req.Target%len(d.targets)]
+	cr := h2c.ClientRequest{Template: t.post, Path: req.Path, Body: req.Body}
+	if req.Method == "GET" {
+		cr.Template = t.get
+	}
+	hr := &resp.h2
+	hr.Body = resp.Body[:0]
+	for attempt := 0; attempt < 3; attempt++ {
+		conns := *t.conns.Load()
+		start := int(t.next.Add(1))
+		var err error = h2c.ErrStreamLimit
+		for i := range conns {
+			c := conns[(start+i)%len(conns)]
+			if c.Err() != nil {
+				continue
+			}
+			err = c.Do(ctx, &cr, hr)
+			if err == nil || !retryable(err) {
+				break
+			}
+		}
+		if err == nil {
+			resp.Status = hr.Status
+			resp.Body = hr.Body
+			if len(hr.Headers) > 0 {
+				resp.Location = append(resp.Location, hr.Headers[0]...)
+			}
+			if len(hr.Headers) > 1 && len(hr.Headers[1]) > 0 {
+				resp.Charged, resp.HasCharged = nchf.ParseCharged(hr.Headers[1])
+			}
+			return nil
+		}
+		if !retryable(err) {
+			return classify(err)
+		}
+		if err := d.grow(ctx, t, len(conns)); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: every connection to %s is at its stream limit", ErrConnection, t.addr)
+}
+
+// grow drops dead connections and dials one more when the snapshot still
+// has seen connections (another caller may have grown it already).
+func (d *h2cDriver) grow(ctx context.Context, t *h2Target, seen int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := *t.conns.Load()
+	live := make([]*h2c.Conn, 0, len(cur)+1)
+	for _, c := range cur {
+		if c.Err() == nil {
+			live = append(live, c)
+		} else {
+			c.Close()
+		}
+	}
+	if len(live) == len(cur) && len(cur) != seen {
+		return nil // grown meanwhile
+	}
+	if len(live) >= d.maxConns {
+		t.conns.Store(&live)
+		return nil
+	}
+	c, err := h2c.Dial(ctx, t.addr, &d.opts)
+	if err != nil {
+		t.conns.Store(&live)
+		return classify(fmt.Errorf("cannot dial %s: %w", t.addr, err))
+	}
+	live = append(live, c)
+	t.conns.Store(&live)
+	return nil
+}

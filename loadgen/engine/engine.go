@@ -1,0 +1,436 @@
+// Package engine is the open-loop scheduler of the load generator.
+//
+// Flows (sessions, SMS events, balance inquiries; see loadgen/scenario)
+// start at times computed in advance from the offered rate and ramp-up,
+// and every later request of a session is due a think time after the
+// previous one was *scheduled*, whatever the responses did. Requests leave
+// at their due times; latency is measured from the due time (so a stalled
+// server shows up in every request that queued behind it: no coordinated
+// omission) and service time from the actual send.
+//
+// Data flow: Run starts W workers. A worker owns its flows, a min-heap of
+// due requests, a FIFO backlog, its histograms and counters; it hands due
+// requests to its own pool of sender goroutines (bounded: at most
+// MaxInFlight/W requests in flight per worker) and receives them back on
+// its own completion channel, so nothing in the load loop takes a shared
+// lock. A request that finds the pool full waits in the backlog; it is
+// counted late if it leaves more than LateThreshold after its due time, and
+// a new flow that cannot leave within LateDrop is dropped and counted.
+// Workers publish one interval summary per second to an aggregator that
+// drives live progress and the time series; at the end the per-worker
+// histograms are merged exactly.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/histogram"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
+)
+
+// Op is the kind of one transaction.
+type Op int
+
+// Operations, each one transaction.
+const (
+	OpCreate Op = iota
+	OpUpdate
+	OpRelease
+	OpEvent
+	OpBalance
+	NumOps
+)
+
+var opNames = [NumOps]string{"create", "update", "release", "event", "balance"}
+
+func (o Op) String() string { return opNames[o] }
+
+// OpNames returns the operation names in Op order.
+func OpNames() []string { return opNames[:] }
+
+// ErrConfig is returned for an unusable Config.
+var ErrConfig = errors.New("engine: invalid config")
+
+// Config is one run.
+type Config struct {
+	Scenario scenario.Scenario
+	Driver   driver.Driver
+	// Workers is the number of scheduler goroutines; 0 = GOMAXPROCS.
+	Workers int
+	// NFName is the nfConsumerIdentification.nFName sent (an NF instance
+	// UUID); empty picks a fixed one.
+	NFName string
+	// Tick, when set, is called from one goroutine about once a second
+	// with the figures of the last complete second.
+	Tick func(Tick)
+	// Phase, when set, is called when the run enters a phase
+	// ("ramp-up", "warm-up", "measure", "drain", "done").
+	Phase func(name string)
+}
+
+// Tick is one second of a run.
+type Tick struct {
+	Second    int     `json:"t"` // seconds since the run started
+	Phase     string  `json:"phase"`
+	Offered   int64   `json:"offered"` // requests due in this second
+	Completed int64   `json:"completed"`
+	Errors    int64   `json:"errors"`
+	Late      int64   `json:"late"`
+	Dropped   int64   `json:"dropped"`
+	P50       float64 `json:"p50_ms"`
+	P90       float64 `json:"p90_ms"`
+	P99       float64 `json:"p99_ms"`
+	P999      float64 `json:"p999_ms"`
+	Max       float64 `json:"max_ms"`
+	InFlight  int64   `json:"in_flight"`
+}
+
+// OpStats are the measured-window figures of one operation.
+type OpStats struct {
+	Count   int64 // completed (any outcome)
+	Errors  int64
+	Late    int64
+	Dropped int64
+	Latency *histogram.Histogram // from the due time
+	Service *histogram.Histogram // from the actual send
+}
+
+// Stats is the outcome of a run. Counts and histograms cover requests due
+// inside the measured window; Ledger covers the whole run.
+type Stats struct {
+	Started       time.Time
+	MeasureStart  time.Time
+	MeasureEnd    time.Time
+	Ended         time.Time
+	Ops           [NumOps]OpStats
+	Errors        map[string]int64 // by class, measured window
+	ErrorsOutside int64            // errors in ramp-up, warm-up and drain
+	Offered       int64            // requests due in the window (sent or dropped)
+	Series        []Tick
+	Ledger        *Ledger
+	// Unresolved counts charging requests whose outcome is unknown
+	// (timeout, connection failure): the audit cannot expect to reconcile
+	// exactly when it is not zero.
+	Unresolved int64
+	// MissingCharged counts 2xx charging answers without X-Chf-Charged.
+	MissingCharged int64
+}
+
+// Latency returns the merged latency histogram of every operation.
+func (s *Stats) Latency() *histogram.Histogram {
+	h := histogram.New()
+	for i := range s.Ops {
+		h.Merge(s.Ops[i].Latency)
+	}
+	return h
+}
+
+// Service returns the merged service-time histogram of every operation.
+func (s *Stats) Service() *histogram.Histogram {
+	h := histogram.New()
+	for i := range s.Ops {
+		h.Merge(s.Ops[i].Service)
+	}
+	return h
+}
+
+// Totals sums the per-operation counters.
+func (s *Stats) Totals() (count, errs, late, dropped int64) {
+	for _, o := range s.Ops {
+		count += o.Count
+		errs += o.Errors
+		late += o.Late
+		dropped += o.Dropped
+	}
+	return
+}
+
+// Run executes cfg and returns its statistics. Cancelling ctx ends the
+// measured window early: no new flow starts and live sessions are
+// released before Run returns.
+func Run(ctx context.Context, cfg Config) (*Stats, error) {
+	sc := cfg.Scenario
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Driver == nil {
+		return nil, fmt.Errorf("%w: no driver", ErrConfig)
+	}
+	first, _ := scenario.ParseSUPI(sc.Subscribers.First)
+	nw := cfg.Workers
+	if nw <= 0 {
+		nw = runtime.GOMAXPROCS(0)
+	}
+	if nw > sc.MaxInFlight {
+		nw = sc.MaxInFlight
+	}
+	if cfg.NFName == "" {
+		cfg.NFName = "6b4f6e1c-2d3a-4c5b-9e8f-0a1b2c3d4e5f"
+	}
+	ramp := sc.Phases.RampUp.D()
+	mStart := ramp + sc.Phases.WarmUp.D()
+	mEnd := mStart + sc.Phases.Duration.D()
+
+	start := time.Now()
+	agg := newAggregator(cfg.Tick, start, ramp, mStart, mEnd)
+	sched := newSchedule(sc.FlowRate(), ramp)
+
+	workers := make([]*worker, nw)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := newWorker(i, nw, &cfg, first, start, sched, agg, mStart, mEnd)
+		workers[i] = w
+	}
+	aggDone := make(chan struct{})
+	go func() { agg.run(); close(aggDone) }()
+	phaseDone := make(chan struct{})
+	go announcePhases(cfg.Phase, start, ramp, mStart, mEnd, phaseDone)
+	for _, w := range workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx) }()
+	}
+	wg.Wait()
+	close(phaseDone)
+	close(agg.in)
+	<-aggDone
+	if cfg.Phase != nil {
+		cfg.Phase("done")
+	}
+
+	st := &Stats{
+		Started:      start,
+		MeasureStart: start.Add(mStart),
+		MeasureEnd:   start.Add(mEnd),
+		Ended:        time.Now(),
+		Errors:       map[string]int64{},
+		Series:       agg.series(),
+		Ledger:       workers[0].ledger,
+	}
+	for i := range st.Ops {
+		st.Ops[i].Latency = histogram.New()
+		st.Ops[i].Service = histogram.New()
+	}
+	for i, w := range workers {
+		for o := range st.Ops {
+			a, b := &st.Ops[o], &w.ops[o]
+			a.Count += b.Count
+			a.Errors += b.Errors
+			a.Late += b.Late
+			a.Dropped += b.Dropped
+			a.Latency.Merge(b.Latency)
+			a.Service.Merge(b.Service)
+		}
+		for k, v := range w.errors {
+			st.Errors[k] += v
+		}
+		st.ErrorsOutside += w.errorsOutside
+		st.Offered += w.offered
+		st.Unresolved += w.unresolved
+		st.MissingCharged += w.missingCharged
+		if i > 0 {
+			st.Ledger.Merge(w.ledger)
+		}
+		if w.stoppedEarly && st.MeasureEnd.After(w.stopTime) {
+			st.MeasureEnd = w.stopTime
+		}
+	}
+	return st, nil
+}
+
+// announcePhases reports phase changes on the wall clock.
+func announcePhases(fn func(string), start time.Time, ramp, mStart, mEnd time.Duration, done <-chan struct{}) {
+	if fn == nil {
+		return
+	}
+	steps := []struct {
+		at   time.Duration
+		name string
+	}{{0, "ramp-up"}, {ramp, "warm-up"}, {mStart, "measure"}, {mEnd, "drain"}}
+	for _, s := range steps {
+		if s.name == "ramp-up" && ramp == 0 || s.name == "warm-up" && mStart == ramp {
+			continue
+		}
+		t := time.NewTimer(time.Until(start.Add(s.at)))
+		select {
+		case <-t.C:
+			fn(s.name)
+		case <-done:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// schedule maps the global flow index k to its start time: the rate grows
+// linearly from 0 to rate over ramp, then stays.
+type schedule struct {
+	rate float64 // flows per second
+	ramp float64 // seconds
+}
+
+func newSchedule(rate float64, ramp time.Duration) schedule {
+	return schedule{rate: rate, ramp: ramp.Seconds()}
+}
+
+// at returns the start of flow k in nanoseconds since the run began.
+func (s schedule) at(k int64) int64 {
+	n := float64(k)
+	var t float64
+	if s.ramp > 0 && n < s.rate*s.ramp/2 {
+		t = math.Sqrt(2 * s.ramp * n / s.rate)
+	} else if s.ramp > 0 {
+		t = s.ramp + (n-s.rate*s.ramp/2)/s.rate
+	} else {
+		t = n / s.rate
+	}
+	return int64(t * 1e9)
+}
+
+// aggregator collects per-second intervals from workers.
+type aggregator struct {
+	in    chan interval
+	tick  func(Tick)
+	start time.Time
+	ramp  time.Duration
+	mS    time.Duration
+	mE    time.Duration
+	secs  map[int]*secAgg
+	pool  chan *histogram.Histogram
+}
+
+type interval struct {
+	sec                                  int
+	offered, completed, errs, late, drop int64
+	inflight                             int64
+	hist                                 *histogram.Histogram
+}
+
+type secAgg struct {
+	t    Tick
+	hist *histogram.Histogram
+	sent bool
+}
+
+func newAggregator(tick func(Tick), start time.Time, ramp, mS, mE time.Duration) *aggregator {
+	return &aggregator{
+		in: make(chan interval, 1024), tick: tick, start: start, ramp: ramp, mS: mS, mE: mE,
+		secs: map[int]*secAgg{}, pool: make(chan *histogram.Histogram, 256),
+	}
+}
+
+// getHist returns a recycled or new interval histogram; safe for any goroutine.
+func (a *aggregator) getHist() *histogram.Histogram {
+	select {
+	case h := <-a.pool:
+		return h
+	default:
+		return histogram.New()
+	}
+}
+
+func (a *aggregator) phase(sec int) string {
+	t := time.Duration(sec) * time.Second
+	switch {
+	case t < a.ramp:
+		return "ramp-up"
+	case t < a.mS:
+		return "warm-up"
+	case t < a.mE:
+		return "measure"
+	}
+	return "drain"
+}
+
+func (a *aggregator) run() {
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	// First tick fires ~250 ms after a second boundary so that workers have
+	// flushed the second before.
+	time.Sleep(time.Until(a.start.Add(250 * time.Millisecond)))
+	next := 0
+	for {
+		select {
+		case iv, ok := <-a.in:
+			if !ok {
+				a.emit(math.MaxInt)
+				return
+			}
+			a.add(iv)
+		case now := <-tk.C:
+			cur := int(now.Sub(a.start) / time.Second)
+			if cur-1 >= next {
+				a.emit(cur - 1)
+				next = cur
+			}
+		}
+	}
+}
+
+func (a *aggregator) add(iv interval) {
+	s := a.secs[iv.sec]
+	if s == nil {
+		s = &secAgg{t: Tick{Second: iv.sec, Phase: a.phase(iv.sec)}, hist: histogram.New()}
+		a.secs[iv.sec] = s
+	}
+	s.t.Offered += iv.offered
+	s.t.Completed += iv.completed
+	s.t.Errors += iv.errs
+	s.t.Late += iv.late
+	s.t.Dropped += iv.drop
+	s.t.InFlight += iv.inflight
+	if iv.hist != nil {
+		s.hist.Merge(iv.hist)
+		iv.hist.Reset()
+		select {
+		case a.pool <- iv.hist:
+		default:
+		}
+	}
+}
+
+// emit reports every second up to and including last not yet reported.
+func (a *aggregator) emit(last int) {
+	keys := make([]int, 0, len(a.secs))
+	for k, s := range a.secs {
+		if k <= last && !s.sent {
+			keys = append(keys, k)
+		}
+	}
+	sort.Ints(keys)
+	for _, k := range keys {
+		s := a.secs[k]
+		s.sent = true
+		s.fill()
+		if a.tick != nil && last != math.MaxInt {
+			a.tick(s.t)
+		}
+	}
+}
+
+func (s *secAgg) fill() {
+	sum := s.hist.Summary()
+	s.t.P50, s.t.P90, s.t.P99, s.t.P999, s.t.Max = sum.P50, sum.P90, sum.P99, sum.P999, sum.Max
+}
+
+func (a *aggregator) series() []Tick {
+	keys := make([]int, 0, len(a.secs))
+	for k := range a.secs {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	out := make([]Tick, 0, len(keys))
+	for _, k := range keys {
+		s := a.secs[k]
+		s.fill()
+		out = append(out, s.t)
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package engine
+
+// Ledger accumulates, per subscriber index, what the CHF reported charging
+// (X-Chf-Charged) and which subscribers were touched by a charging
+// request. One Ledger belongs to one worker; Merge combines them after the
+// run.
+type Ledger struct {
+	n       int
+	charged []int64         // dense, for ranges up to denseMax
+	sparse  map[int32]int64 // otherwise
+	touched []uint64        // bitset
+	sparseT map[int32]struct{}
+	Total   int64 // sum of every charge
+}
+
+const denseMax = 4 << 20
+
+// NewLedger returns a ledger for n subscribers.
+func NewLedger(n int) *Ledger {
+	l := &Ledger{n: n}
+	if n <= denseMax {
+		l.charged = make([]int64, n)
+		l.touched = make([]uint64, (n+63)/64)
+	} else {
+		l.sparse = map[int32]int64{}
+		l.sparseT = map[int32]struct{}{}
+	}
+	return l
+}
+
+// Len returns the subscriber count.
+func (l *Ledger) Len() int { return l.n }
+
+// Touch marks subscriber i as touched by a charging request.
+func (l *Ledger) Touch(i int32) {
+	if l.touched != nil {
+		l.touched[i>>6] |= 1 << (uint(i) & 63)
+		return
+	}
+	l.sparseT[i] = struct{}{}
+}
+
+// Add records a charge for subscriber i.
+func (l *Ledger) Add(i int32, v int64) {
+	l.Total += v
+	if l.charged != nil {
+		l.charged[i] += v
+		return
+	}
+	l.sparse[i] += v
+}
+
+// Charged returns the total charged to subscriber i.
+func (l *Ledger) Charged(i int32) int64 {
+	if l.charged != nil {
+		return l.charged[i]
+	}
+	return l.sparse[i]
+}
+
+// Touched reports whether subscriber i was touched.
+func (l *Ledger) Touched(i int32) bool {
+	if l.touched != nil {
+		return l.touched[i>>6]&(1<<(uint(i)&63)) != 0
+	}
+	_, ok := l.sparseT[i]
+	return ok
+}
+
+// TouchedList returns the touched subscriber indexes in order.
+func (l *Ledger) TouchedList() []int32 {
+	var out []int32
+	if l.touched != nil {
+		for w, bits := range l.touched {
+			for b := 0; b < 64; b++ {
+				if bits&(1<<uint(b)) != 0 {
+					out = append(out, int32(w*64+b))
+				}
+			}
+		}
+		return out
+	}
+	for i := int32(0); int(i) < l.n; i++ {
+		if _, ok := l.sparseT[i]; ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Merge adds o into l.
+func (l *Ledger) Merge(o *Ledger) {
+	l.Total += o.Total
+	if l.charged != nil {
+		for i, v := range o.charged {
+			l.charged[i] += v
+		}
+		for i, v := range o.touched {
+			l.touched[i] |= v
+		}
+		return
+	}
+	for k, v := range o.sparse {
+		l.sparse[k] += v
+	}
+	for k := range o.sparseT {
+		l.sparseT[k] = struct{}{}
+	}
+}

@@ -1,0 +1,514 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/histogram"
+	"github.com/chf-testbed/testbed/loadgen/nchf"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
+)
+
+// flow is one session, event or inquiry in progress. It belongs to its
+// worker; while a request is in flight it is lent to a sender goroutine
+// (the channels order the hand-over).
+type flow struct {
+	kind    scenario.Kind
+	op      Op
+	sub     int32
+	step    int32 // 0 first request; 1..updates update; updates+1 release
+	seq     uint32
+	target  int
+	due     int64 // ns since start: when the current request is scheduled
+	sent    int64
+	done    int64
+	first   bool // the current request starts the flow (may be dropped)
+	charged int64
+	hasChg  bool
+	status  int
+	errKind error  // driver error, nil when a response arrived
+	class   string // error class, "" when the request succeeded
+	ref     []byte
+	supi    []byte
+	body    []byte
+	path    []byte
+	req     driver.Request
+	resp    driver.Response
+	heapIdx int
+}
+
+type flowHeap []*flow
+
+func (h flowHeap) Len() int           { return len(h) }
+func (h flowHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h flowHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *flowHeap) Push(x any) { f := x.(*flow); f.heapIdx = len(*h); *h = append(*h, f) }
+func (h *flowHeap) Pop() any {
+	old := *h
+	f := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return f
+}
+
+// worker is one scheduler goroutine with its own senders and statistics.
+type worker struct {
+	id, n    int
+	cfg      *Config
+	sc       *scenario.Scenario
+	first    scenario.SUPI
+	start    time.Time
+	sched    schedule
+	agg      *aggregator
+	mStart   int64
+	mEnd     int64
+	stopAt   int64 // no new flow at or after
+	rng      *rand.Rand
+	shares   [scenario.NumKinds]float64
+	timeout  time.Duration
+	lateThr  int64
+	lateDrop int64
+
+	heap     flowHeap
+	backlog  []*flow // FIFO; head at backlogHead
+	bhead    int
+	free     []*flow
+	inflight int
+	cap      int
+	senders  int
+	dispatch chan *flow
+	complete chan *flow
+	k        int64 // next global flow index of this worker
+	nextAt   int64
+	genDone  bool
+
+	// statistics
+	ops            [NumOps]OpStats
+	errors         map[string]int64
+	errorsOutside  int64
+	offered        int64
+	unresolved     int64
+	missingCharged int64
+	ledger         *Ledger
+	stoppedEarly   bool
+	stopTime       time.Time
+
+	// current interval
+	sec     int
+	iv      interval
+	nextSec int64
+}
+
+func newWorker(id, n int, cfg *Config, first scenario.SUPI, start time.Time, sched schedule, agg *aggregator, mStart, mEnd time.Duration) *worker {
+	sc := &cfg.Scenario
+	c := sc.MaxInFlight / n
+	if c < 1 {
+		c = 1
+	}
+	w := &worker{
+		id: id, n: n, cfg: cfg, sc: sc, first: first, start: start, sched: sched, agg: agg,
+		mStart: int64(mStart), mEnd: int64(mEnd), stopAt: int64(mEnd),
+		rng:      rand.New(rand.NewPCG(uint64(sc.Seed), uint64(id)+1)),
+		shares:   sc.Shares(),
+		timeout:  sc.Timeout.D(),
+		lateThr:  int64(sc.LateThreshold),
+		lateDrop: int64(sc.LateDrop),
+		cap:      c,
+		dispatch: make(chan *flow, c),
+		complete: make(chan *flow, c),
+		k:        int64(id),
+		errors:   map[string]int64{},
+		ledger:   NewLedger(sc.Subscribers.Count),
+		nextSec:  int64(time.Second),
+	}
+	for i := range w.ops {
+		w.ops[i].Latency = histogram.New()
+		w.ops[i].Service = histogram.New()
+	}
+	w.iv.hist = agg.getHist()
+	w.nextAt = sched.at(w.k)
+	return w
+}
+
+func (w *worker) now() int64 { return int64(time.Since(w.start)) }
+
+func (w *worker) run(ctx context.Context) {
+	defer close(w.dispatch)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	done := ctx.Done()
+	for {
+		now := w.now()
+		for now >= w.nextSec {
+			w.flush()
+		}
+		for !w.genDone && w.nextAt <= now {
+			if w.nextAt >= w.stopAt {
+				w.genDone = true
+				break
+			}
+			w.startFlow(w.nextAt, now)
+			w.k += int64(w.n)
+			w.nextAt = w.sched.at(w.k)
+		}
+		if !w.genDone && w.nextAt >= w.stopAt {
+			w.genDone = true
+		}
+		for len(w.heap) > 0 && w.heap[0].due <= now {
+			f := heap.Pop(&w.heap).(*flow)
+			w.ready(f, now)
+		}
+		if w.genDone && len(w.heap) == 0 && w.bhead == len(w.backlog) && w.inflight == 0 {
+			w.flush()
+			return
+		}
+		next := w.nextSec
+		if !w.genDone && w.nextAt < next {
+			next = w.nextAt
+		}
+		if len(w.heap) > 0 && w.heap[0].due < next {
+			next = w.heap[0].due
+		}
+		timer.Reset(time.Duration(next - now))
+		select {
+		case f := <-w.complete:
+			w.completed(f)
+			// take every completion already waiting before looking at the clock
+			for more := true; more; {
+				select {
+				case f := <-w.complete:
+					w.completed(f)
+				default:
+					more = false
+				}
+			}
+		case <-timer.C:
+		case <-done:
+			done = nil
+			now := w.now()
+			if now < w.stopAt {
+				w.stopAt = now
+				w.stoppedEarly = true
+				w.stopTime = w.start.Add(time.Duration(now))
+			}
+		}
+	}
+}
+
+// flush publishes the current one-second interval and starts the next.
+func (w *worker) flush() {
+	w.iv.sec = w.sec
+	w.iv.inflight = int64(w.inflight)
+	w.agg.in <- w.iv
+	w.sec++
+	w.nextSec += int64(time.Second)
+	w.iv = interval{hist: w.agg.getHist()}
+}
+
+func (w *worker) measured(due int64) bool { return due >= w.mStart && due < w.mEnd }
+
+func (w *worker) getFlow() *flow {
+	if n := len(w.free); n > 0 {
+		f := w.free[n-1]
+		w.free = w.free[:n-1]
+		return f
+	}
+	return &flow{}
+}
+
+func (w *worker) putFlow(f *flow) {
+	f.ref = f.ref[:0]
+	w.free = append(w.free, f)
+}
+
+// startFlow creates flow k due at due.
+func (w *worker) startFlow(due, now int64) {
+	f := w.getFlow()
+	x := w.rng.Float64()
+	f.kind = scenario.KindBalance
+	for k := scenario.Kind(0); k < scenario.NumKinds; k++ {
+		if x < w.shares[k] {
+			f.kind = k
+			break
+		}
+		x -= w.shares[k]
+	}
+	f.sub = int32(w.rng.IntN(w.sc.Subscribers.Count))
+	f.supi = w.first.Append(f.supi[:0], int(f.sub))
+	f.step, f.seq, f.due, f.first = 0, 0, due, true
+	f.target = int(w.k/int64(w.n)) % w.cfg.Driver.Targets()
+	switch f.kind {
+	case scenario.KindData, scenario.KindVoice:
+		f.op = OpCreate
+	case scenario.KindSMS:
+		f.op = OpEvent
+	default:
+		f.op = OpBalance
+	}
+	w.ready(f, now)
+}
+
+// session returns the shape of f's session kind.
+func (w *worker) session(f *flow) *scenario.Session {
+	if f.kind == scenario.KindVoice {
+		return &w.sc.Voice
+	}
+	return &w.sc.Data
+}
+
+// ready sends f's request now, or queues it when the pool is full.
+func (w *worker) ready(f *flow, now int64) {
+	if f.due >= w.stopAt && f.op == OpUpdate {
+		f.op = OpRelease // run ending: release instead of updating further
+	}
+	if w.measured(f.due) {
+		w.offered++
+	}
+	w.iv.offered++
+	if w.inflight < w.cap && w.bhead == len(w.backlog) {
+		w.send(f)
+		return
+	}
+	w.backlog = append(w.backlog, f)
+}
+
+// send hands f to a sender goroutine, starting one if none is idle.
+func (w *worker) send(f *flow) {
+	if f.op != OpBalance {
+		w.ledger.Touch(f.sub)
+	}
+	w.inflight++
+	if w.inflight > w.senders {
+		w.senders++
+		go w.sender()
+	}
+	w.dispatch <- f
+}
+
+// drainBacklog sends queued requests while the pool has room, dropping new
+// flows that waited beyond LateDrop.
+func (w *worker) drainBacklog(now int64) {
+	for w.inflight < w.cap && w.bhead < len(w.backlog) {
+		f := w.backlog[w.bhead]
+		w.backlog[w.bhead] = nil
+		w.bhead++
+		if f.first && now-f.due > w.lateDrop {
+			if w.measured(f.due) {
+				w.ops[f.op].Dropped++
+			}
+			w.iv.drop++
+			w.putFlow(f)
+			continue
+		}
+		w.send(f)
+	}
+	if w.bhead == len(w.backlog) {
+		w.backlog = w.backlog[:0]
+		w.bhead = 0
+	}
+}
+
+// completed records f's finished request and schedules what follows.
+func (w *worker) completed(f *flow) {
+	w.inflight--
+	lat := time.Duration(f.done - f.due)
+	svc := time.Duration(f.done - f.sent)
+	late := f.sent-f.due > w.lateThr
+	failed := f.class != ""
+	if w.measured(f.due) {
+		o := &w.ops[f.op]
+		o.Count++
+		o.Latency.Record(lat)
+		o.Service.Record(svc)
+		if late {
+			o.Late++
+		}
+		if failed {
+			o.Errors++
+			w.errors[f.class]++
+		}
+	} else if failed {
+		w.errorsOutside++
+	}
+	w.iv.completed++
+	w.iv.hist.Record(lat)
+	if late {
+		w.iv.late++
+	}
+	if failed {
+		w.iv.errs++
+	}
+	if f.op != OpBalance {
+		if f.errKind != nil {
+			w.unresolved++
+		} else if f.hasChg {
+			w.ledger.Add(f.sub, f.charged)
+		} else if f.status >= 200 && f.status < 300 {
+			w.missingCharged++
+		}
+	}
+	w.next(f)
+	w.drainBacklog(w.now())
+}
+
+// next moves f to its following request or ends it.
+func (w *worker) next(f *flow) {
+	f.first = false
+	switch f.op {
+	case OpCreate:
+		if f.errKind != nil || f.status != http.StatusCreated && f.status != http.StatusOK || len(f.ref) == 0 {
+			w.putFlow(f)
+			return
+		}
+	case OpUpdate:
+		if f.status == http.StatusNotFound {
+			w.putFlow(f)
+			return
+		}
+	default: // release, event, balance end the flow
+		w.putFlow(f)
+		return
+	}
+	s := w.session(f)
+	f.step++
+	f.seq++
+	f.due += int64(s.ThinkTime)
+	if int(f.step) > s.Updates || f.due >= w.stopAt {
+		f.op = OpRelease
+	} else {
+		f.op = OpUpdate
+	}
+	heap.Push(&w.heap, f)
+}
+
+// sender performs requests handed over by its worker until the worker
+// closes the dispatch channel.
+func (w *worker) sender() {
+	for f := range w.dispatch {
+		w.perform(f)
+		w.complete <- f
+	}
+}
+
+var (
+	classTimeout    = "timeout"
+	classConnection = "connection"
+	classNoLocation = "no_location"
+	statusClasses   = func() map[int]string {
+		m := map[int]string{}
+		for s := 100; s < 600; s++ {
+			m[s] = "http_" + strconv.Itoa(s)
+		}
+		return m
+	}()
+)
+
+// perform builds and sends f's current request and classifies the answer.
+func (w *worker) perform(f *flow) {
+	f.sent = w.now()
+	f.class, f.errKind, f.status, f.charged, f.hasChg = "", nil, 0, 0, false
+	r := &f.req
+	r.Target = f.target
+	r.Body = nil
+	r.Method = http.MethodPost
+	var want int
+	switch f.op {
+	case OpBalance:
+		r.Method = http.MethodGet
+		f.path = nchf.AppendAccountPath(f.path[:0], f.supi)
+		want = http.StatusOK
+	case OpCreate, OpEvent:
+		f.path = append(f.path[:0], nchf.PathCreate...)
+		f.body = nchf.AppendBody(f.body[:0], w.request(f))
+		r.Body = f.body
+		want = http.StatusCreated
+	case OpUpdate:
+		f.path = nchf.AppendUpdatePath(f.path[:0], f.ref)
+		f.body = nchf.AppendBody(f.body[:0], w.request(f))
+		r.Body = f.body
+		want = http.StatusOK
+	case OpRelease:
+		f.path = nchf.AppendReleasePath(f.path[:0], f.ref)
+		f.body = nchf.AppendBody(f.body[:0], w.request(f))
+		r.Body = f.body
+		want = http.StatusNoContent
+	}
+	r.Path = f.path
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	err := w.cfg.Driver.Do(ctx, r, &f.resp)
+	cancel()
+	f.done = w.now()
+	if err != nil {
+		f.errKind = err
+		if errors.Is(err, driver.ErrTimeout) {
+			f.class = classTimeout
+		} else {
+			f.class = classConnection
+		}
+		return
+	}
+	f.status = f.resp.Status
+	f.charged, f.hasChg = f.resp.Charged, f.resp.HasCharged
+	ok := f.status == want || (f.op == OpEvent || f.op == OpCreate) && f.status == http.StatusOK ||
+		f.op == OpRelease && f.status == http.StatusOK
+	if !ok {
+		if c, found := statusClasses[f.status]; found {
+			f.class = c
+		} else {
+			f.class = "http_other"
+		}
+		return
+	}
+	if f.op == OpCreate {
+		f.ref = append(f.ref[:0], nchf.RefFromLocation(f.resp.Location)...)
+		if len(f.ref) == 0 {
+			f.class = classNoLocation
+			return
+		}
+	}
+	if f.op != OpBalance {
+		nchf.FailedResultCodes(f.resp.Body, func(code []byte) {
+			if f.class == "" {
+				f.class = "rg_" + string(code)
+			}
+		})
+	}
+}
+
+// request fills the ChargingDataRequest of f's current operation.
+func (w *worker) request(f *flow) *nchf.Request {
+	r := &nchf.Request{SUPI: f.supi, NFName: w.cfg.NFName, Seq: f.seq, Now: time.Now()}
+	if f.op == OpEvent {
+		r.OneTime, r.Node = true, "SMSF"
+		r.Line = nchf.Line{RatingGroup: w.sc.SMS.RatingGroup, Request: true, Requested: units(w.sc.SMS.Units)}
+		return r
+	}
+	s := w.session(f)
+	r.Line.RatingGroup = s.RatingGroup
+	switch f.op {
+	case OpCreate:
+		r.Line.Request, r.Line.Requested = true, units(s.Requested)
+	case OpUpdate:
+		u := units(s.Used)
+		r.Line.Request, r.Line.Requested, r.Line.Used = true, units(s.Requested), &u
+	case OpRelease:
+		if f.step > 0 {
+			u := units(s.Used)
+			r.Line.Used = &u
+		}
+	}
+	return r
+}
+
+func units(u scenario.Units) nchf.Units {
+	return nchf.Units{TotalVolume: u.TotalVolume, Time: u.Time, ServiceSpecificUnits: u.ServiceSpecificUnits}
+}

@@ -1,0 +1,270 @@
+// Package fakechf is a small in-memory stand-in for the CHF's Nchf and
+// account APIs, for the load generator's tests: it speaks HTTP/1.1 and
+// HTTP/2 cleartext (prior knowledge) on one port, keeps balances and
+// reservations, reports X-Chf-Charged, and can inject faults (latency,
+// stalls, double charging, a capacity limit). It is not a CHF: no
+// rating, no persistence, no 3GPP validation beyond what loadgen sends.
+//
+// A Server is safe for concurrent use.
+package fakechf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
+)
+
+// Options configure faults and accounts.
+type Options struct {
+	// Accounts is the number of subscribers provisioned from First.
+	Accounts int
+	First    string // "imsi-001010000000001"
+	Balance  int64  // initial balance of every account
+	// Delay, when set, returns the service delay of each request.
+	Delay func() time.Duration
+	// ChargeTwice debits twice what it reports in X-Chf-Charged.
+	ChargeTwice bool
+	// Capacity, when positive, serves at most this many requests per
+	// second (one at a time, each taking 1/Capacity): beyond it requests
+	// queue, as in an overloaded server.
+	Capacity float64
+}
+
+type account struct {
+	balance  int64
+	reserved map[string]int64
+}
+
+// Server is the fake CHF.
+type Server struct {
+	opts     Options
+	mu       sync.Mutex
+	accounts map[string]*account
+	nextID   atomic.Uint64
+	stallMu  sync.RWMutex // held for writing during a stall
+	capMu    sync.Mutex
+	capNext  time.Time
+	srv      *http.Server
+	ln       net.Listener
+	// Requests counts every request served.
+	Requests atomic.Int64
+}
+
+// Price of one unit: data per MiB, voice per second, events per unit.
+const (
+	pricePerMiB    = 2
+	pricePerSecond = 1
+	pricePerEvent  = 5
+	reservePerReq  = 50
+)
+
+// Start listens on 127.0.0.1:0 and serves.
+func Start(opts Options) (*Server, error) {
+	if opts.First == "" {
+		opts.First = "imsi-001010000000001"
+	}
+	s := &Server{opts: opts, accounts: map[string]*account{}}
+	prefix := strings.TrimRight(opts.First, "0123456789")
+	digits := opts.First[len(prefix):]
+	base, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse first SUPI: %w", err)
+	}
+	for i := 0; i < opts.Accounts; i++ {
+		n := strconv.FormatUint(base+uint64(i), 10)
+		n = strings.Repeat("0", max(0, len(digits)-len(n))) + n
+		s.accounts[prefix+n] = &account{balance: opts.Balance, reserved: map[string]int64{}}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen: %w", err)
+	}
+	s.ln = ln
+	s.srv = &http.Server{Handler: h2c.NewHandler(http.HandlerFunc(s.serve), &http2.Server{MaxConcurrentStreams: 1000})}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// Addr returns host:port.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server.
+func (s *Server) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s.srv.Shutdown(ctx)
+	s.srv.Close()
+}
+
+// Stall blocks every request arriving in the next d (and those in
+// progress that have not answered) until d has passed.
+func (s *Server) Stall(d time.Duration) {
+	s.stallMu.Lock()
+	go func() {
+		time.Sleep(d)
+		s.stallMu.Unlock()
+	}()
+}
+
+// Balance returns an account's balance and total reservation.
+func (s *Server) Balance(supi string) (balance, reserved int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.accounts[supi]
+	if a == nil {
+		return 0, 0, false
+	}
+	for _, v := range a.reserved {
+		reserved += v
+	}
+	return a.balance, reserved, true
+}
+
+type units struct {
+	TotalVolume          uint64 `json:"totalVolume"`
+	Time                 uint64 `json:"time"`
+	ServiceSpecificUnits uint64 `json:"serviceSpecificUnits"`
+}
+
+type cdr struct {
+	SUPI    string `json:"subscriberIdentifier"`
+	OneTime bool   `json:"oneTimeEvent"`
+	Seq     uint32 `json:"invocationSequenceNumber"`
+	MUU     []struct {
+		RG        uint32  `json:"ratingGroup"`
+		Requested *units  `json:"requestedUnit"`
+		Used      []units `json:"usedUnitContainer"`
+	} `json:"multipleUnitUsage"`
+}
+
+func price(u units) int64 {
+	return int64(u.TotalVolume>>20)*pricePerMiB + int64(u.Time)*pricePerSecond + int64(u.ServiceSpecificUnits)*pricePerEvent
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.Requests.Add(1)
+	s.stallMu.RLock()
+	s.stallMu.RUnlock()
+	if s.opts.Capacity > 0 {
+		per := time.Duration(float64(time.Second) / s.opts.Capacity)
+		s.capMu.Lock()
+		now := time.Now()
+		if s.capNext.Before(now) {
+			s.capNext = now
+		}
+		s.capNext = s.capNext.Add(per)
+		wait := s.capNext.Sub(now)
+		s.capMu.Unlock()
+		time.Sleep(wait)
+	}
+	if s.opts.Delay != nil {
+		time.Sleep(s.opts.Delay())
+	}
+	const base = "/nchf-convergedcharging/v3/chargingdata"
+	switch {
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/chf/v1/accounts/"):
+		supi := strings.TrimPrefix(r.URL.Path, "/chf/v1/accounts/")
+		b, rs, ok := s.Balance(supi)
+		if !ok {
+			http.Error(w, `{"status":404}`, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"supi":%q,"balance":%d,"reserved":%d,"available":%d,"currency":"EUR"}`, supi, b, rs, b-rs)
+	case r.Method == http.MethodPost && r.URL.Path == base:
+		s.charge(w, r, "", false)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/update"):
+		s.charge(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, base+"/"), "/update"), false)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/release"):
+		s.charge(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, base+"/"), "/release"), true)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (s *Server) charge(w http.ResponseWriter, r *http.Request, ref string, release bool) {
+	var req cdr
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	supi := req.SUPI
+	session := ""
+	if ref != "" {
+		i := strings.LastIndexByte(ref, '.')
+		if i < 0 {
+			http.NotFound(w, r)
+			return
+		}
+		supi, session = ref[:i], ref[i+1:]
+	}
+	s.mu.Lock()
+	a := s.accounts[supi]
+	if a == nil {
+		s.mu.Unlock()
+		http.Error(w, `{"cause":"USER_UNKNOWN"}`, http.StatusNotFound)
+		return
+	}
+	if ref != "" {
+		if _, ok := a.reserved[session]; !ok {
+			s.mu.Unlock()
+			http.NotFound(w, r)
+			return
+		}
+	}
+	var charged int64
+	for _, m := range req.MUU {
+		for _, u := range m.Used {
+			charged += price(u)
+		}
+		if req.OneTime && m.Requested != nil {
+			charged += price(*m.Requested)
+		}
+	}
+	debit := charged
+	if s.opts.ChargeTwice {
+		debit *= 2
+	}
+	a.balance -= debit
+	status := http.StatusOK
+	switch {
+	case req.OneTime:
+		status = http.StatusCreated
+	case ref == "":
+		session = fmt.Sprintf("%016x", s.nextID.Add(1))
+		a.reserved[session] = reservePerReq
+		status = http.StatusCreated
+	case release:
+		delete(a.reserved, session)
+		status = http.StatusNoContent
+	}
+	s.mu.Unlock()
+	w.Header().Set("X-Chf-Charged", strconv.FormatInt(charged, 10))
+	if status == http.StatusCreated && !req.OneTime {
+		w.Header().Set("Location", "http://"+r.Host+"/nchf-convergedcharging/v3/chargingdata/"+supi+"."+session)
+	}
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"invocationSequenceNumber":%d,"multipleUnitInformation":[{"resultCode":"SUCCESS","ratingGroup":%d}]}`, req.Seq, rg(req))
+}
+
+func rg(r cdr) uint32 {
+	if len(r.MUU) > 0 {
+		return r.MUU[0].RG
+	}
+	return 0
+}

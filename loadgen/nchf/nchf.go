@@ -1,0 +1,197 @@
+// Package nchf builds Nchf_ConvergedCharging (TS 32.291) request bodies
+// and paths with append-style code (no encoding/json, no reflection) and
+// scans the few response fields the load generator needs: per rating
+// group resultCode and the ChargingDataRef from Location.
+//
+// Builders append to a caller-owned buffer and never keep it; they are safe
+// for concurrent use.
+package nchf
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+)
+
+// Paths of the CHF's Nchf and account APIs.
+const (
+	PathCreate   = "/nchf-convergedcharging/v3/chargingdata"
+	PathAccounts = "/chf/v1/accounts/"
+)
+
+// Units are the amounts of one requestedUnit or usedUnitContainer.
+type Units struct {
+	TotalVolume          uint64
+	Time                 uint32
+	ServiceSpecificUnits uint64
+}
+
+// Line is one multipleUnitUsage entry.
+type Line struct {
+	RatingGroup uint32
+	Request     bool  // include requestedUnit
+	Requested   Units // amounts asked for (zero fields omitted)
+	Used        *Units
+}
+
+// Request is the variable part of a ChargingDataRequest.
+type Request struct {
+	SUPI []byte
+	// Node is nfConsumerIdentification.nodeFunctionality ("SMF" when empty;
+	// "SMSF" for SMS events).
+	Node    string
+	NFName  string // nfConsumerIdentification.nFName (an NfInstanceId UUID)
+	Seq     uint32
+	Now     time.Time
+	OneTime bool // oneTimeEvent with oneTimeEventType IEC
+	Line    Line
+}
+
+// AppendBody appends the ChargingDataRequest JSON of r to dst.
+func AppendBody(dst []byte, r *Request) []byte {
+	dst = append(dst, `{"subscriberIdentifier":"`...)
+	dst = append(dst, r.SUPI...)
+	dst = append(dst, `","nfConsumerIdentification":{"nodeFunctionality":"`...)
+	if r.Node == "" {
+		dst = append(dst, "SMF"...)
+	} else {
+		dst = append(dst, r.Node...)
+	}
+	dst = append(dst, `","nFName":"`...)
+	dst = append(dst, r.NFName...)
+	dst = append(dst, `"},"invocationTimeStamp":"`...)
+	dst = r.Now.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z")
+	dst = append(dst, `","invocationSequenceNumber":`...)
+	dst = strconv.AppendUint(dst, uint64(r.Seq), 10)
+	if r.OneTime {
+		dst = append(dst, `,"oneTimeEvent":true,"oneTimeEventType":"IEC"`...)
+	}
+	dst = append(dst, `,"multipleUnitUsage":[{"ratingGroup":`...)
+	dst = strconv.AppendUint(dst, uint64(r.Line.RatingGroup), 10)
+	if r.Line.Request {
+		dst = append(dst, `,"requestedUnit":`...)
+		dst = appendUnits(dst, r.Line.Requested, -1)
+	}
+	if r.Line.Used != nil {
+		dst = append(dst, `,"usedUnitContainer":[`...)
+		dst = appendUnits(dst, *r.Line.Used, int64(r.Seq))
+		dst = append(dst, ']')
+	}
+	return append(dst, "}]}"...)
+}
+
+// appendUnits writes a RequestedUnit, or a UsedUnitContainer when lsn >= 0.
+func appendUnits(dst []byte, u Units, lsn int64) []byte {
+	dst = append(dst, '{')
+	sep := false
+	field := func(name string, v uint64) {
+		if sep {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = append(dst, name...)
+		dst = append(dst, `":`...)
+		dst = strconv.AppendUint(dst, v, 10)
+		sep = true
+	}
+	if u.TotalVolume != 0 {
+		field("totalVolume", u.TotalVolume)
+	}
+	if u.Time != 0 {
+		field("time", uint64(u.Time))
+	}
+	if u.ServiceSpecificUnits != 0 {
+		field("serviceSpecificUnits", u.ServiceSpecificUnits)
+	}
+	if lsn >= 0 {
+		field("localSequenceNumber", uint64(lsn))
+	}
+	return append(dst, '}')
+}
+
+// AppendUpdatePath appends the update path of the session ref.
+func AppendUpdatePath(dst, ref []byte) []byte {
+	dst = append(dst, PathCreate...)
+	dst = append(dst, '/')
+	dst = append(dst, ref...)
+	return append(dst, "/update"...)
+}
+
+// AppendReleasePath appends the release path of the session ref.
+func AppendReleasePath(dst, ref []byte) []byte {
+	dst = append(dst, PathCreate...)
+	dst = append(dst, '/')
+	dst = append(dst, ref...)
+	return append(dst, "/release"...)
+}
+
+// AppendAccountPath appends the balance inquiry path of supi.
+func AppendAccountPath(dst, supi []byte) []byte {
+	dst = append(dst, PathAccounts...)
+	return append(dst, supi...)
+}
+
+var marker = []byte("/chargingdata/")
+
+// RefFromLocation returns the ChargingDataRef at the end of a Location
+// header value (absolute URI or path), or nil. It aliases loc.
+func RefFromLocation(loc []byte) []byte {
+	i := bytes.LastIndex(loc, marker)
+	if i < 0 {
+		return nil
+	}
+	ref := loc[i+len(marker):]
+	if j := bytes.IndexAny(ref, "/?#"); j >= 0 {
+		ref = ref[:j]
+	}
+	if len(ref) == 0 {
+		return nil
+	}
+	return ref
+}
+
+var resultCodeKey = []byte(`"resultCode"`)
+
+// FailedResultCodes calls fn with every resultCode in body that is not
+// SUCCESS (the slice aliases body). It scans bytes; it does not validate
+// the JSON.
+func FailedResultCodes(body []byte, fn func(code []byte)) {
+	for {
+		i := bytes.Index(body, resultCodeKey)
+		if i < 0 {
+			return
+		}
+		body = body[i+len(resultCodeKey):]
+		// skip spaces and the colon, then the opening quote
+		j := 0
+		for j < len(body) && (body[j] == ' ' || body[j] == ':' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		if j >= len(body) || body[j] != '"' {
+			continue
+		}
+		body = body[j+1:]
+		k := bytes.IndexByte(body, '"')
+		if k < 0 {
+			return
+		}
+		code := body[:k]
+		if string(code) != "SUCCESS" {
+			fn(code)
+		}
+		body = body[k+1:]
+	}
+}
+
+// ParseCharged parses an X-Chf-Charged header value (decimal minor units).
+func ParseCharged(v []byte) (int64, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}

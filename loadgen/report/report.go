@@ -1,0 +1,261 @@
+// Package report turns a run into its results and writes them: a summary
+// table for the terminal, JSON (versioned, with the merged HDR histograms
+// encoded so results can be combined later), a CSV time series, Markdown
+// and a self-contained HTML page with SVG charts (gonum/plot).
+//
+// Result is the one report type; every loadgen command (run, local, and the
+// sweep, compare, gate and merge commands) reads and writes it.
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/audit"
+	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/histogram"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
+)
+
+// SchemaVersion is the version of the JSON layout.
+const SchemaVersion = 1
+
+// LoadgenComponent is the CPU component name of the load generator itself;
+// every other component counts as the system under test.
+const LoadgenComponent = "loadgen"
+
+// ErrSchema is returned for a JSON result of another schema version.
+var ErrSchema = errors.New("report: unsupported schema_version")
+
+// Latency is the latency summary in milliseconds.
+type Latency struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+func latencyOf(s histogram.Summary) Latency {
+	return Latency{P50: s.P50, P90: s.P90, P99: s.P99, P999: s.P999, Max: s.Max, Mean: s.Mean}
+}
+
+// Op is the result of one operation.
+type Op struct {
+	Count     int64   `json:"count"`
+	Errors    int64   `json:"errors"`
+	Late      int64   `json:"late"`
+	Dropped   int64   `json:"dropped"`
+	TPS       float64 `json:"tps"`
+	LatencyMs Latency `json:"latency_ms"`
+	ServiceMs Latency `json:"service_ms"`
+	JitterCV  float64 `json:"jitter_cv"`
+}
+
+// Hist holds the encoded histograms of one operation.
+type Hist struct {
+	Latency string `json:"latency"`
+	Service string `json:"service"`
+}
+
+// Point is one second of the time series.
+type Point struct {
+	engine.Tick
+	CPU map[string]float64 `json:"cpu_percent,omitempty"`
+}
+
+// Result is a whole run.
+type Result struct {
+	SchemaVersion int                `json:"schema_version"`
+	Label         string             `json:"label,omitempty"`
+	Started       time.Time          `json:"started"`
+	DurationS     float64            `json:"duration_s"` // measured window
+	Targets       []string           `json:"targets"`
+	Proto         string             `json:"proto"`
+	Shard         string             `json:"shard,omitempty"`
+	Scenario      scenario.Scenario  `json:"scenario"`
+	OfferedTPS    float64            `json:"offered_tps"`
+	TPS           float64            `json:"tps"` // successful transactions per second
+	Transactions  int64              `json:"transactions"`
+	Errors        int64              `json:"errors"`
+	ErrorRate     float64            `json:"error_rate"`
+	ErrorClasses  map[string]int64   `json:"error_classes"`
+	Offered       int64              `json:"offered"`
+	Late          int64              `json:"late"`
+	Dropped       int64              `json:"dropped"`
+	LatencyMs     Latency            `json:"latency_ms"`
+	ServiceMs     Latency            `json:"service_ms"`
+	JitterCV      float64            `json:"jitter_cv"`
+	Ops           map[string]Op      `json:"ops"`
+	CPUPercent    map[string]float64 `json:"cpu_percent"`
+	CPUSeconds    map[string]float64 `json:"cpu_seconds"`
+	SUTCPUUsTxn   float64            `json:"sut_cpu_us_per_txn"`
+	LoadgenUsTxn  float64            `json:"loadgen_cpu_us_per_txn"`
+	Audit         audit.Result       `json:"audit"`
+	Series        []Point            `json:"series"`
+	Histograms    map[string]Hist    `json:"histograms"`
+}
+
+// Build makes the Result of a run. cpuSeconds is CPU spent per component
+// during the measured window (LoadgenComponent for the load generator).
+func Build(st *engine.Stats, sc scenario.Scenario, targets []string, proto string, cpuSeconds map[string]float64, au audit.Result, series []Point) (*Result, error) {
+	r := &Result{
+		SchemaVersion: SchemaVersion,
+		Started:       st.Started,
+		DurationS:     st.MeasureEnd.Sub(st.MeasureStart).Seconds(),
+		Targets:       targets,
+		Proto:         proto,
+		Scenario:      sc,
+		Offered:       st.Offered,
+		ErrorClasses:  st.Errors,
+		Audit:         au,
+		Series:        series,
+		CPUSeconds:    cpuSeconds,
+		Ops:           map[string]Op{},
+		Histograms:    map[string]Hist{},
+	}
+	if r.CPUSeconds == nil {
+		r.CPUSeconds = map[string]float64{}
+	}
+	for i, o := range st.Ops {
+		name := engine.Op(i).String()
+		lat, err := o.Latency.Encode()
+		if err != nil {
+			return nil, err
+		}
+		svc, err := o.Service.Encode()
+		if err != nil {
+			return nil, err
+		}
+		r.Histograms[name] = Hist{Latency: lat, Service: svc}
+		r.Ops[name] = Op{Count: o.Count, Errors: o.Errors, Late: o.Late, Dropped: o.Dropped}
+	}
+	if err := r.Recompute(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Recompute derives every summary figure (totals, rates, percentiles,
+// jitter, CPU per transaction) from the per-operation counts, the encoded
+// histograms, CPUSeconds and DurationS. Merging results uses it too.
+func (r *Result) Recompute() error {
+	all, allSvc := histogram.New(), histogram.New()
+	r.Transactions, r.Errors, r.Late, r.Dropped = 0, 0, 0, 0
+	for name, o := range r.Ops {
+		h, err := r.decode(name)
+		if err != nil {
+			return err
+		}
+		sum, svc := h[0].Summary(), h[1].Summary()
+		o.LatencyMs, o.ServiceMs, o.JitterCV = latencyOf(sum), latencyOf(svc), sum.CV
+		if r.DurationS > 0 {
+			o.TPS = float64(o.Count-o.Errors) / r.DurationS
+		}
+		r.Ops[name] = o
+		all.Merge(h[0])
+		allSvc.Merge(h[1])
+		r.Transactions += o.Count
+		r.Errors += o.Errors
+		r.Late += o.Late
+		r.Dropped += o.Dropped
+	}
+	s := all.Summary()
+	r.LatencyMs, r.ServiceMs, r.JitterCV = latencyOf(s), latencyOf(allSvc.Summary()), s.CV
+	r.TPS, r.OfferedTPS, r.ErrorRate = 0, 0, 0
+	if r.DurationS > 0 {
+		r.TPS = float64(r.Transactions-r.Errors) / r.DurationS
+		r.OfferedTPS = float64(r.Offered) / r.DurationS
+		r.CPUPercent = map[string]float64{}
+		for k, v := range r.CPUSeconds {
+			r.CPUPercent[k] = 100 * v / r.DurationS
+		}
+	}
+	if r.Transactions > 0 {
+		r.ErrorRate = float64(r.Errors) / float64(r.Transactions)
+		var sut float64
+		for k, v := range r.CPUSeconds {
+			if k != LoadgenComponent {
+				sut += v
+			}
+		}
+		r.SUTCPUUsTxn = sut * 1e6 / float64(r.Transactions)
+		r.LoadgenUsTxn = r.CPUSeconds[LoadgenComponent] * 1e6 / float64(r.Transactions)
+	}
+	return nil
+}
+
+// decode returns the latency and service histograms of op name.
+func (r *Result) decode(name string) ([2]*histogram.Histogram, error) {
+	var out [2]*histogram.Histogram
+	h := r.Histograms[name]
+	var err error
+	if out[0], err = histogram.Decode(h.Latency); err != nil {
+		return out, fmt.Errorf("cannot decode latency histogram of %s: %w", name, err)
+	}
+	if out[1], err = histogram.Decode(h.Service); err != nil {
+		return out, fmt.Errorf("cannot decode service histogram of %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// LatencyHistogram returns the merged latency histogram of all operations.
+func (r *Result) LatencyHistogram() (*histogram.Histogram, error) {
+	all := histogram.New()
+	for name := range r.Histograms {
+		h, err := r.decode(name)
+		if err != nil {
+			return nil, err
+		}
+		all.Merge(h[0])
+	}
+	return all, nil
+}
+
+// Components returns CPU component names, SUT first (sorted), loadgen last.
+func (r *Result) Components() []string {
+	var names []string
+	for k := range r.CPUPercent {
+		if k != LoadgenComponent {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	if _, ok := r.CPUPercent[LoadgenComponent]; ok {
+		names = append(names, LoadgenComponent)
+	}
+	return names
+}
+
+// WriteJSON writes r to path, indented.
+func (r *Result) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cannot encode result: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("cannot write result: %w", err)
+	}
+	return nil
+}
+
+// ReadJSON reads a result file and checks its schema version.
+func ReadJSON(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read result: %w", err)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("cannot decode result %s: %w", path, err)
+	}
+	if r.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("%w %d in %s (want %d)", ErrSchema, r.SchemaVersion, path, SchemaVersion)
+	}
+	return &r, nil
+}

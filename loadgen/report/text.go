@@ -1,0 +1,207 @@
+package report
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// WriteSummary writes the terminal summary table.
+func (r *Result) WriteSummary(w io.Writer) {
+	fmt.Fprintf(w, "\n== loadgen result (%s, %s, %.1fs measured) ==\n", r.Proto, strings.Join(r.Targets, ","), r.DurationS)
+	fmt.Fprintf(w, "offered %.0f TPS  achieved %.0f TPS  transactions %d  errors %d (%.3f%%)  late %d  dropped %d\n",
+		r.OfferedTPS, r.TPS, r.Transactions, r.Errors, 100*r.ErrorRate, r.Late, r.Dropped)
+	fmt.Fprintf(w, "latency ms (from scheduled send): p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f  jitter(CV) %.3f\n",
+		r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99, r.LatencyMs.P999, r.LatencyMs.Max, r.LatencyMs.Mean, r.JitterCV)
+	fmt.Fprintf(w, "service ms (from actual send):    p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n",
+		r.ServiceMs.P50, r.ServiceMs.P90, r.ServiceMs.P99, r.ServiceMs.P999, r.ServiceMs.Max, r.ServiceMs.Mean)
+	fmt.Fprintf(w, "\n%-8s %10s %8s %6s %7s %9s %9s %9s %9s %9s\n", "op", "count", "errors", "late", "dropped", "tps", "p50 ms", "p99 ms", "p99.9 ms", "max ms")
+	for _, name := range opOrder(r) {
+		o := r.Ops[name]
+		fmt.Fprintf(w, "%-8s %10d %8d %6d %7d %9.0f %9.3f %9.3f %9.3f %9.3f\n", name, o.Count, o.Errors, o.Late, o.Dropped, o.TPS,
+			o.LatencyMs.P50, o.LatencyMs.P99, o.LatencyMs.P999, o.LatencyMs.Max)
+	}
+	if len(r.ErrorClasses) > 0 {
+		fmt.Fprintf(w, "\nerrors by class:")
+		for _, k := range sortedKeys(r.ErrorClasses) {
+			fmt.Fprintf(w, " %s=%d", k, r.ErrorClasses[k])
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.CPUPercent) > 0 {
+		fmt.Fprintf(w, "\nCPU %% (100 = one core):")
+		for _, k := range r.Components() {
+			fmt.Fprintf(w, " %s=%.1f", k, r.CPUPercent[k])
+		}
+		fmt.Fprintf(w, "\nSUT CPU µs/transaction %.1f   loadgen CPU µs/transaction %.1f\n", r.SUTCPUUsTxn, r.LoadgenUsTxn)
+	}
+	a := r.Audit
+	verdict := "PASS"
+	if a.Skipped {
+		verdict = "SKIPPED"
+	} else if !a.OK {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "\naudit %s: %d touched, %d checked, charged %d, debited %d, mismatches %d, negative %d, reservations left %d, unreadable %d, unresolved requests %d",
+		verdict, a.Touched, a.Checked, a.Charged, a.Debited, a.Mismatches, a.Negative, a.Reserved, a.Unreadable, a.Unresolved)
+	if a.Reason != "" {
+		fmt.Fprintf(w, " (%s)", a.Reason)
+	}
+	fmt.Fprintln(w)
+	for _, e := range a.Examples {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+}
+
+// opOrder returns operation names in engine order, then any others.
+func opOrder(r *Result) []string {
+	order := []string{"create", "update", "release", "event", "balance"}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range order {
+		if _, ok := r.Ops[n]; ok {
+			out = append(out, n)
+			seen[n] = true
+		}
+	}
+	var rest []string
+	for n := range r.Ops {
+		if !seen[n] {
+			rest = append(rest, n)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// WriteCSV writes the per-second time series.
+func (r *Result) WriteCSV(w io.Writer) error {
+	comps := r.Components()
+	cw := csv.NewWriter(w)
+	head := []string{"t_s", "phase", "offered", "completed", "errors", "late", "dropped", "in_flight", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"}
+	for _, c := range comps {
+		head = append(head, "cpu_"+c)
+	}
+	if err := cw.Write(head); err != nil {
+		return fmt.Errorf("cannot write CSV: %w", err)
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for _, p := range r.Series {
+		row := []string{strconv.Itoa(p.Second), p.Phase, i(p.Offered), i(p.Completed), i(p.Errors), i(p.Late), i(p.Dropped), i(p.InFlight),
+			f(p.P50), f(p.P90), f(p.P99), f(p.P999), f(p.Max)}
+		for _, c := range comps {
+			row = append(row, f(p.CPU[c]))
+		}
+		if err := cw.Write(row); err != nil {
+			return fmt.Errorf("cannot write CSV: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("cannot write CSV: %w", err)
+	}
+	return nil
+}
+
+// WriteMarkdown writes the report as Markdown.
+func (r *Result) WriteMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "# loadgen result\n\n")
+	fmt.Fprintf(w, "Started %s, %s against %s, scenario `%s`, %.1f s measured.\n\n", r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Proto, strings.Join(r.Targets, ", "), r.Scenario.Name, r.DurationS)
+	fmt.Fprintf(w, "| figure | value |\n|---|---|\n")
+	fmt.Fprintf(w, "| offered TPS | %.0f |\n| achieved TPS | %.0f |\n| transactions | %d |\n| errors | %d (%.3f%%) |\n| late / dropped | %d / %d |\n",
+		r.OfferedTPS, r.TPS, r.Transactions, r.Errors, 100*r.ErrorRate, r.Late, r.Dropped)
+	fmt.Fprintf(w, "| latency p50 / p90 / p99 / p99.9 / max / mean (ms) | %.3f / %.3f / %.3f / %.3f / %.3f / %.3f |\n",
+		r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99, r.LatencyMs.P999, r.LatencyMs.Max, r.LatencyMs.Mean)
+	fmt.Fprintf(w, "| service time p50 / p99 (ms) | %.3f / %.3f |\n", r.ServiceMs.P50, r.ServiceMs.P99)
+	fmt.Fprintf(w, "| jitter (CV of latency) | %.3f |\n", r.JitterCV)
+	for _, c := range r.Components() {
+		fmt.Fprintf(w, "| CPU %% %s | %.1f |\n", c, r.CPUPercent[c])
+	}
+	fmt.Fprintf(w, "| SUT CPU µs / transaction | %.1f |\n| loadgen CPU µs / transaction | %.1f |\n", r.SUTCPUUsTxn, r.LoadgenUsTxn)
+	verdict := "pass"
+	if r.Audit.Skipped {
+		verdict = "skipped"
+	} else if !r.Audit.OK {
+		verdict = "**FAIL**"
+	}
+	fmt.Fprintf(w, "| audit | %s (%d checked, charged %d, debited %d) |\n\n", verdict, r.Audit.Checked, r.Audit.Charged, r.Audit.Debited)
+	fmt.Fprintf(w, "| op | count | errors | late | dropped | TPS | p50 ms | p99 ms | p99.9 ms | max ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, name := range opOrder(r) {
+		o := r.Ops[name]
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %.0f | %.3f | %.3f | %.3f | %.3f |\n", name, o.Count, o.Errors, o.Late, o.Dropped, o.TPS,
+			o.LatencyMs.P50, o.LatencyMs.P99, o.LatencyMs.P999, o.LatencyMs.Max)
+	}
+	if len(r.ErrorClasses) > 0 {
+		fmt.Fprintf(w, "\n| error class | count |\n|---|---:|\n")
+		for _, k := range sortedKeys(r.ErrorClasses) {
+			fmt.Fprintf(w, "| %s | %d |\n", k, r.ErrorClasses[k])
+		}
+	}
+	if len(r.Audit.Examples) > 0 {
+		fmt.Fprintf(w, "\nAudit findings:\n\n")
+		for _, e := range r.Audit.Examples {
+			fmt.Fprintf(w, "- %s\n", e)
+		}
+	}
+}
+
+// Files names the report files WriteAll writes.
+type Files struct {
+	JSON, CSV, Markdown, HTML string
+}
+
+// WriteAll writes result.json, series.csv, report.md and report.html
+// into dir (created when missing).
+func (r *Result) WriteAll(dir string) (Files, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Files{}, fmt.Errorf("cannot create report directory: %w", err)
+	}
+	f := Files{
+		JSON:     filepath.Join(dir, "result.json"),
+		CSV:      filepath.Join(dir, "series.csv"),
+		Markdown: filepath.Join(dir, "report.md"),
+		HTML:     filepath.Join(dir, "report.html"),
+	}
+	if err := r.WriteJSON(f.JSON); err != nil {
+		return f, err
+	}
+	write := func(path string, fn func(io.Writer) error) error {
+		out, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("cannot create %s: %w", path, err)
+		}
+		if err := fn(out); err != nil {
+			out.Close()
+			return err
+		}
+		if err := out.Close(); err != nil {
+			return fmt.Errorf("cannot write %s: %w", path, err)
+		}
+		return nil
+	}
+	if err := write(f.CSV, r.WriteCSV); err != nil {
+		return f, err
+	}
+	if err := write(f.Markdown, func(w io.Writer) error { r.WriteMarkdown(w); return nil }); err != nil {
+		return f, err
+	}
+	if err := write(f.HTML, r.WriteHTML); err != nil {
+		return f, err
+	}
+	return f, nil
+}

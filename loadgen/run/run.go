@@ -1,0 +1,296 @@
+// Package run executes one measured load run end to end and returns its
+// report: it reads the initial balances for the audit, samples CPU of the
+// system under test and of the load generator, drives the open-loop engine
+// with live progress, reads the final balances, reconciles them and builds
+// the report.Result. Every loadgen command that produces results (run,
+// local, sweep, gate) goes through Execute.
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/audit"
+	"github.com/chf-testbed/testbed/loadgen/cpu"
+	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/report"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
+)
+
+// ErrAudit is returned (with the result) when the balance audit failed.
+var ErrAudit = errors.New("run: audit failed")
+
+// Audit modes.
+const (
+	AuditAuto = "auto" // full when the range is at most FullAuditMax, else touched with a known initial balance, else off
+	AuditFull = "full" // read every balance of the range before and after
+	AuditOff  = "off"
+)
+
+// FullAuditMax is the largest subscriber range the auto mode reads in full.
+const FullAuditMax = 200_000
+
+// Progress modes.
+const (
+	ProgressAuto  = "auto"  // a refreshed line on a terminal, plain lines otherwise
+	ProgressLine  = "line"  // a refreshed line
+	ProgressPlain = "plain" // one line per second
+	ProgressJSON  = "json"  // one JSON object per second
+	ProgressOff   = "off"
+)
+
+// Options describe one run.
+type Options struct {
+	Scenario scenario.Scenario
+	Targets  []string // host:port
+	Proto    string
+	Conns    int
+	Workers  int
+	// CPU lists the components of the system under test to sample; the
+	// load generator itself is always sampled as report.LoadgenComponent.
+	CPU []cpu.Source
+	// Audit is AuditAuto, AuditFull or AuditOff.
+	Audit string
+	// InitialBalance, when positive, is the known starting balance of
+	// every account (freshly provisioned): the initial read is skipped.
+	InitialBalance   int64
+	AuditConcurrency int
+	// Progress goes to ProgressOut (default os.Stderr) in ProgressMode.
+	ProgressOut  io.Writer
+	ProgressMode string
+	Label        string
+	Shard        string
+	Log          *slog.Logger
+}
+
+// Execute performs the run. A failed audit returns the result together
+// with an error wrapping ErrAudit.
+func Execute(ctx context.Context, o Options) (*report.Result, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	sc := o.Scenario
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	d, err := driver.New(driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D()})
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	first, _ := scenario.ParseSUPI(sc.Subscribers.First)
+
+	mode := o.Audit
+	if mode == "" {
+		mode = AuditAuto
+	}
+	var initial *audit.Snapshot
+	auditRes := audit.Result{Skipped: true}
+	doAudit := mode != AuditOff
+	if mode == AuditAuto && sc.Subscribers.Count > FullAuditMax && o.InitialBalance <= 0 {
+		doAudit = false
+		auditRes.Reason = fmt.Sprintf("range of %d subscribers is above %d and no --initial-balance given", sc.Subscribers.Count, FullAuditMax)
+	}
+	if mode == AuditOff {
+		auditRes.Reason = "disabled"
+	}
+	if doAudit && o.InitialBalance <= 0 {
+		t0 := time.Now()
+		initial, err = audit.Read(ctx, d, first, audit.AllIndexes(sc.Subscribers.Count), o.AuditConcurrency)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read initial balances: %w", err)
+		}
+		o.Log.Info("initial balances read", "accounts", sc.Subscribers.Count, "took", time.Since(t0).Round(time.Millisecond))
+	}
+
+	sampler := cpu.NewSampler(o.CPU...)
+	sampler.Add(cpu.Self(report.LoadgenComponent))
+	prog := newProgress(o, sampler)
+
+	var mu sync.Mutex
+	var cpuA, cpuB cpu.Sample
+	var haveA, haveB bool
+	cfg := engine.Config{
+		Scenario: sc,
+		Driver:   d,
+		Workers:  o.Workers,
+		Tick:     prog.tick,
+		Phase: func(name string) {
+			switch name {
+			case "measure":
+				s := sampler.Sample(context.Background())
+				mu.Lock()
+				cpuA, haveA = s, true
+				mu.Unlock()
+			case "drain":
+				s := sampler.Sample(context.Background())
+				mu.Lock()
+				cpuB, haveB = s, true
+				mu.Unlock()
+			}
+			prog.phase(name)
+		},
+	}
+	st, err := engine.Run(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	prog.finish()
+	mu.Lock()
+	if !haveB {
+		cpuB = sampler.Sample(context.Background())
+	}
+	var cpuSecs map[string]float64
+	if haveA {
+		cpuSecs = cpu.Delta(cpuA, cpuB)
+		// The window may have been cut short by ctx; CPU covers the same span.
+		if dt := cpuB.At.Sub(cpuA.At).Seconds(); dt > 0 {
+			want := st.MeasureEnd.Sub(st.MeasureStart).Seconds()
+			for k, v := range cpuSecs {
+				cpuSecs[k] = v * want / dt
+			}
+		}
+	}
+	mu.Unlock()
+
+	if doAudit {
+		// Reservations of sessions that ended are freed synchronously by the
+		// CHF, so the final read can follow at once.
+		idx := audit.AllIndexes(sc.Subscribers.Count)
+		if mode == AuditAuto && sc.Subscribers.Count > FullAuditMax {
+			idx = st.Ledger.TouchedList()
+		}
+		t0 := time.Now()
+		final, err := audit.Read(context.Background(), d, first, idx, o.AuditConcurrency)
+		if err != nil {
+			auditRes = audit.Result{Reason: err.Error()}
+		} else {
+			auditRes = audit.Check(audit.Input{
+				First: first, Initial: initial, InitialBalance: o.InitialBalance, Final: final,
+				Ledger: st.Ledger, Unresolved: st.Unresolved, NoHeader: st.MissingCharged,
+			})
+			o.Log.Info("final balances read", "accounts", len(idx), "took", time.Since(t0).Round(time.Millisecond))
+		}
+	}
+
+	res, err := report.Build(st, sc, o.Targets, protoName(o.Proto), cpuSecs, auditRes, prog.points())
+	if err != nil {
+		return nil, err
+	}
+	res.Label, res.Shard = o.Label, o.Shard
+	if !auditRes.OK && !auditRes.Skipped {
+		return res, fmt.Errorf("%w: %s", ErrAudit, auditRes.Reason)
+	}
+	return res, nil
+}
+
+func protoName(p string) string {
+	if p == "" {
+		return "h2c"
+	}
+	return p
+}
+
+// progress prints live figures and collects the time series.
+type progress struct {
+	out     io.Writer
+	mode    string
+	sampler *cpu.Sampler
+	mu      sync.Mutex
+	last    cpu.Sample
+	pts     []report.Point
+	onLine  bool
+}
+
+func newProgress(o Options, s *cpu.Sampler) *progress {
+	p := &progress{out: o.ProgressOut, mode: o.ProgressMode, sampler: s}
+	if p.out == nil {
+		p.out = os.Stderr
+	}
+	if p.mode == "" || p.mode == ProgressAuto {
+		p.mode = ProgressPlain
+		if f, ok := p.out.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				p.mode = ProgressLine
+			}
+		}
+	}
+	p.last = s.Sample(context.Background())
+	return p
+}
+
+func (p *progress) tick(t engine.Tick) {
+	s := p.sampler.Sample(context.Background())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pt := report.Point{Tick: t, CPU: cpu.Percent(p.last, s)}
+	p.last = s
+	p.pts = append(p.pts, pt)
+	switch p.mode {
+	case ProgressOff:
+	case ProgressJSON:
+		b, _ := json.Marshal(pt)
+		fmt.Fprintf(p.out, "%s\n", b)
+	case ProgressLine:
+		fmt.Fprintf(p.out, "\r\033[K%s", line(pt))
+		p.onLine = true
+	default:
+		fmt.Fprintln(p.out, line(pt))
+	}
+}
+
+func (p *progress) phase(name string) {
+	if p.mode != ProgressPlain && p.mode != ProgressLine {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.onLine {
+		fmt.Fprintln(p.out)
+		p.onLine = false
+	}
+	fmt.Fprintf(p.out, "-- %s\n", name)
+}
+
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.onLine {
+		fmt.Fprintln(p.out)
+		p.onLine = false
+	}
+}
+
+func (p *progress) points() []report.Point {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pts
+}
+
+func line(pt report.Point) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%4ds %-8s offered %6d/s done %6d/s p50 %7.2fms p99 %7.2fms err %d late %d drop %d inflight %d",
+		pt.Second, pt.Phase, pt.Offered, pt.Completed, pt.P50, pt.P99, pt.Errors, pt.Late, pt.Dropped, pt.InFlight)
+	if len(pt.CPU) > 0 {
+		names := make([]string, 0, len(pt.CPU))
+		for k := range pt.CPU {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		b.WriteString(" cpu")
+		for _, k := range names {
+			fmt.Fprintf(&b, " %s %.0f%%", k, pt.CPU[k])
+		}
+	}
+	return b.String()
+}

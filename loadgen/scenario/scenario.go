@@ -1,0 +1,371 @@
+// Package scenario describes a charging load: the traffic mix (data and
+// voice sessions, SMS events, balance inquiries), per-flow shapes, the
+// subscriber range, the offered load and the run phases. Load reads YAML,
+// starting from Default, and validates it; errors name the offending field.
+//
+// A flow is one unit of work started by the scheduler: a data or voice
+// session (create, N updates, release), an SMS event (one create with
+// oneTimeEvent) or a balance inquiry (one GET). Mix shares are shares of
+// flow starts.
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrInvalid wraps every validation error.
+var ErrInvalid = errors.New("scenario: invalid")
+
+// Kind names a flow type.
+type Kind int
+
+// Flow kinds, in the order of Mix.
+const (
+	KindData Kind = iota
+	KindVoice
+	KindSMS
+	KindBalance
+	NumKinds
+)
+
+var kindNames = [NumKinds]string{"data", "voice", "sms", "balance"}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// Duration is a time.Duration that reads "1s", "250ms" from YAML.
+type Duration time.Duration
+
+// UnmarshalYAML accepts Go duration strings.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("cannot parse duration %q: %w", n.Value, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MarshalText writes the Go duration string (JSON reports).
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("cannot parse duration %q: %w", b, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Units are the amounts of one request (or one report of usage).
+type Units struct {
+	TotalVolume          uint64 `yaml:"total_volume,omitempty" json:"total_volume,omitempty"`                     // octets
+	Time                 uint32 `yaml:"time,omitempty" json:"time,omitempty"`                                     // seconds
+	ServiceSpecificUnits uint64 `yaml:"service_specific_units,omitempty" json:"service_specific_units,omitempty"` // events
+}
+
+// IsZero reports whether no unit is set.
+func (u Units) IsZero() bool { return u == Units{} }
+
+// Session is the shape of a data or voice session.
+type Session struct {
+	RatingGroup uint32   `yaml:"rating_group" json:"rating_group"`
+	Updates     int      `yaml:"updates" json:"updates"`
+	Requested   Units    `yaml:"requested" json:"requested"` // asked for at create and each update
+	Used        Units    `yaml:"used" json:"used"`           // reported at each update and at release
+	ThinkTime   Duration `yaml:"think_time" json:"think_time"`
+}
+
+// Event is the shape of an SMS (immediate event charging).
+type Event struct {
+	RatingGroup uint32 `yaml:"rating_group" json:"rating_group"`
+	Units       Units  `yaml:"units" json:"units"`
+}
+
+// Mix holds the shares of flow starts per kind; they need not sum to 1
+// (they are normalised) but at least one must be positive.
+type Mix struct {
+	Data    float64 `yaml:"data" json:"data"`
+	Voice   float64 `yaml:"voice" json:"voice"`
+	SMS     float64 `yaml:"sms" json:"sms"`
+	Balance float64 `yaml:"balance" json:"balance"`
+}
+
+// Subscribers is the range of SUPIs flows pick from (uniformly).
+type Subscribers struct {
+	First string `yaml:"first" json:"first"` // e.g. imsi-001010000000001
+	Count int    `yaml:"count" json:"count"`
+}
+
+// Load is the offered load: exactly one of TPS and SessionsPerSecond.
+type Load struct {
+	// TPS is transactions per second (each create, update, release, event
+	// and inquiry is one).
+	TPS float64 `yaml:"tps,omitempty" json:"tps,omitempty"`
+	// SessionsPerSecond is flow starts per second.
+	SessionsPerSecond float64 `yaml:"sessions_per_second,omitempty" json:"sessions_per_second,omitempty"`
+}
+
+// Phases is the time line of a run: ramp-up (rate grows linearly from 0),
+// then warm-up at full rate, then the measured duration. Ramp-up and
+// warm-up are excluded from results. Live sessions are then released.
+type Phases struct {
+	RampUp   Duration `yaml:"ramp_up" json:"ramp_up"`
+	WarmUp   Duration `yaml:"warm_up" json:"warm_up"`
+	Duration Duration `yaml:"duration" json:"duration"`
+}
+
+// Scenario is a whole load description.
+type Scenario struct {
+	Name        string      `yaml:"name" json:"name"`
+	Mix         Mix         `yaml:"mix" json:"mix"`
+	Data        Session     `yaml:"data" json:"data"`
+	Voice       Session     `yaml:"voice" json:"voice"`
+	SMS         Event       `yaml:"sms" json:"sms"`
+	Subscribers Subscribers `yaml:"subscribers" json:"subscribers"`
+	Load        Load        `yaml:"load" json:"load"`
+	Phases      Phases      `yaml:"phases" json:"phases"`
+	// Timeout is the per-request deadline; a request past it is an error of
+	// class timeout.
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// MaxInFlight bounds requests outstanding at once (all workers); a
+	// new flow that cannot be sent within LateDrop of its time is dropped.
+	MaxInFlight int `yaml:"max_in_flight" json:"max_in_flight"`
+	// LateThreshold: a request sent later than this after its scheduled
+	// time is counted late.
+	LateThreshold Duration `yaml:"late_threshold" json:"late_threshold"`
+	// LateDrop: a new flow whose first request could not leave within this
+	// of its scheduled time is dropped and counted.
+	LateDrop Duration `yaml:"late_drop" json:"late_drop"`
+	Seed     int64    `yaml:"seed" json:"seed"`
+}
+
+// Default returns the built-in scenario, which mirrors the reference
+// deployment's mix (see loadgen/README.md).
+func Default() Scenario {
+	return Scenario{
+		Name: "default",
+		Mix:  Mix{Data: 0.40, Voice: 0.25, SMS: 0.20, Balance: 0.15},
+		Data: Session{
+			RatingGroup: 10, Updates: 2,
+			Requested: Units{TotalVolume: 10 << 20},
+			Used:      Units{TotalVolume: 5 << 20},
+			ThinkTime: Duration(500 * time.Millisecond),
+		},
+		Voice: Session{
+			RatingGroup: 20, Updates: 2,
+			Requested: Units{Time: 60},
+			Used:      Units{Time: 30},
+			ThinkTime: Duration(500 * time.Millisecond),
+		},
+		SMS:         Event{RatingGroup: 30, Units: Units{ServiceSpecificUnits: 1}},
+		Subscribers: Subscribers{First: "imsi-001010000000001", Count: 100000},
+		Load:        Load{TPS: 1000},
+		Phases: Phases{
+			RampUp:   Duration(2 * time.Second),
+			WarmUp:   Duration(3 * time.Second),
+			Duration: Duration(30 * time.Second),
+		},
+		Timeout:       Duration(2 * time.Second),
+		MaxInFlight:   4096,
+		LateThreshold: Duration(2 * time.Millisecond),
+		LateDrop:      Duration(time.Second),
+		Seed:          1,
+	}
+}
+
+// LoadFile reads a YAML scenario file over Default and validates it. Unknown
+// fields are errors.
+func LoadFile(path string) (Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Scenario{}, fmt.Errorf("cannot read scenario: %w", err)
+	}
+	return Parse(b)
+}
+
+// Parse reads YAML over Default and validates it.
+func Parse(b []byte) (Scenario, error) {
+	s := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
+		return Scenario{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := s.Validate(); err != nil {
+		return Scenario{}, err
+	}
+	return s, nil
+}
+
+// Validate checks every field; the error names the first offending one.
+func (s *Scenario) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, a...))
+	}
+	shares := []struct {
+		f string
+		v float64
+	}{{"mix.data", s.Mix.Data}, {"mix.voice", s.Mix.Voice}, {"mix.sms", s.Mix.SMS}, {"mix.balance", s.Mix.Balance}}
+	var sum float64
+	for _, sh := range shares {
+		if sh.v < 0 {
+			return bad(sh.f, "share must not be negative, got %v", sh.v)
+		}
+		sum += sh.v
+	}
+	if sum <= 0 {
+		return bad("mix", "at least one share must be positive")
+	}
+	for _, ss := range []struct {
+		f   string
+		v   Session
+		use float64
+	}{{"data", s.Data, s.Mix.Data}, {"voice", s.Voice, s.Mix.Voice}} {
+		if ss.use == 0 {
+			continue
+		}
+		if ss.v.RatingGroup == 0 {
+			return bad(ss.f+".rating_group", "must be set")
+		}
+		if ss.v.Updates < 0 || ss.v.Updates > 10000 {
+			return bad(ss.f+".updates", "must be 0..10000, got %d", ss.v.Updates)
+		}
+		if ss.v.Requested.IsZero() {
+			return bad(ss.f+".requested", "at least one unit must be set")
+		}
+		if ss.v.ThinkTime < 0 || ss.v.ThinkTime.D() > time.Hour {
+			return bad(ss.f+".think_time", "must be 0..1h, got %s", ss.v.ThinkTime.D())
+		}
+	}
+	if s.Mix.SMS > 0 {
+		if s.SMS.RatingGroup == 0 {
+			return bad("sms.rating_group", "must be set")
+		}
+		if s.SMS.Units.IsZero() {
+			return bad("sms.units", "at least one unit must be set")
+		}
+	}
+	if _, err := ParseSUPI(s.Subscribers.First); err != nil {
+		return bad("subscribers.first", "%v", err)
+	}
+	if s.Subscribers.Count <= 0 || s.Subscribers.Count > 100_000_000 {
+		return bad("subscribers.count", "must be 1..100000000, got %d", s.Subscribers.Count)
+	}
+	switch {
+	case s.Load.TPS < 0:
+		return bad("load.tps", "must not be negative")
+	case s.Load.SessionsPerSecond < 0:
+		return bad("load.sessions_per_second", "must not be negative")
+	case s.Load.TPS > 0 && s.Load.SessionsPerSecond > 0:
+		return bad("load", "set only one of tps and sessions_per_second")
+	case s.Load.TPS == 0 && s.Load.SessionsPerSecond == 0:
+		return bad("load.tps", "set tps or sessions_per_second")
+	}
+	if s.Phases.RampUp < 0 {
+		return bad("phases.ramp_up", "must not be negative")
+	}
+	if s.Phases.WarmUp < 0 {
+		return bad("phases.warm_up", "must not be negative")
+	}
+	if s.Phases.Duration <= 0 {
+		return bad("phases.duration", "must be positive")
+	}
+	if s.Timeout <= 0 {
+		return bad("timeout", "must be positive")
+	}
+	if s.MaxInFlight <= 0 {
+		return bad("max_in_flight", "must be positive")
+	}
+	if s.LateThreshold <= 0 {
+		return bad("late_threshold", "must be positive")
+	}
+	if s.LateDrop < s.LateThreshold {
+		return bad("late_drop", "must be at least late_threshold")
+	}
+	return nil
+}
+
+// Shares returns the normalised mix, indexed by Kind.
+func (s *Scenario) Shares() [NumKinds]float64 {
+	v := [NumKinds]float64{s.Mix.Data, s.Mix.Voice, s.Mix.SMS, s.Mix.Balance}
+	sum := v[0] + v[1] + v[2] + v[3]
+	for i := range v {
+		v[i] /= sum
+	}
+	return v
+}
+
+// TxnsPerFlow returns the mean number of transactions one flow makes.
+func (s *Scenario) TxnsPerFlow() float64 {
+	sh := s.Shares()
+	return sh[KindData]*float64(2+s.Data.Updates) + sh[KindVoice]*float64(2+s.Voice.Updates) +
+		sh[KindSMS] + sh[KindBalance]
+}
+
+// FlowRate returns flow starts per second at full rate.
+func (s *Scenario) FlowRate() float64 {
+	if s.Load.SessionsPerSecond > 0 {
+		return s.Load.SessionsPerSecond
+	}
+	return s.Load.TPS / s.TxnsPerFlow()
+}
+
+// OfferedTPS returns the offered transactions per second at full rate.
+func (s *Scenario) OfferedTPS() float64 {
+	if s.Load.TPS > 0 {
+		return s.Load.TPS
+	}
+	return s.Load.SessionsPerSecond * s.TxnsPerFlow()
+}
+
+// SUPI is a subscriber identity split into prefix and numeric part.
+type SUPI struct {
+	Prefix string // "imsi-"
+	Number uint64
+	Width  int // digits, zero-padded
+}
+
+// ParseSUPI splits "imsi-001010000000001".
+func ParseSUPI(s string) (SUPI, error) {
+	i := strings.LastIndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	digits := s[i+1:]
+	if digits == "" || len(digits) > 19 {
+		return SUPI{}, fmt.Errorf("SUPI %q must end in 1..19 digits", s)
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return SUPI{}, fmt.Errorf("cannot parse SUPI %q: %w", s, err)
+	}
+	return SUPI{Prefix: s[:i+1], Number: n, Width: len(digits)}, nil
+}
+
+// Append appends the SUPI offset by i to dst.
+func (p SUPI) Append(dst []byte, i int) []byte {
+	dst = append(dst, p.Prefix...)
+	var tmp [20]byte
+	b := strconv.AppendUint(tmp[:0], p.Number+uint64(i), 10)
+	for n := len(b); n < p.Width; n++ {
+		dst = append(dst, '0')
+	}
+	return append(dst, b...)
+}
+
+// String returns the SUPI offset by i.
+func (p SUPI) String(i int) string { return string(p.Append(nil, i)) }
