@@ -85,7 +85,6 @@ func positive(in plotter.XYs, x, y bool) plotter.XYs {
 	return out
 }
 
-
 // Charts returns the charts of a run: throughput and latency percentiles
 // over time, CPU per component over time and the latency distribution.
 func (r *Result) Charts() ([]Chart, error) {
