@@ -1,0 +1,454 @@
+// Package local runs a complete CHF on one machine: aslite, abm, ocp and
+// cgw as separate processes (the chf binary re-executed with each
+// subcommand) on loopback, wired by static addresses, with accounts
+// provisioned. `chf local` and the load generator's local runner use it.
+//
+// Children are started in their own process groups with a parent-death
+// signal (Linux Pdeathsig = SIGKILL), so they never outlive the runner even
+// if it is killed; Stop sends SIGTERM in reverse start order and SIGKILL
+// to stragglers. When a child exits on its own, Done is closed and Err
+// names the child and its last log lines.
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	as "github.com/aerospike/aerospike-client-go/v7"
+
+	"github.com/chf-testbed/testbed/abm"
+)
+
+// Config configures a local CHF. Zero values pick the defaults.
+type Config struct {
+	// Exe is the chf binary to run (default os.Executable()).
+	Exe string
+	// Nchf is the CGW's host:port (default 127.0.0.1:8080; port 0 = any free).
+	Nchf string
+	// Diameter, when set, is the host:port of the CGW's Diameter Gy front.
+	Diameter string
+	// OCP, ABM and Aerospike are the other services' host:ports (default
+	// a free loopback port each).
+	OCP, ABM, Aerospike string
+	// Accounts to provision (default 100,000; negative = none) with
+	// Balance minor units each (default 100,000,000) from First (default
+	// imsi-001010000000001).
+	Accounts int
+	Balance  int64
+	First    string
+	// Args adds flags per subcommand ("cgw": {"--pprof", "127.0.0.1:6060"}).
+	Args map[string][]string
+	// Logs receives the children's log lines, prefixed with their name
+	// (default os.Stderr; io.Discard to drop).
+	Logs io.Writer
+	// ReadyTimeout bounds start-up (default 2 minutes).
+	ReadyTimeout time.Duration
+	// Logger for the runner's own messages (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Default values.
+const (
+	DefaultNchf     = "127.0.0.1:8080"
+	DefaultAccounts = 100_000
+	DefaultBalance  = 100_000_000
+	DefaultFirst    = "imsi-001010000000001"
+)
+
+// ErrChildExited is wrapped by Err when a child stopped on its own.
+var ErrChildExited = errors.New("local: a CHF process exited")
+
+// CHF is a running local CHF.
+type CHF struct {
+	// NchfURL is the Nchf_ConvergedCharging apiRoot + base path
+	// (http://host:port/nchf-convergedcharging/v3/chargingdata).
+	NchfURL string
+	// BalanceURL is the balance inquiry base (http://host:port/chf/v1/accounts/).
+	BalanceURL string
+	// Addrs holds the host:port of each service ("aslite", "abm", "ocp", "cgw", "diameter").
+	Addrs map[string]string
+
+	cfg      Config
+	log      *slog.Logger
+	children []*child
+	done     chan struct{}
+	doneOnce sync.Once
+	mu       sync.Mutex
+	err      error
+	stopping bool
+}
+
+type child struct {
+	name   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+	tail   *tail
+}
+
+// Start starts the services in order (aslite, abm, provisioning, ocp,
+// cgw), each once the previous is ready, and returns when the CGW's
+// /readyz answers 200. On failure everything started is stopped.
+func Start(ctx context.Context, cfg Config) (*CHF, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	c := &CHF{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), Addrs: map[string]string{
+		"aslite": cfg.Aerospike, "abm": cfg.ABM, "ocp": cfg.OCP, "cgw": cfg.Nchf,
+	}}
+	if cfg.Diameter != "" {
+		c.Addrs["diameter"] = cfg.Diameter
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	defer cancel()
+	if err := c.start(ctx); err != nil {
+		c.Stop()
+		if cerr := c.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	c.NchfURL = "http://" + cfg.Nchf + "/nchf-convergedcharging/v3/chargingdata"
+	c.BalanceURL = "http://" + cfg.Nchf + "/chf/v1/accounts/"
+	return c, nil
+}
+
+func (cfg *Config) defaults() error {
+	if cfg.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("cannot find the chf executable: %w", err)
+		}
+		cfg.Exe = exe
+	}
+	if cfg.Nchf == "" {
+		cfg.Nchf = DefaultNchf
+	}
+	if cfg.Accounts == 0 {
+		cfg.Accounts = DefaultAccounts
+	}
+	if cfg.Balance == 0 {
+		cfg.Balance = DefaultBalance
+	}
+	if cfg.First == "" {
+		cfg.First = DefaultFirst
+	}
+	if cfg.Logs == nil {
+		cfg.Logs = os.Stderr
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var err error
+	for _, a := range []*string{&cfg.Nchf, &cfg.OCP, &cfg.ABM, &cfg.Aerospike, &cfg.Diameter} {
+		if a == &cfg.Diameter && *a == "" {
+			continue
+		}
+		if *a, err = resolvePort(*a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolvePort replaces an empty address or port 0 by a free loopback port.
+func resolvePort(addr string) (string, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("cannot parse address %q: %w", addr, err)
+	}
+	if port != "0" {
+		return addr, nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("cannot find a free port on %s: %w", host, err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func (c *CHF) start(ctx context.Context) error {
+	cfg := c.cfg
+	if err := c.spawn("aslite", "--listen", cfg.Aerospike, "--namespace", "chf"); err != nil {
+		return err
+	}
+	if err := c.waitTCP(ctx, "aslite", cfg.Aerospike); err != nil {
+		return err
+	}
+	if err := c.spawn("abm", "--listen", cfg.ABM, "--aerospike", cfg.Aerospike, "--as-namespace", "chf"); err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx, "abm", cfg.ABM); err != nil {
+		return err
+	}
+	if cfg.Accounts > 0 {
+		if err := c.provision(ctx); err != nil {
+			return err
+		}
+	}
+	if err := c.spawn("ocp", "--listen", cfg.OCP, "--abm", cfg.ABM); err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx, "ocp", cfg.OCP); err != nil {
+		return err
+	}
+	args := []string{"--listen", cfg.Nchf, "--ocp", cfg.OCP}
+	if cfg.Diameter != "" {
+		args = append(args, "--diameter", cfg.Diameter)
+	}
+	if err := c.spawn("cgw", args...); err != nil {
+		return err
+	}
+	return c.waitReady(ctx, "cgw", cfg.Nchf)
+}
+
+// provision writes the accounts through the abm provisioning code,
+// straight into aslite.
+func (c *CHF) provision(ctx context.Context) error {
+	host, port, err := net.SplitHostPort(c.cfg.Aerospike)
+	if err != nil {
+		return fmt.Errorf("cannot parse aslite address: %w", err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("cannot parse aslite port: %w", err)
+	}
+	cp := as.NewClientPolicy()
+	cp.Timeout = 10 * time.Second
+	cl, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
+	if aerr != nil {
+		return fmt.Errorf("cannot connect to aslite at %s: %w", c.cfg.Aerospike, aerr)
+	}
+	defer cl.Close()
+	start := time.Now()
+	res, err := abm.Provision(ctx, cl, abm.ProvisionConfig{
+		First: c.cfg.First, Count: c.cfg.Accounts, Balance: c.cfg.Balance, Overwrite: true,
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("cannot provision %d accounts: %w", c.cfg.Accounts, err)
+	}
+	c.log.Info("provisioned accounts", "created", res.Created, "first", c.cfg.First, "balance", c.cfg.Balance, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (c *CHF) spawn(name string, args ...string) error {
+	args = append(append([]string{name}, args...), c.cfg.Args[name]...)
+	cmd := exec.Command(c.cfg.Exe, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The children read their flags, not the runner's CHF_* environment.
+	env := os.Environ()[:0:0]
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CHF_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	t := &tail{}
+	w := &prefixWriter{prefix: name + " | ", out: c.cfg.Logs, tail: t}
+	cmd.Stdout = w
+	cmd.Stderr = w
+	ch := &child{name: name, cmd: cmd, exited: make(chan struct{}), tail: t}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("cannot start %s: %w", name, err)
+	}
+	c.mu.Lock()
+	c.children = append(c.children, ch)
+	c.mu.Unlock()
+	go func() {
+		ch.err = cmd.Wait()
+		close(ch.exited)
+		c.mu.Lock()
+		stopping := c.stopping
+		if !stopping && c.err == nil {
+			reason := "exit status 0"
+			if ch.err != nil {
+				reason = ch.err.Error()
+			}
+			c.err = fmt.Errorf("%w: %s (pid %d): %s%s", ErrChildExited, name, cmd.Process.Pid, reason, t.String())
+		}
+		c.mu.Unlock()
+		if !stopping {
+			c.doneOnce.Do(func() { close(c.done) })
+		}
+	}()
+	c.log.Info("started", "service", name, "pid", cmd.Process.Pid, "args", strings.Join(args[1:], " "))
+	return nil
+}
+
+func (c *CHF) waitTCP(ctx context.Context, name, addr string) error {
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if err := c.pause(ctx, name); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *CHF) waitReady(ctx context.Context, name, addr string) error {
+	hc := &http.Client{Timeout: 3 * time.Second}
+	defer hc.CloseIdleConnections()
+	var last string
+	for {
+		resp, err := hc.Get("http://" + addr + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = strings.TrimSpace(string(b))
+		} else {
+			last = err.Error()
+		}
+		if err := c.pause(ctx, name); err != nil {
+			return fmt.Errorf("%w (last: %s)", err, last)
+		}
+	}
+}
+
+// pause waits a little, failing when ctx ends or a child exited.
+func (c *CHF) pause(ctx context.Context, name string) error {
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("cannot start %s: not ready: %w", name, ctx.Err())
+	case <-c.done:
+		return c.Err()
+	case <-time.After(50 * time.Millisecond):
+		return nil
+	}
+}
+
+// Done is closed when a child exits on its own (not through Stop).
+func (c *CHF) Done() <-chan struct{} { return c.done }
+
+// Err is the reason Done was closed (nil while all children run).
+func (c *CHF) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Pids returns the process id of each running service.
+func (c *CHF) Pids() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int, len(c.children))
+	for _, ch := range c.children {
+		m[ch.name] = ch.cmd.Process.Pid
+	}
+	return m
+}
+
+// Stop sends SIGTERM to every child in reverse start order, waits up to 10
+// seconds for each, then kills the process group of any that remain. It
+// returns the first child's error that is not the result of the stop.
+func (c *CHF) Stop() error {
+	c.mu.Lock()
+	c.stopping = true
+	children := append([]*child(nil), c.children...)
+	c.mu.Unlock()
+	var errs []error
+	for i := len(children) - 1; i >= 0; i-- {
+		ch := children[i]
+		select {
+		case <-ch.exited:
+			continue
+		default:
+		}
+		pid := ch.cmd.Process.Pid
+		syscall.Kill(pid, syscall.SIGTERM)
+		select {
+		case <-ch.exited:
+			if ch.err != nil {
+				errs = append(errs, fmt.Errorf("%s stopped with %v%s", ch.name, ch.err, ch.tail.String()))
+			}
+		case <-time.After(10 * time.Second):
+			c.log.Warn("child did not stop on SIGTERM; killing", "service", ch.name, "pid", pid)
+			syscall.Kill(-pid, syscall.SIGKILL)
+			<-ch.exited
+		}
+	}
+	// Reap anything left in the children's groups (grandchildren).
+	for _, ch := range children {
+		syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	return errors.Join(errs...)
+}
+
+// tail keeps the last lines a child logged, for error messages.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *tail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 8 {
+		t.lines = t.lines[1:]
+	}
+	t.lines = append(t.lines, line)
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return ""
+	}
+	return "; last log lines:\n  " + strings.Join(t.lines, "\n  ")
+}
+
+// prefixWriter writes whole lines to out with a prefix.
+type prefixWriter struct {
+	mu     sync.Mutex
+	prefix string
+	out    io.Writer
+	tail   *tail
+	buf    []byte
+}
+
+func (w *prefixWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			break
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		w.tail.add(line)
+		bw := bufio.NewWriter(w.out)
+		bw.WriteString(w.prefix)
+		bw.WriteString(line)
+		bw.WriteByte('\n')
+		bw.Flush()
+	}
+	return len(p), nil
+}
