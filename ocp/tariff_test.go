@@ -1,0 +1,123 @@
+package ocp
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+func TestDefaultTariff(t *testing.T) {
+	tr := Default()
+	f := func(rg uint32, svc chf.Service, units uint64, cost int64) {
+		t.Helper()
+		r := tr.Rate(rg)
+		if r == nil || r.ServiceOf() != svc {
+			t.Fatalf("rating group %d: %+v", rg, r)
+		}
+		if got := r.Cost(units); got != cost {
+			t.Fatalf("rating group %d: cost of %d = %d, want %d", rg, units, got, cost)
+		}
+	}
+	f(10, chf.ServiceData, 0, 0)
+	f(10, chf.ServiceData, 1, 1)
+	f(10, chf.ServiceData, 1_000_000, 1)
+	f(10, chf.ServiceData, 1_000_001, 2)
+	f(10, chf.ServiceData, 2_500_000, 3)
+	f(20, chf.ServiceVoice, 61, 61)
+	f(30, chf.ServiceSMS, 2, 10)
+	if tr.Rate(11) != nil {
+		t.Fatal("rating group 11 rated")
+	}
+}
+
+func TestCostRounding(t *testing.T) {
+	f := func(n uint64, price int64, unit uint64, want int64) {
+		t.Helper()
+		if got := chf.Cost(n, price, unit); got != want {
+			t.Fatalf("Cost(%d, %d, %d) = %d, want %d", n, price, unit, got, want)
+		}
+		if want > 0 && want < 1<<62 {
+			// Covered is the inverse: the units the cost buys.
+			if c := chf.Covered(want, price, unit); c < n || chf.Cost(c, price, unit) > want {
+				t.Fatalf("Covered(%d, %d, %d) = %d", want, price, unit, c)
+			}
+		}
+	}
+	f(1, 7, 1_000_000, 1)
+	f(999_999, 7, 1_000_000, 7)
+	f(1_000_000, 7, 1_000_000, 7)
+	f(1_000_001, 7, 1_000_000, 8)
+	f(3, 0, 1, 0)
+	f(1<<63, 1<<62, 1, 1<<63-1) // saturates
+	f(^uint64(0), 3, 4, 1<<63-1)
+}
+
+func TestParseTariffErrorsNameTheField(t *testing.T) {
+	rg := func(extra string) string {
+		return "ratingGroups:\n  - ratingGroup: 10\n    service: data\n    price: 1\n    defaultGrant: 100\n" +
+			"  - ratingGroup: 20\n    service: voice\n    price: 1\n    defaultGrant: 60\n" + extra
+	}
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", "ratingGroups: []\n", "ratingGroups: at least one"},
+		{"unknown field", rg("    cost: 3\n"), "field cost not found"},
+		{"duplicate", rg("  - ratingGroup: 10\n    service: sms\n    price: 1\n    defaultGrant: 1\n"), "ratingGroups[2].ratingGroup: duplicate"},
+		{"service", rg("  - ratingGroup: 30\n    service: fax\n    price: 1\n    defaultGrant: 1\n"), "ratingGroups[2].service: unknown service"},
+		{"missing service", rg("  - ratingGroup: 30\n    price: 1\n    defaultGrant: 1\n"), "ratingGroups[2].service: missing"},
+		{"price", rg("  - ratingGroup: 30\n    service: sms\n    price: -1\n    defaultGrant: 1\n"), "ratingGroups[2].price: must not be negative"},
+		{"grant", rg("  - ratingGroup: 30\n    service: sms\n    price: 1\n"), "ratingGroups[2].defaultGrant: must be positive"},
+		{"max grant", rg("  - ratingGroup: 30\n    service: sms\n    price: 1\n    defaultGrant: 5\n    maxGrant: 2\n"), "ratingGroups[2].maxGrant"},
+		{"validity", rg("  - ratingGroup: 30\n    service: sms\n    price: 1\n    defaultGrant: 1\n    validityTime: -5\n"), "ratingGroups[2].validityTime"},
+		{"holding", rg("  - ratingGroup: 30\n    service: sms\n    price: 1\n    defaultGrant: 1\n    quotaHoldingTime: 99999999999\n"), "ratingGroups[2].quotaHoldingTime"},
+		{"json", `{"ratingGroups":[{"ratingGroup":1,"service":"data","price":"x","defaultGrant":1}]}`, "cannot decode"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseTariff([]byte(tc.in))
+			if err == nil || !errors.Is(err, ErrInvalidTariff) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadTariffJSON(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tariff.json")
+	js := `{"ratingGroups":[{"ratingGroup":7,"service":"VOICE","price":3,"defaultGrant":60,"maxGrant":120,"validityTime":90,"quotaHoldingTime":10}]}`
+	if err := os.WriteFile(p, []byte(js), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := LoadTariff(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tr.Rate(7)
+	if r == nil || r.ServiceOf() != chf.ServiceVoice || r.Cost(10) != 30 || r.Grant(0) != 60 || r.Grant(500) != 120 || r.Grant(70) != 70 {
+		t.Fatalf("rate %+v", r)
+	}
+	if _, err := LoadTariff(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Fatal("missing file loaded")
+	}
+	if tr, err := LoadTariff(""); err != nil || tr.Rate(10) == nil {
+		t.Fatalf("default: %v", err)
+	}
+}
+
+func TestRateAllocations(t *testing.T) {
+	p := NewProcessor(nil, nil)
+	req := &chf.ChargeRequest{Op: chf.OpUpdate, SUPI: "imsi-001010000000001", Session: "0123456789abcdef", Seq: 2,
+		Lines: []chf.UsageLine{{RatingGroup: 10, Used: chf.Units{TotalVolume: 5_000_000}, Request: true}, {RatingGroup: 20, Used: chf.Units{Time: 30}, Request: true}}}
+	var ar chf.ApplyRequest
+	p.Rate(req, &ar)
+	if n := testing.AllocsPerRun(100, func() { p.Rate(req, &ar) }); n != 0 {
+		t.Fatalf("Rate allocates %v times per request", n)
+	}
+	if ar.Lines[0].UsedCost != 5 || ar.Lines[0].GrantUnits != 10_000_000 || ar.Lines[1].UsedCost != 30 || ar.Lines[1].GrantUnits != 300 {
+		t.Fatalf("rated %+v", ar.Lines)
+	}
+}
