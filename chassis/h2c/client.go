@@ -318,8 +318,7 @@ func (c *Conn) start(req *ClientRequest, resp *ClientResponse, cb func(*ClientRe
 	}
 	end := len(req.Body) == 0
 	if !end {
-		var cl [20]byte
-		l.encodeLocked("content-length", bstr(appendUint(cl[:0], uint64(len(req.Body)))), true)
+		l.encodeLocked("content-length", bstr(appendUint(l.num[:0], uint64(len(req.Body)))), true)
 	}
 	l.writeHeadersLocked(id, l.hbuf.Bytes(), end)
 	if !end {
@@ -418,6 +417,9 @@ func (c *Conn) fail(code http2.ErrCode, reason string) error {
 func (c *Conn) readFrames() error {
 	l := &c.l
 	for {
+		if l.br.Buffered() == 0 {
+			l.throttle()
+		}
 		f, err := l.rf.ReadFrame()
 		if err != nil {
 			var se http2.StreamError

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -26,6 +27,11 @@ const (
 	// maxKeptWriteBuf bounds the capacity of a write buffer kept for reuse.
 	maxKeptWriteBuf = 1 << 20
 	readBufSize     = 32 << 10
+	// maxPendingWrite is how many bytes may wait for the writer before the
+	// reader stops reading (backpressure against peers that do not read).
+	maxPendingWrite = 4 << 20
+	// writeTimeout bounds one write to the connection.
+	writeTimeout = 30 * time.Second
 )
 
 // Errors reported by this package.
@@ -80,8 +86,9 @@ type link struct {
 	wf      *http2.Framer
 	hbuf    bytes.Buffer // header block being encoded
 	enc     *hpack.Encoder
-	closing bool  // no new frames; writer exits once ob is flushed
-	err     error // first fatal error
+	num     [20]byte // scratch for numeric header values
+	closing bool     // no new frames; writer exits once ob is flushed
+	err     error    // first fatal error
 
 	peerMaxFrame   uint32
 	peerInitWindow int64
@@ -93,6 +100,7 @@ type link struct {
 	recvCredit int64 // connection-level bytes consumed and not yet credited
 
 	wake       chan struct{}
+	flushed    chan struct{} // poked after every write (backpressure)
 	writerDone chan struct{}
 }
 
@@ -112,6 +120,7 @@ func (l *link) init(nc net.Conn, br *bufio.Reader) {
 	l.sendWindow = defaultInitialWindow
 	l.streams = make(map[uint32]sender)
 	l.wake = make(chan struct{}, 1)
+	l.flushed = make(chan struct{}, 1)
 	l.writerDone = make(chan struct{})
 	go l.writeLoop()
 }
@@ -131,6 +140,9 @@ func (l *link) writeLoop() {
 	defer close(l.writerDone)
 	var spare []byte
 	for range l.wake {
+		// Let goroutines that are about to append (handlers finishing,
+		// the reader answering a batch) run first: fewer, larger writes.
+		runtime.Gosched()
 		l.mu.Lock()
 		buf := l.ob.b
 		if len(buf) == 0 {
@@ -143,7 +155,12 @@ func (l *link) writeLoop() {
 		}
 		l.ob.b = spare[:0]
 		l.mu.Unlock()
+		l.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_, err := l.nc.Write(buf)
+		select {
+		case l.flushed <- struct{}{}:
+		default:
+		}
 		if err != nil {
 			l.mu.Lock()
 			l.failLocked(err)
@@ -160,6 +177,24 @@ func (l *link) writeLoop() {
 		l.kick()
 	}
 	l.nc.Close()
+}
+
+// throttle blocks the reader while too much output waits for the writer.
+// Called by the reader before a read that may block.
+func (l *link) throttle() {
+	for {
+		l.mu.Lock()
+		n := len(l.ob.b)
+		l.mu.Unlock()
+		if n <= maxPendingWrite {
+			return
+		}
+		select {
+		case <-l.flushed:
+		case <-l.writerDone:
+			return
+		}
+	}
 }
 
 func (l *link) kick() {

@@ -138,7 +138,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // preface, and returns when the connection is closed and all of its
 // handlers have returned. It closes c.
 func (s *Server) ServeConn(c net.Conn) {
-	sc := &serverConn{srv: s}
+	sc := &serverConn{srv: s, nc: c}
 	if !s.track(sc, true) {
 		c.Close()
 		return
@@ -213,9 +213,7 @@ func (s *Server) Close() error {
 		ln.Close()
 	}
 	for sc := range s.conns {
-		if sc.l.nc != nil {
-			sc.l.nc.Close()
-		}
+		sc.nc.Close()
 	}
 	s.mu.Unlock()
 	return nil
@@ -261,6 +259,7 @@ var streamPool = sync.Pool{New: func() any { return new(sstream) }}
 // serverConn is one server connection.
 type serverConn struct {
 	srv *Server
+	nc  net.Conn
 	l   link
 
 	dec         *hpack.Decoder
@@ -274,6 +273,8 @@ type serverConn struct {
 	maxClientID uint32
 	active      uint32
 	draining    bool
+	started     bool // link initialised
+	drainReq    bool // drain requested before the link started
 
 	handlers sync.WaitGroup
 	log      *slog.Logger
@@ -289,13 +290,13 @@ func (sc *serverConn) serve(c net.Conn) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	sc.l.init(c, br)
-	sc.l.rf.SetMaxReadFrameSize(defaultMaxFrameSize)
-	sc.dec = hpack.NewDecoder(4096, sc.emit)
-	sc.dec.SetMaxStringLength(int(sc.srv.maxHeaderList()))
-
 	l := &sc.l
 	l.mu.Lock()
+	l.init(c, br)
+	l.rf.SetMaxReadFrameSize(defaultMaxFrameSize)
+	sc.dec = hpack.NewDecoder(4096, sc.emit)
+	sc.dec.SetMaxStringLength(int(sc.srv.maxHeaderList()))
+	sc.started = true
 	l.wf.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: sc.srv.maxStreams()},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(sc.srv.initWindow())},
@@ -304,6 +305,9 @@ func (sc *serverConn) serve(c net.Conn) {
 	)
 	l.wf.WriteWindowUpdate(0, connRecvWindow-defaultInitialWindow)
 	l.kickLocked()
+	if sc.drainReq {
+		sc.drainLocked()
+	}
 	l.mu.Unlock()
 
 	err := sc.readLoop()
@@ -327,7 +331,16 @@ func (sc *serverConn) drain() {
 	l := &sc.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.wf == nil || sc.draining {
+	if !sc.started {
+		sc.drainReq = true
+		return
+	}
+	sc.drainLocked()
+}
+
+func (sc *serverConn) drainLocked() {
+	l := &sc.l
+	if sc.draining {
 		return
 	}
 	sc.draining = true
@@ -363,6 +376,9 @@ func (sc *serverConn) goAway(code http2.ErrCode, reason string) error {
 func (sc *serverConn) readLoop() error {
 	l := &sc.l
 	for {
+		if l.br.Buffered() == 0 {
+			l.throttle()
+		}
 		f, err := l.rf.ReadFrame()
 		if err != nil {
 			var se http2.StreamError
@@ -781,8 +797,7 @@ func (sc *serverConn) finish(st *sstream, panicked bool) {
 		sc.releaseLocked(st)
 		return
 	}
-	var cl [20]byte
-	l.encodeLocked("content-length", bstr(strconv.AppendInt(cl[:0], int64(len(body)), 10)), true)
+	l.encodeLocked("content-length", bstr(strconv.AppendInt(l.num[:0], int64(len(body)), 10)), true)
 	l.writeHeadersLocked(st.o.id, l.hbuf.Bytes(), false)
 	st.o.pending = body
 	st.o.endAfter = true
