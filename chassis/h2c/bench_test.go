@@ -180,6 +180,21 @@ func cpuTicks(pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
 }
 
+// syscalls returns a process's read and write system call counts from
+// /proc/<pid>/io.
+func syscalls(pid int) (r, w int64) {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			r, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			w, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return r, w
+}
+
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -210,6 +225,7 @@ func BenchmarkServerCPUH2load(b *testing.B) {
 			srv := startBenchServer(b, kind)
 			for range b.N {
 				before := cpuTicks(srv.cmd.Process.Pid)
+				r0, w0 := syscalls(srv.cmd.Process.Pid)
 				cmd := exec.Command(bin, "-n", strconv.Itoa(n), "-c4", "-m64", "--rps", strconv.Itoa(rps/4),
 					"-H", "content-type: application/json", "http://"+srv.addr+"/nchf-convergedcharging/v3/chargingdata")
 				out, err := cmd.CombinedOutput()
@@ -220,6 +236,9 @@ func BenchmarkServerCPUH2load(b *testing.B) {
 					b.Fatalf("h2load:\n%s", out)
 				}
 				server := cpuTicks(srv.cmd.Process.Pid) - before
+				r1, w1 := syscalls(srv.cmd.Process.Pid)
+				b.ReportMetric(float64(r1-r0)/float64(n), "server-reads/req")
+				b.ReportMetric(float64(w1-w0)/float64(n), "server-writes/req")
 				ps := cmd.ProcessState
 				client := ps.UserTime() + ps.SystemTime()
 				b.ReportMetric(float64(server.Microseconds())/float64(n), "server-cpu-µs/req")
@@ -232,10 +251,22 @@ func BenchmarkServerCPUH2load(b *testing.B) {
 // BenchmarkClientCPU drives the h2c-inline server (in a child process)
 // at a fixed rate with this package's client, open loop over 4
 // connections with up to 64 streams each, and reports the client's CPU
-// per request (this process) next to the server's. Compare with
-// BenchmarkServerCPUH2load/h2c-inline's h2load-cpu-µs/req. Run it with
+// per request (this process) next to the server's. "smooth" starts each
+// request at its own time; "tick-10ms" starts the requests due every
+// 10 ms together, which is close to what h2load --rps does (compare with
+// BenchmarkServerCPUH2load/h2c-inline's h2load-cpu-µs/req). Run it with
 // -benchtime=1x.
 func BenchmarkClientCPU(b *testing.B) {
+	for _, tick := range []time.Duration{0, 10 * time.Millisecond} {
+		name := "smooth"
+		if tick > 0 {
+			name = "tick-" + tick.String()
+		}
+		b.Run(name, func(b *testing.B) { benchClientCPU(b, tick) })
+	}
+}
+
+func benchClientCPU(b *testing.B, tick time.Duration) {
 	rps := benchEnvInt("H2C_BENCH_RPS", 10000)
 	n := benchEnvInt("H2C_BENCH_REQUESTS", 50000)
 	srv := startBenchServer(b, "h2c-inline")
@@ -255,6 +286,7 @@ func BenchmarkClientCPU(b *testing.B) {
 		var done, failed, dropped atomic.Int64
 		var wg sync.WaitGroup
 		beforeSelf, beforeSrv := selfCPU(), cpuTicks(srv.cmd.Process.Pid)
+		r0, w0 := syscalls(srv.cmd.Process.Pid)
 		for i, c := range cs {
 			wg.Add(1)
 			go func() {
@@ -291,7 +323,11 @@ func BenchmarkClientCPU(b *testing.B) {
 							dropped.Add(1)
 						}
 					}
-					time.Sleep(time.Until(start.Add(time.Duration(sent) * interval)))
+					next := start.Add(time.Duration(sent) * interval)
+					if tick > 0 {
+						next = start.Add((time.Since(start)/tick + 1) * tick)
+					}
+					time.Sleep(time.Until(next))
 				}
 				for range streams {
 					<-free
@@ -301,13 +337,17 @@ func BenchmarkClientCPU(b *testing.B) {
 		wg.Wait()
 		client := selfCPU() - beforeSelf
 		server := cpuTicks(srv.cmd.Process.Pid) - beforeSrv
+		r1, w1 := syscalls(srv.cmd.Process.Pid)
 		if failed.Load() > 0 || done.Load() == 0 {
 			b.Fatalf("failed %d, done %d, dropped %d of %d", failed.Load(), done.Load(), dropped.Load(), n)
 		}
 		// Requests the generator could not start in time (all 64 streams
 		// of a connection busy) are counted, not retried.
-		b.ReportMetric(float64(client.Microseconds())/float64(done.Load()), "client-cpu-µs/req")
-		b.ReportMetric(float64(server.Microseconds())/float64(done.Load()), "server-cpu-µs/req")
+		d := float64(done.Load())
+		b.ReportMetric(float64(client.Microseconds())/d, "client-cpu-µs/req")
+		b.ReportMetric(float64(server.Microseconds())/d, "server-cpu-µs/req")
+		b.ReportMetric(float64(r1-r0)/d, "server-reads/req")
+		b.ReportMetric(float64(w1-w0)/d, "server-writes/req")
 		b.ReportMetric(float64(dropped.Load()), "dropped")
 	}
 }
