@@ -350,11 +350,11 @@ func (a *aggregator) phase(sec int) string {
 }
 
 func (a *aggregator) run() {
-	tk := time.NewTicker(time.Second)
-	defer tk.Stop()
-	// First tick fires ~250 ms after a second boundary so that workers have
+	// Ticks fire ~250 ms after each second boundary so that workers have
 	// flushed the second before.
-	time.Sleep(time.Until(a.start.Add(250 * time.Millisecond)))
+	first := time.NewTimer(time.Until(a.start.Add(1250 * time.Millisecond)))
+	defer first.Stop()
+	tk := &time.Ticker{} // replaced at the first timer
 	next := 0
 	for {
 		select {
@@ -364,14 +364,24 @@ func (a *aggregator) run() {
 				return
 			}
 			a.add(iv)
+		case now := <-first.C:
+			tk = time.NewTicker(time.Second)
+			defer tk.Stop()
+			next = a.tickAt(now, next)
 		case now := <-tk.C:
-			cur := int(now.Sub(a.start) / time.Second)
-			if cur-1 >= next {
-				a.emit(cur - 1)
-				next = cur
-			}
+			next = a.tickAt(now, next)
 		}
 	}
+}
+
+// tickAt reports the seconds completed by now, from next on.
+func (a *aggregator) tickAt(now time.Time, next int) int {
+	cur := int(now.Sub(a.start) / time.Second)
+	if cur-1 >= next {
+		a.emit(cur - 1)
+		return cur
+	}
+	return next
 }
 
 func (a *aggregator) add(iv interval) {

@@ -172,3 +172,16 @@ func (h *Histogram) Distribution(perDecade int) []Bucket {
 	}
 	return out
 }
+
+// CountAtOrAbove returns how many samples are at or above d (to the
+// histogram's precision).
+func (h *Histogram) CountAtOrAbove(d time.Duration) int64 {
+	us := d.Microseconds()
+	var n int64
+	for _, b := range h.h.Distribution() {
+		if b.To > us {
+			n += b.Count
+		}
+	}
+	return n
+}

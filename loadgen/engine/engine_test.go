@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/fakechf"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
+)
+
+// balanceOnly is a scenario of single-request flows at tps for d.
+func balanceOnly(tps float64, d time.Duration, inflight int) scenario.Scenario {
+	sc := scenario.Default()
+	sc.Mix = scenario.Mix{Balance: 1}
+	sc.Subscribers.Count = 100
+	sc.Load = scenario.Load{TPS: tps}
+	sc.Phases = scenario.Phases{Duration: scenario.Duration(d)}
+	sc.MaxInFlight = inflight
+	return sc
+}
+
+func startFake(t *testing.T, opts fakechf.Options) *fakechf.Server {
+	t.Helper()
+	if opts.Accounts == 0 {
+		opts.Accounts = 100
+		opts.Balance = 1_000_000
+	}
+	s, err := fakechf.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newDriver(t *testing.T, proto string, addr string) driver.Driver {
+	t.Helper()
+	d, err := driver.New(driver.Config{Proto: proto, Targets: []string{addr}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
+// goroutines returns the stacks of live goroutines except fasthttp's
+// package-level dialer cleaner and idle connection cleaners, which outlive
+// every client by design (they exit on their own after an idle period).
+func goroutines() []string {
+	buf := make([]byte, 1<<20)
+	var out []string
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "startTCPAddrsClean") || strings.Contains(g, "connsCleaner") {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// checkGoroutines fails when goroutines started by the test outlive it.
+// Call it first so that its cleanup runs last.
+func checkGoroutines(t *testing.T) {
+	t.Helper()
+	before := len(goroutines())
+	t.Cleanup(func() {
+		deadline := time.Now().Add(3 * time.Second)
+		g := goroutines()
+		for len(g) > before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			g = goroutines()
+		}
+		if len(g) > before {
+			t.Errorf("%d goroutines leaked:\n%s", len(g)-before, strings.Join(g, "\n\n"))
+		}
+	})
+}
+
+func runWithTimeout(t *testing.T, cfg Config) *Stats {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A server stall must show up in the latency of every request that was
+// due during it, not only in the few in flight (coordinated omission):
+// with two requests in flight at most, the requests due during the stall
+// cannot even leave, and are counted late.
+func TestStallAppearsInLatency(t *testing.T) {
+	checkGoroutines(t)
+	fake := startFake(t, fakechf.Options{})
+	d := newDriver(t, "h2c", fake.Addr())
+	const rate, stall = 400.0, 300 * time.Millisecond
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		fake.Stall(stall)
+	}()
+	st := runWithTimeout(t, Config{Scenario: balanceOnly(rate, 1500*time.Millisecond, 2), Driver: d, Workers: 1})
+	lat, svc := st.Latency(), st.Service()
+	slowLat := lat.CountAtOrAbove(stall / 2)
+	slowSvc := svc.CountAtOrAbove(stall / 2)
+	// About rate*stall requests fall due during the stall; the older half
+	// of them waited more than stall/2.
+	if want := int64(rate * stall.Seconds() / 2 * 0.7); slowLat < want {
+		t.Errorf("%d requests with latency >= %v, want at least %d (stall hidden: coordinated omission)", slowLat, stall/2, want)
+	}
+	if slowSvc*4 > slowLat {
+		t.Errorf("service time shows the stall as often as latency (%d vs %d): latency is not measured from the schedule", slowSvc, slowLat)
+	}
+	_, _, late, _ := st.Totals()
+	if late < slowLat/2 {
+		t.Errorf("late = %d, want the requests held back by the stall counted (>= %d)", late, slowLat/2)
+	}
+	if lat.Summary().Max < float64(stall.Milliseconds())*0.8 {
+		t.Errorf("max latency %.1f ms does not show the %v stall", lat.Summary().Max, stall)
+	}
+}
+
+// New flows that cannot leave within late_drop are dropped and counted;
+// every request due in the window is either completed or dropped.
+func TestDropsAreCounted(t *testing.T) {
+	checkGoroutines(t)
+	fake := startFake(t, fakechf.Options{})
+	d := newDriver(t, "http1", fake.Addr())
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		fake.Stall(300 * time.Millisecond)
+	}()
+	sc := balanceOnly(300, time.Second, 1)
+	sc.LateDrop = scenario.Duration(20 * time.Millisecond)
+	sc.LateThreshold = scenario.Duration(5 * time.Millisecond)
+	st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Workers: 1})
+	count, _, _, dropped := st.Totals()
+	if dropped == 0 {
+		t.Fatalf("no request dropped during a 300 ms stall with one request in flight")
+	}
+	if count+dropped != st.Offered {
+		t.Fatalf("completed %d + dropped %d != offered %d: requests skipped silently", count, dropped, st.Offered)
+	}
+}
+
+// Whole sessions over both protocols: every operation runs, without
+// errors, and what the CHF charged is in the ledger.
+func TestSessions(t *testing.T) {
+	for _, proto := range []string{"h2c", "http1", "h2c-std"} {
+		t.Run(proto, func(t *testing.T) {
+			checkGoroutines(t)
+			fake := startFake(t, fakechf.Options{})
+			d := newDriver(t, proto, fake.Addr())
+			sc := scenario.Default()
+			sc.Subscribers.Count = 100
+			sc.Load = scenario.Load{TPS: 300}
+			sc.Data.ThinkTime = scenario.Duration(50 * time.Millisecond)
+			sc.Voice.ThinkTime = scenario.Duration(50 * time.Millisecond)
+			sc.Phases = scenario.Phases{RampUp: scenario.Duration(100 * time.Millisecond), WarmUp: scenario.Duration(100 * time.Millisecond), Duration: scenario.Duration(1200 * time.Millisecond)}
+			var ticks int
+			st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Tick: func(Tick) { ticks++ }})
+			for op := range NumOps {
+				if st.Ops[op].Count == 0 {
+					t.Errorf("no %s completed", op)
+				}
+			}
+			if _, errs, _, _ := st.Totals(); errs != 0 || st.ErrorsOutside != 0 {
+				t.Fatalf("errors: %v (outside window %d)", st.Errors, st.ErrorsOutside)
+			}
+			if st.Ledger.Total == 0 || st.Unresolved != 0 || st.MissingCharged != 0 {
+				t.Fatalf("ledger total %d unresolved %d missing header %d", st.Ledger.Total, st.Unresolved, st.MissingCharged)
+			}
+			if len(st.Series) == 0 || ticks == 0 {
+				t.Fatalf("no time series (%d points, %d ticks)", len(st.Series), ticks)
+			}
+		})
+	}
+}
+
+func TestScheduleRamp(t *testing.T) {
+	s := newSchedule(100, 2*time.Second)
+	// 100 flows/s ramped over 2 s: 100 flows in the ramp, then 100/s.
+	if at := time.Duration(s.at(100)); at < 1990*time.Millisecond || at > 2010*time.Millisecond {
+		t.Fatalf("flow 100 at %v, want 2s", at)
+	}
+	if at := time.Duration(s.at(200)); at < 2990*time.Millisecond || at > 3010*time.Millisecond {
+		t.Fatalf("flow 200 at %v, want 3s", at)
+	}
+	flat := newSchedule(1000, 0)
+	if at := time.Duration(flat.at(500)); at != 500*time.Millisecond {
+		t.Fatalf("flow 500 at %v", at)
+	}
+}
