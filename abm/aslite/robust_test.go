@@ -1,0 +1,276 @@
+package aslite
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	as "github.com/aerospike/aerospike-client-go/v7"
+)
+
+// rawConn dials addr, sends b, and reports whether the server closed the
+// connection (EOF) within the timeout, after any reply.
+func rawSend(t *testing.T, addr string, b []byte, halfClose bool) (reply []byte, closed bool) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if halfClose {
+		nc.(*net.TCPConn).CloseWrite()
+	}
+	nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	reply, err = io.ReadAll(nc)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return reply, false
+	}
+	return reply, true
+}
+
+func proto(typ byte, body []byte) []byte {
+	b := make([]byte, 8, 8+len(body))
+	binary.BigEndian.PutUint64(b, uint64(len(body))|uint64(protoVersion)<<56|uint64(typ)<<48)
+	return append(b, body...)
+}
+
+func TestJunkClosesOnlyThatConnection(t *testing.T) {
+	s := startServer(t, Config{MaxMessageSize: 1 << 20})
+	c := newClient(t, s.Addr())
+	k := key(t, "accounts", "j")
+	if err := c.Put(wp(), k, as.BinMap{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	// A connection that announces a huge message and sends nothing more
+	// must not hold anything up.
+	idle, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idle.Write(proto(protoMsg, nil)[:8])
+
+	hdr := appendMsgHeader(nil, 0, 0, 0, 0, 0, 1, 0)
+	hdr[1] = info1Read
+	var zbuf bytes.Buffer
+	zw := zlib.NewWriter(&zbuf)
+	zw.Write([]byte("not a message at all, just words"))
+	zw.Close()
+	compressed := binary.BigEndian.AppendUint64(nil, 32)
+	compressed = append(compressed, zbuf.Bytes()...)
+	bomb := binary.BigEndian.AppendUint64(nil, 1<<40)
+	bomb = append(bomb, zbuf.Bytes()...)
+	cases := []struct {
+		name string
+		b    []byte
+	}{
+		{"garbage", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
+		{"bad version", []byte{9, 3, 0, 0, 0, 0, 0, 0}},
+		{"oversized", []byte{2, 3, 0, 0, 0x10, 0, 0, 0}},
+		{"unknown type", proto(9, []byte("x"))},
+		{"short header", proto(protoMsg, []byte{22, 1, 2})},
+		{"field overruns", proto(protoMsg, append(append([]byte{}, hdr...), 0, 0, 1, 0, 0))},
+		{"trailing bytes", proto(protoMsg, append(appendMsgHeader(nil, 0, 0, 0, 0, 0, 0, 0), 1, 2, 3))},
+		{"compressed junk", proto(protoMsgCompressed, compressed)},
+		{"compressed bomb", proto(protoMsgCompressed, bomb)},
+		{"truncated body", proto(protoMsg, hdr)[:15]},
+	}
+	for _, tc := range cases {
+		_, closed := rawSend(t, s.Addr(), tc.b, tc.name == "truncated body")
+		if !closed {
+			t.Errorf("%s: connection left open", tc.name)
+		}
+		rec, err := c.Get(nil, k)
+		if err != nil || rec.Bins["v"] != 1 {
+			t.Fatalf("%s: normal traffic broken: %v", tc.name, err)
+		}
+	}
+	if s.Stats().BadConnections < int64(len(cases))-1 {
+		t.Errorf("bad connections %d", s.Stats().BadConnections)
+	}
+	// A valid info request on a raw connection still works.
+	reply, _ := rawSend(t, s.Addr(), proto(protoInfo, []byte("namespaces\n")), true)
+	if !bytes.HasSuffix(reply, []byte("namespaces\tchf;other\n")) {
+		t.Fatalf("info reply %q", reply)
+	}
+}
+
+// fakeConn is a net.Conn reading from a byte slice and discarding writes.
+type fakeConn struct {
+	r io.Reader
+}
+
+func (f *fakeConn) Read(p []byte) (int, error)         { return f.r.Read(p) }
+func (f *fakeConn) Write(p []byte) (int, error)        { return len(p), nil }
+func (f *fakeConn) Close() error                       { return nil }
+func (f *fakeConn) LocalAddr() net.Addr                { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 3000} }
+func (f *fakeConn) RemoteAddr() net.Addr               { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4000} }
+func (f *fakeConn) SetDeadline(t time.Time) error      { return nil }
+func (f *fakeConn) SetReadDeadline(t time.Time) error  { return nil }
+func (f *fakeConn) SetWriteDeadline(t time.Time) error { return nil }
+
+var fuzzServer = sync.OnceValue(func() *Server {
+	s, err := New(Config{Namespaces: []string{"chf", "other"}, Logger: quietLogger(), MaxMessageSize: 1 << 20, ReclaimInterval: -1})
+	if err != nil {
+		panic(err)
+	}
+	s.nodeName = "A5FUZZ"
+	return s
+})
+
+// FuzzConn feeds arbitrary bytes as a client connection's stream: the
+// server must never panic and must stop at the first malformed message.
+func FuzzConn(f *testing.F) {
+	f.Add(proto(protoInfo, []byte("node\nfeatures\nreplicas\n")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := fuzzServer()
+		c := &conn{}
+		*c = *connPool.New().(*conn)
+		c.nc = &fakeConn{r: bytes.NewReader(data)}
+		c.br.Reset(c.nc)
+		for i := 0; i < 64; i++ {
+			if err := s.serveOne(c); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// FuzzMessage feeds arbitrary AS_MSG bodies (after the proto header).
+func FuzzMessage(f *testing.F) {
+	f.Add(appendMsgHeader(nil, 0, 0, 0, 0, 0, 0, 0))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := fuzzServer()
+		c := &conn{}
+		*c = *connPool.New().(*conn)
+		c.nc = &fakeConn{r: bytes.NewReader(nil)}
+		s.handleMsg(c, data)
+	})
+}
+
+// recordingListener records every byte clients send, per connection.
+type recordingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*bytes.Buffer
+}
+
+func (l *recordingListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	buf := &bytes.Buffer{}
+	l.mu.Lock()
+	l.conns = append(l.conns, buf)
+	l.mu.Unlock()
+	return &recordingConn{Conn: nc, l: l, buf: buf}, nil
+}
+
+type recordingConn struct {
+	net.Conn
+	l   *recordingListener
+	buf *bytes.Buffer
+}
+
+func (c *recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.l.mu.Lock()
+	c.buf.Write(p[:n])
+	c.l.mu.Unlock()
+	return n, err
+}
+
+// TestWriteFuzzCorpus regenerates testdata/fuzz from real client traffic
+// when ASLITE_WRITE_CORPUS=1 (it is skipped otherwise).
+func TestWriteFuzzCorpus(t *testing.T) {
+	if os.Getenv("ASLITE_WRITE_CORPUS") != "1" {
+		t.Skip("set ASLITE_WRITE_CORPUS=1 to regenerate the fuzz corpus")
+	}
+	s, err := New(Config{Namespaces: []string{"chf", "other"}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := &recordingListener{Listener: ln}
+	go s.Serve(rl)
+	defer s.Close()
+	c := newClient(t, ln.Addr().String())
+	k := key(t, "accounts", "corpus")
+	wpk := wp()
+	wpk.SendKey = true
+	c.Put(wpk, k, as.BinMap{"balance": 100, "currency": "EUR", "res": []byte{1, 2}, "f": 1.5, "b": true, "l": []any{1, "a"}, "m": map[any]any{"k": 1}})
+	c.Get(nil, k)
+	c.Get(nil, k, "balance")
+	c.GetHeader(nil, k)
+	gp := wp()
+	gp.GenerationPolicy = as.EXPECT_GEN_EQUAL
+	gp.Generation = 1
+	c.Put(gp, k, as.BinMap{"balance": 99})
+	c.Operate(wp(), k, as.AddOp(as.NewBin("balance", 1)), as.AppendOp(as.NewBin("currency", "x")), as.GetOp())
+	c.Touch(wp(), k)
+	c.BatchGet(nil, []*as.Key{k, key(t, "accounts", "x")})
+	c.BatchOperate(nil, []as.BatchRecordIfc{as.NewBatchWrite(nil, k, as.PutOp(as.NewBin("a", 1))), as.NewBatchDelete(nil, key(t, "accounts", "y"))})
+	rs, _ := c.ScanAll(nil, "chf", "accounts")
+	for range rs.Results() {
+	}
+	cp := wp()
+	cp.UseCompression = true
+	c.Put(cp, k, as.BinMap{"big": bytes.Repeat([]byte("z"), 300)})
+	c.Delete(wp(), k)
+	c.Truncate(nil, "chf", "accounts", nil)
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	n := 0
+	seen := map[string]bool{}
+	for _, buf := range rl.conns {
+		b := buf.Bytes()
+		for len(b) >= 8 {
+			size := int(binary.BigEndian.Uint64(b) & 0xFFFFFFFFFFFF)
+			if 8+size > len(b) {
+				break
+			}
+			msg := b[:8+size]
+			b = b[8+size:]
+			if seen[string(msg)] {
+				continue
+			}
+			seen[string(msg)] = true
+			writeCorpus(t, "FuzzConn", n, msg)
+			if msg[1] == protoMsg {
+				writeCorpus(t, "FuzzMessage", n, msg[8:])
+			}
+			n++
+		}
+	}
+	t.Logf("wrote %d corpus entries", n)
+}
+
+func writeCorpus(t *testing.T, fuzz string, n int, b []byte) {
+	dir := filepath.Join("testdata", "fuzz", fuzz)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, fmt.Sprintf("client-%03d", n))
+	if err := os.WriteFile(name, []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
