@@ -8,12 +8,18 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chf-testbed/testbed/chassis/balancer"
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
 // Client defaults.
@@ -89,19 +95,23 @@ type endpoint = balancer.Endpoint[*fasthttp.HostClient]
 // Client calls the endpoints of one peer service over pooled fasthttp
 // connections. It is safe for concurrent use.
 type Client struct {
-	cfg     ClientConfig
-	log     *slog.Logger
-	bal     *balancer.Balancer[*fasthttp.HostClient]
-	budget  retryBudget
-	metrics *clientMetrics
+	cfg        ClientConfig
+	log        *slog.Logger
+	bal        *balancer.Balancer[*fasthttp.HostClient]
+	budget     retryBudget
+	routes     *routeTable
+	peerOpt    []metric.AddOption // peer attribute, pre-built
+	reg        metric.Registration
+	lastUpdate atomic.Int64 // Unix ns of the last endpoint set
 
-	ready     chan struct{} // closed at the first endpoint set
-	readyOnce sync.Once
-	cancel    context.CancelFunc
-	done      chan struct{}
-	byAddr    map[string]*endpoint // owned by the update goroutine
-	closeMu   sync.RWMutex
-	closed    bool
+	ready         chan struct{} // closed at the first endpoint set
+	readyOnce     sync.Once
+	cancel        context.CancelFunc
+	done          chan struct{}
+	byAddr        map[string]*endpoint // owned by the update goroutine
+	retriesDenied atomic.Uint64
+	closeMu       sync.RWMutex
+	closed        bool
 }
 
 // NewClient starts watching cfg.Source and returns a Client.
@@ -141,11 +151,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		done:   make(chan struct{}),
 		byAddr: map[string]*endpoint{},
 	}
-	c.metrics = newClientMetrics(cfg.Peer)
+	in := getInstruments()
+	peerAttr := attribute.String("peer.service", cfg.Peer)
+	c.routes = newRouteTable(in.clientDuration, peerAttr)
+	peerSet := attribute.NewSet(peerAttr)
+	c.peerOpt = []metric.AddOption{metric.WithAttributeSet(peerSet)}
 	bcfg := cfg.Balancer
 	userEject := bcfg.OnEject
 	bcfg.OnEject = func(addr string) {
-		c.metrics.ejections.Add(1)
+		in.ejections.Add(context.Background(), 1, c.peerOpt...)
 		c.log.Warn("endpoint ejected", "addr", addr)
 		if userEject != nil {
 			userEject(addr)
@@ -157,10 +171,28 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.bal = bal
 	c.budget.init(cfg.Retry.BudgetRatio, cfg.Retry.MinBudget)
+	obsPeer := metric.WithAttributeSet(peerSet)
+	obsHealthy := metric.WithAttributeSet(attribute.NewSet(peerAttr, attribute.String("state", "healthy")))
+	obsEjected := metric.WithAttributeSet(attribute.NewSet(peerAttr, attribute.String("state", "ejected")))
+	c.reg, err = telemetry.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		eps := c.bal.Endpoints()
+		var active int64
+		for _, e := range eps {
+			active += e.Outstanding()
+		}
+		ej := int64(c.bal.Ejected())
+		o.ObserveInt64(in.clientActive, active, obsPeer)
+		o.ObserveInt64(in.endpoints, int64(len(eps))-ej, obsHealthy)
+		o.ObserveInt64(in.endpoints, ej, obsEjected)
+		o.ObserveFloat64(in.staleness, c.Staleness().Seconds(), obsPeer)
+		return nil
+	}, in.clientActive, in.endpoints, in.staleness)
+	if err != nil {
+		return nil, fmt.Errorf("cannot register metrics of peer %s: %w", cfg.Peer, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go c.watch(ctx)
-	registerClient(c)
 	return c, nil
 }
 
@@ -193,8 +225,7 @@ func (c *Client) update(eps []discovery.Endpoint) {
 		}
 	}
 	c.byAddr = keep
-	c.metrics.endpoints.Store(int64(len(next)))
-	c.metrics.lastUpdate.Store(time.Now().UnixNano())
+	c.lastUpdate.Store(time.Now().UnixNano())
 	c.log.Info("endpoints updated", "count", len(next))
 	if len(next) > 0 {
 		c.readyOnce.Do(func() { close(c.ready) })
@@ -219,6 +250,21 @@ func (c *Client) newHostClient(addr string) *fasthttp.HostClient {
 	}
 }
 
+// Staleness returns how long the discovery source has been failing while
+// the last known endpoint set stays in use (0 while it is healthy or does
+// not report its health).
+func (c *Client) Staleness() time.Duration {
+	hr, ok := c.cfg.Source.(discovery.HealthReporter)
+	if !ok {
+		return 0
+	}
+	h := hr.Health()
+	if !h.Failing || h.LastSuccess.IsZero() {
+		return 0
+	}
+	return time.Since(h.LastSuccess)
+}
+
 // Endpoints returns the addresses currently in use, for diagnostics.
 func (c *Client) Endpoints() []string {
 	eps := c.bal.Endpoints()
@@ -241,24 +287,71 @@ func (c *Client) Do(ctx context.Context, path string, body, dst []byte) ([]byte,
 	}
 	c.budget.depositCall()
 	start := time.Now()
-	rs := c.metrics.route(path)
+	var buf [128]byte
+	rs := c.routes.lookup(appendRoute(buf[:0], path))
+
+	// Trace context: a client span when tracing is on and the call is
+	// sampled, else the caller's context passed on unchanged.
+	var sc trace.SpanContext
+	var span trace.Span
+	rc, isRC := ctx.(*requestContext)
+	if isRC {
+		sc = rc.spanContext()
+	} else {
+		sc = trace.SpanContextFromContext(ctx)
+	}
+	if t := telemetry.Active(); t != nil && (sc.IsSampled() || t.Root) {
+		parent := ctx
+		if isRC {
+			parent = rc.parentContext()
+		}
+		_, sp := t.Tracer.Start(parent, rs.route, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithTimestamp(start), trace.WithAttributes(attribute.String("peer.service", c.cfg.Peer)))
+		if sp.IsRecording() {
+			span, sc = sp, sp.SpanContext()
+		} else {
+			sp.End()
+		}
+	}
+	var tp []byte
+	var tpBuf [55]byte
+	if sc.IsValid() {
+		tp = telemetry.AppendTraceparent(tpBuf[:0], sc)
+	}
+
 	var err error
 	var prev *endpoint
 	for attempt := 1; ; attempt++ {
 		var retryable bool
-		dst, prev, retryable, err = c.attempt(ctx, path, body, dst, deadline, prev)
-		if err == nil || !retryable || attempt >= c.cfg.Retry.MaxAttempts || !time.Now().Before(deadline) || !c.budget.withdraw() {
+		dst, prev, retryable, err = c.attempt(ctx, path, body, dst, deadline, prev, tp)
+		if err == nil || !retryable || attempt >= c.cfg.Retry.MaxAttempts || !time.Now().Before(deadline) {
 			break
 		}
-		c.metrics.retries.Add(1)
+		if !c.budget.withdraw() {
+			c.retriesDenied.Add(1)
+			break
+		}
+		getInstruments().retries.Add(context.Background(), 1, c.peerOpt...)
+		if span != nil {
+			span.AddEvent("retry")
+		}
 	}
-	rs.observe(statusOf(err), time.Since(start))
+	code := statusOf(err)
+	rs.observe(code, time.Since(start))
+	if span != nil {
+		span.SetAttributes(attribute.Int("http.response.status_code", code))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "")
+		}
+		span.End()
+	}
 	return dst, err
 }
 
 // attempt makes one call on an endpoint other than avoid if possible and
 // returns the endpoint used and whether a failure may be retried.
-func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, deadline time.Time, avoid *endpoint) ([]byte, *endpoint, bool, error) {
+func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, deadline time.Time, avoid *endpoint, traceparent []byte) ([]byte, *endpoint, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return dst, nil, false, fmt.Errorf("cannot call %s: %w", c.cfg.Peer, err)
 	}
@@ -279,6 +372,9 @@ func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, dea
 	req.Header.SetContentType(c.cfg.ContentType)
 	var nb [20]byte
 	req.Header.SetBytesV(DeadlineHeader, strconv.AppendInt(nb[:0], time.Until(deadline).Microseconds(), 10))
+	if len(traceparent) > 0 {
+		req.Header.SetBytesV(telemetry.TraceparentHeader, traceparent)
+	}
 	req.SetBodyRaw(body)
 	err = ep.Conn.DoDeadline(req, resp, deadline)
 	var retryable bool
@@ -345,7 +441,7 @@ func (c *Client) Close() {
 	c.closeMu.Unlock()
 	c.cancel()
 	<-c.done
-	unregisterClient(c)
+	c.reg.Unregister() //nolint:errcheck // only fails for foreign registrations
 	for _, ep := range c.bal.Endpoints() {
 		ep.Conn.CloseIdleConnections()
 	}

@@ -240,6 +240,9 @@ func waitFor(t *testing.T, cond func() bool) {
 // TestClientDoAllocs locks in the allocation-free steady state of Do and of
 // the server's request path.
 func TestClientDoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
 	s := startServer(t, ServerConfig{Handler: echoHandler})
 	c := newClient(t, ClientConfig{Source: discovery.Static(s.Addr())})
 	body := []byte("0123456789")

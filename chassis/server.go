@@ -10,7 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
 // Default limits of ServerConfig.
@@ -51,7 +57,9 @@ type Server struct {
 	cfg      ServerConfig
 	log      *slog.Logger
 	srv      *fasthttp.Server
-	metrics  *serverMetrics
+	routes   *routeTable
+	reg      metric.Registration
+	metricsH fasthttp.RequestHandler
 	inflight atomic.Int64
 	draining atomic.Bool
 
@@ -84,7 +92,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		log = slog.Default().With("service", cfg.Service)
 	}
 	s := &Server{cfg: cfg, log: log, served: make(chan struct{})}
-	s.metrics = newServerMetrics(cfg.Service, cfg.Route)
+	in := getInstruments()
+	s.routes = newRouteTable(in.serverDuration, attribute.String("service", cfg.Service))
+	svcAttr := metric.WithAttributeSet(attribute.NewSet(attribute.String("service", cfg.Service)))
+	reg, err := telemetry.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(in.serverActive, s.inflight.Load(), svcAttr)
+		return nil
+	}, in.serverActive)
+	if err != nil {
+		return nil, fmt.Errorf("cannot register metrics of %s server: %w", cfg.Service, err)
+	}
+	s.reg = reg
+	s.metricsH = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(telemetry.Registry(), promhttp.HandlerOpts{}))
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		Name:               "chf-" + cfg.Service,
@@ -159,8 +178,12 @@ func (s *Server) Addr() string {
 // in-flight requests have completed or ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
-	if err := s.srv.ShutdownWithContext(ctx); err != nil {
+	err := s.srv.ShutdownWithContext(ctx)
+	if err != nil {
 		return fmt.Errorf("cannot shut down %s server: %w", s.cfg.Service, err)
+	}
+	if s.reg != nil {
+		s.reg.Unregister() //nolint:errcheck // only fails for foreign registrations
 	}
 	return nil
 }
@@ -190,7 +213,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	start := time.Now()
-	rs := s.metrics.route(path)
+	rs := s.route(path)
 	n := s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	if n > int64(s.cfg.MaxInFlight) {
@@ -205,8 +228,26 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		rs.observe(fasthttp.StatusRequestEntityTooLarge, time.Since(start))
 		return
 	}
+	rc := acquireRequestContext(ctx, start, rs)
+	ctx.SetUserValue(requestContextKey, rc)
 	s.cfg.Handler(ctx)
-	rs.observe(ctx.Response.StatusCode(), time.Since(start))
+	code := ctx.Response.StatusCode()
+	rc.end(code)
+	ctx.RemoveUserValue(requestContextKey)
+	releaseRequestContext(rc)
+	rs.observe(code, time.Since(start))
+}
+
+// route returns the metrics of path's route.
+func (s *Server) route(path []byte) *routeStats {
+	var buf [128]byte
+	var key []byte
+	if s.cfg.Route != nil {
+		key = append(buf[:0], s.cfg.Route(path)...)
+	} else {
+		key = appendRoute(buf[:0], path)
+	}
+	return s.routes.lookup(key)
 }
 
 func (s *Server) serveReady(ctx *fasthttp.RequestCtx) {
@@ -230,14 +271,13 @@ func (s *Server) serveReady(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	ctx.SetBody(s.metrics.appendText(ctx.Response.Body()[:0], s.inflight.Load()))
+	s.metricsH(ctx)
 }
 
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		ctx.Error("request body too large\n", fasthttp.StatusRequestEntityTooLarge)
-		s.metrics.route(ctx.Path()).observe(fasthttp.StatusRequestEntityTooLarge, 0)
+		s.route(ctx.Path()).observe(fasthttp.StatusRequestEntityTooLarge, 0)
 		return
 	}
 	ctx.Error("bad request\n", fasthttp.StatusBadRequest)

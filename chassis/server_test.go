@@ -95,10 +95,10 @@ func TestServerHealthReadyMetrics(t *testing.T) {
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, want := range []string{
-		`route="/ocp/v1/charge",code="200"} 3`,
-		`route="/chf/v1/accounts/{id}"`,
-		`chf_http_server_request_duration_seconds_bucket{`,
-		`chf_http_server_inflight{service="ocp"} `,
+		`http_server_request_duration_seconds_count{http_response_status_code="200",http_route="/ocp/v1/charge",service="ocp"} 3`,
+		`http_route="/chf/v1/accounts/{id}"`,
+		`http_server_request_duration_seconds_bucket{`,
+		`http_server_active_requests{service="ocp"} `,
 		"process_cpu_seconds_total ",
 		"process_resident_memory_bytes ",
 	} {

@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
+	"time"
 )
 
 // ErrNoAddresses is returned when a source is built without any address.
@@ -74,4 +76,45 @@ func Dedup(eps []Endpoint) []Endpoint {
 // Equal reports whether two deduplicated, sorted sets are the same.
 func Equal(a, b []Endpoint) bool {
 	return slices.Equal(a, b)
+}
+
+// Health describes the freshness of a source's endpoint set.
+type Health struct {
+	// LastSuccess is when the source last confirmed its set (zero before).
+	LastSuccess time.Time
+	// Failing is true while the source cannot refresh its set; the last
+	// delivered set stays in use meanwhile.
+	Failing bool
+	// Err is the last error, if Failing.
+	Err error
+}
+
+// HealthReporter is implemented by sources that can fail after start (DNS,
+// Kubernetes); the chassis exports their staleness.
+type HealthReporter interface {
+	Health() Health
+}
+
+// HealthState is a concurrency-safe Health holder for sources to embed.
+type HealthState struct {
+	mu sync.Mutex
+	h  Health
+}
+
+// Health returns the current health.
+func (s *HealthState) Health() Health {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h
+}
+
+// Report records the outcome of a refresh at now.
+func (s *HealthState) Report(err error, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.h = Health{LastSuccess: now}
+		return
+	}
+	s.h.Failing, s.h.Err = true, err
 }

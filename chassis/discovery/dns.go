@@ -58,6 +58,7 @@ func DNS(target string, cfg DNSConfig) (Source, error) {
 }
 
 type dnsSource struct {
+	HealthState
 	host, port string
 	srv        bool
 	cfg        DNSConfig
@@ -104,8 +105,11 @@ func (s *dnsSource) Run(ctx context.Context, update func([]Endpoint)) error {
 	defer t.Stop()
 	for {
 		eps, err := s.resolve(ctx)
-		if s.cfg.OnResult != nil && ctx.Err() == nil {
-			s.cfg.OnResult(err)
+		if ctx.Err() == nil {
+			s.Report(err, time.Now())
+			if s.cfg.OnResult != nil {
+				s.cfg.OnResult(err)
+			}
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:

@@ -1,0 +1,5 @@
+//go:build !race
+
+package chassis
+
+const raceEnabled = false
