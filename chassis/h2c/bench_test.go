@@ -49,6 +49,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		tmpl := NewRequestTemplate("POST", addr, "application/json")
 		b.ReportAllocs()
 		b.SetParallelism(16)
+		defer reportCPU(b, selfCPU())
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			var resp ClientResponse
@@ -79,12 +80,19 @@ func BenchmarkRoundTrip(b *testing.B) {
 	})
 }
 
+// reportCPU reports this process's CPU time per operation since start
+// (client and server together: both run in this process).
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64((selfCPU()-start).Nanoseconds())/float64(b.N)/1e3, "cpu-µs/op")
+}
+
 func stdRun(b *testing.B, addr string, reqBody []byte) {
 	hc, tr := stdClient()
 	defer tr.CloseIdleConnections()
 	url := "http://" + addr + "/nchf-convergedcharging/v3/chargingdata/imsi-001010000000001.0123456789abcdef/update"
 	b.ReportAllocs()
 	b.SetParallelism(16)
+	defer reportCPU(b, selfCPU())
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
