@@ -1,0 +1,175 @@
+// Package testbed starts and stops the local CHF that `loadgen local`
+// measures: it finds (or builds) the chf binary and runs its services as
+// separate processes through package local (aslite, abm with provisioned
+// accounts, ocp, cgw), then names each process as a CPU component.
+//
+// It does not measure anything itself; package run does.
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/chf-testbed/testbed/loadgen/cpu"
+	"github.com/chf-testbed/testbed/local"
+)
+
+// ErrNoCHF is returned when no usable chf binary can be found or built.
+var ErrNoCHF = errors.New("testbed: no chf binary")
+
+// Options configure the local CHF.
+type Options struct {
+	// CHF is the chf binary; empty searches next to this executable, then
+	// ./bin/chf, then PATH, and finally builds ./cmd/chf with `go build`.
+	CHF      string
+	Accounts int
+	Balance  int64
+	First    string
+	// Logs receives the services' log lines (default io.Discard).
+	Logs io.Writer
+	Log  *slog.Logger
+	// CGWArgs, OCPArgs and ABMArgs add flags to those services.
+	CGWArgs, OCPArgs, ABMArgs []string
+}
+
+// Testbed is a running local CHF.
+type Testbed struct {
+	// Target is the CGW's host:port (Nchf over h2c and HTTP/1.1).
+	Target string
+	// Pids maps each service to its process id.
+	Pids map[string]int
+	// CHF is the binary used.
+	CHF     string
+	chf     *local.CHF
+	cleanup func()
+}
+
+// CPU returns one CPU source per service process.
+func (t *Testbed) CPU() []cpu.Source {
+	names := make([]string, 0, len(t.Pids))
+	for n := range t.Pids {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]cpu.Source, 0, len(names))
+	for _, n := range names {
+		out = append(out, cpu.NewProc(n, t.Pids[n]))
+	}
+	return out
+}
+
+// Done is closed when a service exits on its own.
+func (t *Testbed) Done() <-chan struct{} { return t.chf.Done() }
+
+// Err says why Done was closed.
+func (t *Testbed) Err() error { return t.chf.Err() }
+
+// Stop stops every service and removes a binary built for the run.
+func (t *Testbed) Stop() error {
+	err := t.chf.Stop()
+	if t.cleanup != nil {
+		t.cleanup()
+	}
+	return err
+}
+
+// Start finds the chf binary and starts the services; it returns once the
+// CGW is ready.
+func Start(ctx context.Context, o Options) (*Testbed, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Logs == nil {
+		o.Logs = io.Discard
+	}
+	exe, cleanup, err := FindCHF(ctx, o.CHF, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	args := map[string][]string{"cgw": o.CGWArgs, "ocp": o.OCPArgs, "abm": o.ABMArgs}
+	c, err := local.Start(ctx, local.Config{
+		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
+		Logs: o.Logs, Logger: o.Log, Args: args,
+	})
+	if err != nil {
+		if cleanup != nil {
+			cleanup()
+		}
+		return nil, fmt.Errorf("cannot start the local CHF: %w", err)
+	}
+	return &Testbed{Target: c.Addrs["cgw"], Pids: c.Pids(), CHF: exe, chf: c, cleanup: cleanup}, nil
+}
+
+// FindCHF returns a chf binary that has the service subcommands. When it
+// had to build one, cleanup removes it.
+func FindCHF(ctx context.Context, explicit string, log *slog.Logger) (path string, cleanup func(), err error) {
+	if explicit != "" {
+		if !usable(ctx, explicit) {
+			return "", nil, fmt.Errorf("%w: %s is not a chf binary with the aslite, abm, ocp and cgw subcommands", ErrNoCHF, explicit)
+		}
+		return explicit, nil, nil
+	}
+	var candidates []string
+	if self, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(self), "chf"))
+	}
+	candidates = append(candidates, filepath.Join("bin", "chf"))
+	if p, err := exec.LookPath("chf"); err == nil {
+		candidates = append(candidates, p)
+	}
+	for _, c := range candidates {
+		if usable(ctx, c) {
+			abs, err := filepath.Abs(c)
+			if err != nil {
+				return "", nil, fmt.Errorf("cannot resolve %s: %w", c, err)
+			}
+			return abs, nil, nil
+		}
+	}
+	dir, err := os.MkdirTemp("", "loadgen-chf-")
+	if err != nil {
+		return "", nil, fmt.Errorf("cannot create a build directory: %w", err)
+	}
+	out := filepath.Join(dir, "chf")
+	log.Info("no chf binary found; building ./cmd/chf", "into", out)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/chf")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("%w: not next to loadgen, in ./bin or PATH, and `go build ./cmd/chf` failed (run from the repository root): %v: %s",
+			ErrNoCHF, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, func() { os.RemoveAll(dir) }, nil
+}
+
+// usable reports whether path is a chf binary listing the services.
+func usable(ctx context.Context, path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || fi.IsDir() {
+		return false
+	}
+	out, _ := exec.CommandContext(ctx, path, "--help").CombinedOutput()
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		// command lines look like "  name   summary"
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(line, "  ") {
+			listed[f[0]] = true
+		}
+	}
+	for _, sub := range []string{"aslite", "abm", "ocp", "cgw"} {
+		if !listed[sub] {
+			return false
+		}
+	}
+	return true
+}
