@@ -476,3 +476,47 @@ func TestSniff(t *testing.T) {
 	h1srv.Shutdown(ctx)
 	wg.Wait()
 }
+
+// TestRoundTripAllocs locks in the allocation budget of a steady-state
+// round trip (client and server together, inline handler): x/net's
+// HeadersFrame on each side and the HPACK decoder's strings for the
+// never-indexed :path and content-length literals.
+func TestRoundTripAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	addr := startServer(t, &Server{Handler: jsonHandler, InlineHandler: true})
+	c, err := Dial(context.Background(), addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := ClientRequest{Template: NewRequestTemplate("POST", addr, "application/json"), Path: []byte("/nchf-convergedcharging/v3/chargingdata"), Body: []byte(`{"a":1}`)}
+	var resp ClientResponse
+	do := func() {
+		resp.Body = resp.Body[:0]
+		if err := c.Do(context.Background(), &req, &resp); err != nil || resp.Status != 200 {
+			t.Fatalf("Do: %v %d", err, resp.Status)
+		}
+	}
+	for range 100 {
+		do()
+	}
+	if n := testing.AllocsPerRun(500, do); n > 6 {
+		t.Fatalf("%.1f allocations per round trip, want <= 6", n)
+	}
+}
+
+func TestHead(t *testing.T) {
+	addr := startServer(t, &Server{Handler: jsonHandler})
+	hc, tr := stdClient()
+	defer tr.CloseIdleConnections()
+	resp, err := hc.Head("http://" + addr + "/h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ContentLength != int64(len(jsonBody)) {
+		t.Fatalf("HEAD: %d, content-length %d", resp.StatusCode, resp.ContentLength)
+	}
+}

@@ -788,6 +788,14 @@ func (sc *serverConn) finish(st *sstream, panicked bool) {
 		l.encodeLocked(h.name, w.value(h), h.byValue)
 	}
 	body := w.Body
+	if string(st.req.Method) == "HEAD" && len(body) > 0 {
+		// No body on the wire; content-length tells its size.
+		l.encodeLocked("content-length", bstr(strconv.AppendInt(l.num[:0], int64(len(body)), 10)), true)
+		l.writeHeadersLocked(st.o.id, l.hbuf.Bytes(), true)
+		l.kickLocked()
+		sc.releaseLocked(st)
+		return
+	}
 	if len(body) == 0 {
 		if w.status != 204 && w.status != 304 {
 			l.encodeLocked("content-length", contentLengthZero, false)

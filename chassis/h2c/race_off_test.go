@@ -1,0 +1,5 @@
+//go:build !race
+
+package h2c
+
+const raceEnabled = false
