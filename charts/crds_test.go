@@ -1,0 +1,52 @@
+package charts_test
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The charts render custom resources that client-go's scheme does not know.
+// These small structs hold exactly the fields the CRDs define, so a strict
+// JSON decode (DisallowUnknownFields) catches a misspelt or misplaced field
+// the way the API server's structural schema would.
+
+// networkAttachmentDefinition is k8s.cni.cncf.io/v1 NetworkAttachmentDefinition
+// (Multus; NPWG multi-net spec v1.3).
+type networkAttachmentDefinition struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		// Config is the CNI configuration as a JSON string.
+		Config string `json:"config"`
+	} `json:"spec"`
+}
+
+// multusNetworkSelection is one element of the pod annotation
+// k8s.v1.cni.cncf.io/networks in its JSON form.
+type multusNetworkSelection struct {
+	Name             string         `json:"name"`
+	Namespace        string         `json:"namespace,omitempty"`
+	Interface        string         `json:"interface,omitempty"`
+	IPs              []string       `json:"ips,omitempty"`
+	MAC              string         `json:"mac,omitempty"`
+	DefaultGateway   []string       `json:"default-route,omitempty"`
+	InfinibandGUID   string         `json:"infiniband-guid,omitempty"`
+	PCIDeviceID      string         `json:"deviceID,omitempty"`
+	CNIArgs          map[string]any `json:"cni-args,omitempty"`
+	GatewayRequest   []string       `json:"gateway-request,omitempty"`
+	PortMappingsJSON []any          `json:"portMappings,omitempty"`
+}
+
+// sriovCNIConfig is the part of the SR-IOV CNI configuration the chart
+// relies on.
+type sriovCNIConfig struct {
+	CNIVersion string `json:"cniVersion"`
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	VLAN       *int   `json:"vlan,omitempty"`
+	SpoofChk   string `json:"spoofchk,omitempty"`
+	Trust      string `json:"trust,omitempty"`
+	IPAM       struct {
+		Type  string `json:"type"`
+		Range string `json:"range,omitempty"`
+	} `json:"ipam"`
+}
