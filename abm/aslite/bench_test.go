@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -263,6 +264,9 @@ func BenchmarkMemory(b *testing.B) {
 		fill(b, s, n)
 		runtime.GC()
 		rss := rssBytes(b) - rss0
+		debug.FreeOSMemory()
+		settled := rssBytes(b) - rss0
+		b.ReportMetric(float64(settled)/float64(n), "settled-rss-B/record")
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(rss)/float64(n), "rss-B/record")

@@ -207,7 +207,7 @@ func (s *Server) Addr() string {
 }
 
 // Close stops listening, closes every connection and stops the background
-// goroutines; it waits for them to end. The data is kept (but unreachable).
+// goroutines; it waits for them to end, then frees the records.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -225,6 +225,9 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	for _, ns := range s.ns {
+		ns.free()
+	}
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("cannot close listener: %w", err)
 	}

@@ -97,15 +97,46 @@ func (p *partition) put(d *digest, e entry, rec []byte, old *entry) {
 			return
 		}
 		p.dead += int(old.n)
+		delete(p.m, *d) // so that grow does not copy the old version
 	}
 	if e.void != 0 {
 		p.expiring++
+	}
+	if len(p.arena)+len(rec) > cap(p.arena) {
+		p.grow(len(rec))
 	}
 	e.off = uint32(len(p.arena))
 	e.n = uint32(len(rec))
 	p.arena = append(p.arena, rec...)
 	p.m[*d] = e
 	p.maybeCompact()
+}
+
+// grow makes room for need more bytes: it compacts the arena into a new
+// mapping half as large again as the live bytes plus need.
+func (p *partition) grow(need int) {
+	live := len(p.arena) - p.dead
+	p.rebuild(live + need + (live+need)/2)
+}
+
+// rebuild copies the live records into a new arena of capacity size.
+func (p *partition) rebuild(size int) {
+	arena := arenaAlloc(max(size, 4096))
+	for d, e := range p.m {
+		off := len(arena)
+		arena = append(arena, p.arena[e.off:e.off+e.n]...)
+		e.off = uint32(off)
+		p.m[d] = e
+	}
+	arenaFree(p.arena)
+	p.arena = arena
+	p.dead = 0
+}
+
+// clear frees the arena when the partition is empty.
+func (p *partition) clear() {
+	arenaFree(p.arena)
+	p.arena, p.dead, p.expiring = nil, 0, 0
 }
 
 // remove deletes d whose entry is e. The caller holds mu for writing.
@@ -116,8 +147,7 @@ func (p *partition) remove(d *digest, e *entry) {
 	p.dead += int(e.n)
 	delete(p.m, *d)
 	if len(p.m) == 0 {
-		p.arena = nil
-		p.dead = 0
+		p.clear()
 		return
 	}
 	p.maybeCompact()
@@ -129,15 +159,7 @@ func (p *partition) maybeCompact() {
 		return
 	}
 	live := len(p.arena) - p.dead
-	arena := make([]byte, 0, live+live/4)
-	for d, e := range p.m {
-		off := len(arena)
-		arena = append(arena, p.arena[e.off:e.off+e.n]...)
-		e.off = uint32(off)
-		p.m[d] = e
-	}
-	p.arena = arena
-	p.dead = 0
+	p.rebuild(live + live/4)
 }
 
 // namespace holds the records of one namespace.
@@ -238,7 +260,7 @@ func (ns *namespace) truncate(set uint16, all bool, cutoff int64) int {
 			}
 		}
 		if len(p.m) == 0 {
-			p.arena, p.dead, p.expiring = nil, 0, 0
+			p.clear()
 		} else {
 			p.maybeCompact()
 		}
@@ -282,4 +304,19 @@ func (ns *namespace) memoryBytes() (arena, dead int64) {
 		p.mu.RUnlock()
 	}
 	return arena, dead
+}
+
+// free releases every record of the namespace (Server.Close).
+func (ns *namespace) free() {
+	for i := range ns.parts {
+		p := &ns.parts[i]
+		p.mu.Lock()
+		p.m = nil
+		p.clear()
+		p.mu.Unlock()
+	}
+	ns.objects.Store(0)
+	for i := range ns.setObjs {
+		ns.setObjs[i].Store(0)
+	}
 }
