@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,7 +120,35 @@ func TestMain(m *testing.M) {
 		runBenchServer(kind)
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		if leaked := leakedGoroutines(3 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakedGoroutines waits up to d for goroutines running this package's
+// code to end and returns the stacks of those that remain.
+func leakedGoroutines(d time.Duration) string {
+	deadline := time.Now().Add(d)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "chassis/h2c.") && !strings.Contains(g, "leakedGoroutines") &&
+				!strings.Contains(g, "TestMain") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 || time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // runBenchServer serves kind ("h2c", "h2c-inline", "std") on a loopback
