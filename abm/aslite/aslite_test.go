@@ -636,6 +636,26 @@ func TestScanAndTruncate(t *testing.T) {
 	if s.Stats().Objects != 0 {
 		t.Fatalf("objects %d", s.Stats().Objects)
 	}
+	// A query without an index filter is a scan.
+	for i := 0; i < 10; i++ {
+		if err := c.Put(wpk, key(t, "q", i), as.BinMap{"i": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := c.Query(nil, as.NewStatement("chf", "q", "i"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for r := range rs.Results() {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		n++
+	}
+	if n != 10 {
+		t.Fatalf("query saw %d records, want 10", n)
+	}
 	// Paginated scan with MaxRecords resumes where it stopped.
 	for i := 0; i < 100; i++ {
 		if err := c.Put(wpk, key(t, "p", i), as.BinMap{"i": i}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,6 +44,15 @@ func TestBenchServerProcess(t *testing.T) {
 	}
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
+	}
+	if path := os.Getenv("ASLITE_BENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
 	}
 	fmt.Printf("ADDR %s\n", s.Addr())
 	bufio.NewReader(os.Stdin).ReadString('\n')
