@@ -285,8 +285,8 @@ func BenchmarkServerCPUH2load(b *testing.B) {
 	}
 }
 
-// BenchmarkClientCPU drives the h2c-inline server (in a child process)
-// at a fixed rate with this package's client, open loop over 4
+// BenchmarkClientCPU drives a server (in a child process: h2c-inline,
+// h2c or the x/net/http2 server) at a fixed rate with this package's client, open loop over 4
 // connections with up to 64 streams each, and reports the client's CPU
 // per request (this process) next to the server's. "smooth" starts each
 // request at its own time; "tick-10ms" starts the requests due every
@@ -294,19 +294,24 @@ func BenchmarkServerCPUH2load(b *testing.B) {
 // BenchmarkServerCPUH2load/h2c-inline's h2load-cpu-µs/req). Run it with
 // -benchtime=1x.
 func BenchmarkClientCPU(b *testing.B) {
-	for _, tick := range []time.Duration{0, 10 * time.Millisecond} {
+	for _, tc := range []struct {
+		tick   time.Duration
+		server string
+	}{
+		{0, "h2c-inline"}, {0, "h2c"}, {0, "std"}, {10 * time.Millisecond, "h2c-inline"},
+	} {
 		name := "smooth"
-		if tick > 0 {
-			name = "tick-" + tick.String()
+		if tc.tick > 0 {
+			name = "tick-" + tc.tick.String()
 		}
-		b.Run(name, func(b *testing.B) { benchClientCPU(b, tick) })
+		b.Run(name+"/"+tc.server, func(b *testing.B) { benchClientCPU(b, tc.tick, tc.server) })
 	}
 }
 
-func benchClientCPU(b *testing.B, tick time.Duration) {
+func benchClientCPU(b *testing.B, tick time.Duration, server string) {
 	rps := benchEnvInt("H2C_BENCH_RPS", 10000)
 	n := benchEnvInt("H2C_BENCH_REQUESTS", 50000)
-	srv := startBenchServer(b, "h2c-inline")
+	srv := startBenchServer(b, server)
 	const conns, streams = 4, 64
 	cs := make([]*Conn, conns)
 	for i := range cs {

@@ -605,6 +605,10 @@ func (sc *serverConn) onHeaderFragment(frag []byte, end bool) error {
 	}
 	r.finish()
 	if sc.contEnd {
+		if r.ContentLength > 0 {
+			sc.resetStream(st.o.id, http2.ErrCodeProtocol) // declared body missing
+			return nil
+		}
 		sc.dispatch(st)
 	}
 	return nil
