@@ -50,3 +50,52 @@ type sriovCNIConfig struct {
 		Range string `json:"range,omitempty"`
 	} `json:"ipam"`
 }
+
+// kubeletCPUManagerConfig is the part of kubelet.config.k8s.io/v1beta1
+// KubeletConfiguration that deploy/cpu-manager sets.
+type kubeletCPUManagerConfig struct {
+	metav1.TypeMeta           `json:",inline"`
+	CPUManagerPolicy          string            `json:"cpuManagerPolicy"`
+	CPUManagerPolicyOptions   map[string]string `json:"cpuManagerPolicyOptions,omitempty"`
+	CPUManagerReconcilePeriod metav1.Duration   `json:"cpuManagerReconcilePeriod,omitempty"`
+	ReservedSystemCPUs        string            `json:"reservedSystemCPUs,omitempty"`
+	TopologyManagerPolicy     string            `json:"topologyManagerPolicy,omitempty"`
+	TopologyManagerScope      string            `json:"topologyManagerScope,omitempty"`
+}
+
+// calicoIPPool is projectcalico.org/v3 IPPool.
+type calicoIPPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		CIDR             string `json:"cidr"`
+		BlockSize        int    `json:"blockSize,omitempty"`
+		IPIPMode         string `json:"ipipMode,omitempty"`
+		VXLANMode        string `json:"vxlanMode,omitempty"`
+		NATOutgoing      bool   `json:"natOutgoing,omitempty"`
+		Disabled         bool   `json:"disabled,omitempty"`
+		NodeSelector     string `json:"nodeSelector,omitempty"`
+		AssignmentMode   string `json:"assignmentMode,omitempty"`
+		DisableBGPExport bool   `json:"disableBGPExport,omitempty"`
+	} `json:"spec"`
+}
+
+// sriovDevicePluginConfig is the SR-IOV network device plugin's config.json.
+type sriovDevicePluginConfig struct {
+	ResourceList []struct {
+		ResourcePrefix  string `json:"resourcePrefix,omitempty"`
+		ResourceName    string `json:"resourceName"`
+		DeviceType      string `json:"deviceType,omitempty"`
+		ExcludeTopology bool   `json:"excludeTopology,omitempty"`
+		Selectors       struct {
+			Vendors      []string `json:"vendors,omitempty"`
+			Devices      []string `json:"devices,omitempty"`
+			Drivers      []string `json:"drivers,omitempty"`
+			PFNames      []string `json:"pfNames,omitempty"`
+			RootDevices  []string `json:"rootDevices,omitempty"`
+			PCIAddresses []string `json:"pciAddresses,omitempty"`
+			IsRdma       bool     `json:"isRdma,omitempty"`
+			LinkTypes    []string `json:"linkTypes,omitempty"`
+		} `json:"selectors"`
+	} `json:"resourceList"`
+}
