@@ -19,23 +19,27 @@ func init() {
 
 func runAslite(args []string) error {
 	fs := flag.NewFlagSet("aslite", flag.ContinueOnError)
-	listen := fs.String("listen", asliteEnv("CHF_LISTEN", "127.0.0.1:3000"),
-		"host:port to serve the Aerospike wire protocol on (env CHF_LISTEN)")
-	namespaces := fs.String("namespace", asliteEnv("CHF_NAMESPACE", "chf"),
-		"comma-separated namespaces to serve, each 1 to 31 bytes (env CHF_NAMESPACE)")
+	listen := fs.String("listen", "127.0.0.1:3000",
+		"host:port to serve the Aerospike wire protocol on")
+	namespaces := fs.String("namespace", "chf",
+		"comma-separated namespaces to serve, each 1 to 31 bytes")
 	defaultTTL := fs.Duration("default-ttl", 0,
-		"namespace default TTL for writes that ask for it; 0 = never expire")
+		"namespace default TTL for writes that ask for it (TTL 0); 0 = never expire")
 	reclaim := fs.Duration("reclaim-interval", 5*time.Second,
 		"how often expired records are deleted and their memory reclaimed")
-	logLevel := fs.String("log-level", asliteEnv("CHF_LOG_LEVEL", "info"),
-		"log level: debug, info, warn or error (env CHF_LOG_LEVEL)")
+	logLevel := fs.String("log-level", "info",
+		"log level: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: chf aslite [flags]\n\n"+
 			"Serves an in-memory, single-node store speaking the Aerospike wire protocol,\n"+
-			"for the official Go client (aerospike-client-go/v7). Data is lost on exit.\n\nflags:\n")
+			"for the official Go client (aerospike-client-go/v7). Data is lost on exit.\n"+
+			"Every flag not given reads CHF_<FLAG> from the environment (CHF_LISTEN, ...).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := asliteEnvFlags(fs); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -75,10 +79,23 @@ func runAslite(args []string) error {
 	return nil
 }
 
-// asliteEnv returns the environment variable name, or def when it is unset.
-func asliteEnv(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
+// asliteEnvFlags sets every flag not given on the command line from the
+// environment variable CHF_<FLAG NAME UPPERCASED, '-' -> '_'>, as the
+// chassis does for the services.
+func asliteEnvFlags(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		env := "CHF_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("cannot parse %s: %w", env, e)
+			}
+		}
+	})
+	return err
 }
