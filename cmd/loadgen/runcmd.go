@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -37,6 +38,9 @@ type runFlags struct {
 	maxInFlight    int
 	timeout        time.Duration
 	workers        int
+	pacing         time.Duration
+	procs          int
+	noAsync        bool
 	conns          int
 	proto          string
 	cpus           multiFlag
@@ -73,6 +77,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxInFlight, "max-inflight", 0, "bound on requests in flight; overrides the scenario (default 4096)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "per-request timeout; overrides the scenario (default 2s)")
 	fs.IntVar(&f.workers, "workers", 0, "scheduler goroutines (0 = GOMAXPROCS)")
+	fs.DurationVar(&f.pacing, "pacing", 0, "wake the scheduler on multiples of this and send every request due by then together (fewer system calls per request; sends up to this late, which latency shows); 0 = each request at its own time")
+	fs.IntVar(&f.procs, "procs", 0, "GOMAXPROCS of the load generator (0 = Go's default, one per CPU); 1 costs the least CPU per request")
+	fs.BoolVar(&f.noAsync, "no-async", false, "h2c: send through a goroutine per request in flight instead of the connection's callbacks (for comparison)")
 	fs.IntVar(&f.conns, "conns", 0, "connections per target: h2c at most this many (dialed as streams fill, default 64), h2c-std exactly this many (default 2), http1 pool size (default 1024)")
 	fs.StringVar(&f.proto, "proto", "h2c", "protocol: h2c (HTTP/2 cleartext, prior knowledge, chassis/h2c), h2c-std (golang.org/x/net/http2.Transport) or http1 (HTTP/1.1, fasthttp)")
 	fs.StringVar(&f.proto, "protocol", "h2c", "alias of --proto")
@@ -179,8 +186,11 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 	if err != nil {
 		return run.Options{}, err
 	}
+	if f.procs > 0 {
+		runtime.GOMAXPROCS(f.procs)
+	}
 	o := run.Options{
-		Scenario: sc, Targets: targets, Proto: f.proto, Conns: f.conns, Workers: f.workers,
+		Scenario: sc, Targets: targets, Proto: f.proto, Conns: f.conns, Workers: f.workers, Pacing: f.pacing, NoAsync: f.noAsync,
 		Audit: f.auditMode, InitialBalance: f.initialBalance, AuditConcurrency: f.auditConc,
 		ProgressMode: f.progress, Label: f.label, Shard: f.shard, Log: log,
 	}

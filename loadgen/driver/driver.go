@@ -48,7 +48,10 @@ type Response struct {
 	Charged    int64
 	HasCharged bool
 
-	h2 h2c.ClientResponse // reused by the h2c driver
+	h2     h2c.ClientResponse // reused by the h2c driver
+	h2req  h2c.ClientRequest  // the request in flight (async h2c)
+	h2cb   func(*h2c.ClientResponse, error)
+	h2done func(error)
 }
 
 // Reset clears r, keeping its buffers.
@@ -70,6 +73,19 @@ type Driver interface {
 	Targets() int
 	// Close releases connections.
 	Close()
+}
+
+// Async is implemented by drivers that can send without a goroutine per
+// request in flight.
+type Async interface {
+	// Start sends req and calls done once resp is filled (nil) or the
+	// request failed (an error wrapping ErrTimeout or ErrConnection).
+	// done runs on a driver goroutine: it must be quick and must not
+	// block. An error returned by Start itself means done is not called.
+	// req and resp must not be touched until done is called. There is no
+	// timeout: the caller gives up on a request itself (and must then
+	// abandon req and resp, which the driver may still write).
+	Start(req *Request, resp *Response, done func(error)) error
 }
 
 // Config selects and tunes a driver.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/chf-testbed/testbed/chassis/h2c"
 	"github.com/chf-testbed/testbed/loadgen/nchf"
@@ -18,9 +19,10 @@ import (
 // stream limit, and a new connection is dialed (up to maxConns) only
 // when every existing one is full.
 type h2cDriver struct {
-	targets  []*h2Target
-	maxConns int
-	opts     h2c.ClientOptions
+	targets     []*h2Target
+	maxConns    int
+	opts        h2c.ClientOptions
+	dialTimeout time.Duration
 }
 
 type h2Target struct {
@@ -37,7 +39,7 @@ func newH2C(cfg Config) (*h2cDriver, error) {
 	if n <= 0 {
 		n = 64
 	}
-	d := &h2cDriver{maxConns: n, opts: h2c.ClientOptions{CaptureHeaders: []string{"location", "x-chf-charged"}}}
+	d := &h2cDriver{maxConns: n, dialTimeout: cfg.Timeout, opts: h2c.ClientOptions{CaptureHeaders: []string{"location", "x-chf-charged"}}}
 	for _, a := range cfg.Targets {
 		t := &h2Target{
 			addr: a,
@@ -94,14 +96,7 @@ func (d *h2cDriver) Do(ctx context.Context, req *Request, resp *Response) error 
 			}
 		}
 		if err == nil {
-			resp.Status = hr.Status
-			resp.Body = hr.Body
-			if len(hr.Headers) > 0 {
-				resp.Location = append(resp.Location, hr.Headers[0]...)
-			}
-			if len(hr.Headers) > 1 && len(hr.Headers[1]) > 0 {
-				resp.Charged, resp.HasCharged = nchf.ParseCharged(hr.Headers[1])
-			}
+			resp.fill(hr)
 			return nil
 		}
 		if !retryable(err) {
@@ -112,6 +107,70 @@ func (d *h2cDriver) Do(ctx context.Context, req *Request, resp *Response) error 
 		}
 	}
 	return fmt.Errorf("%w: every connection to %s is at its stream limit", ErrConnection, t.addr)
+}
+
+// Start implements Async.
+func (d *h2cDriver) Start(req *Request, resp *Response, done func(error)) error {
+	resp.Reset()
+	t := d.targets[req.Target%len(d.targets)]
+	cr := &resp.h2req
+	cr.Template, cr.Path, cr.Body = t.post, req.Path, req.Body
+	if req.Method == "GET" {
+		cr.Template = t.get
+	}
+	hr := &resp.h2
+	hr.Body = resp.Body[:0]
+	resp.h2done = done
+	if resp.h2cb == nil {
+		resp.h2cb = func(hr *h2c.ClientResponse, err error) {
+			if err != nil {
+				resp.h2done(classify(err))
+				return
+			}
+			resp.fill(hr)
+			resp.h2done(nil)
+		}
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		conns := *t.conns.Load()
+		start := int(t.next.Add(1))
+		var err error = h2c.ErrStreamLimit
+		for i := range conns {
+			c := conns[(start+i)%len(conns)]
+			if c.Err() != nil {
+				continue
+			}
+			err = c.RoundTrip(cr, hr, resp.h2cb)
+			if err == nil || !retryable(err) {
+				break
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) {
+			return classify(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), d.dialTimeout)
+		err = d.grow(ctx, t, len(conns))
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: every connection to %s is at its stream limit", ErrConnection, t.addr)
+}
+
+// fill copies a completed h2c response into r.
+func (r *Response) fill(hr *h2c.ClientResponse) {
+	r.Status = hr.Status
+	r.Body = hr.Body
+	if len(hr.Headers) > 0 {
+		r.Location = append(r.Location, hr.Headers[0]...)
+	}
+	if len(hr.Headers) > 1 && len(hr.Headers[1]) > 0 {
+		r.Charged, r.HasCharged = nchf.ParseCharged(hr.Headers[1])
+	}
 }
 
 // grow drops dead connections and dials one more when the snapshot still

@@ -71,6 +71,14 @@ type Config struct {
 	// Tick, when set, is called from one goroutine about once a second
 	// with the figures of the last complete second.
 	Tick func(Tick)
+	// Pacing, when positive, makes workers wake on multiples of it and
+	// send every request due by then in one batch: fewer wake-ups and
+	// system calls per request, at the cost of sends up to Pacing late
+	// (which the latency, measured from the due time, shows).
+	Pacing time.Duration
+	// NoAsync sends through a goroutine per request in flight even when
+	// the driver implements driver.Async.
+	NoAsync bool
 	// Phase, when set, is called when the run enters a phase
 	// ("ramp-up", "warm-up", "measure", "drain", "done").
 	Phase func(name string)

@@ -196,3 +196,29 @@ func TestScheduleRamp(t *testing.T) {
 		t.Fatalf("flow 500 at %v", at)
 	}
 }
+
+// Requests beyond the timeout are counted as timeouts, their outcome as
+// unresolved, and the run still ends (sessions released).
+func TestTimeouts(t *testing.T) {
+	for _, proto := range []string{"h2c", "http1"} {
+		t.Run(proto, func(t *testing.T) {
+			checkGoroutines(t)
+			fake := startFake(t, fakechf.Options{Delay: func() time.Duration { return 150 * time.Millisecond }})
+			d := newDriver(t, proto, fake.Addr())
+			sc := scenario.Default()
+			sc.Subscribers.Count = 100
+			sc.Load = scenario.Load{TPS: 100}
+			sc.Timeout = scenario.Duration(40 * time.Millisecond)
+			sc.Data.ThinkTime = scenario.Duration(20 * time.Millisecond)
+			sc.Voice.ThinkTime = scenario.Duration(20 * time.Millisecond)
+			sc.Phases = scenario.Phases{Duration: scenario.Duration(500 * time.Millisecond)}
+			st := runWithTimeout(t, Config{Scenario: sc, Driver: d})
+			if st.Errors["timeout"] == 0 || st.Unresolved == 0 {
+				t.Fatalf("errors %v, unresolved %d", st.Errors, st.Unresolved)
+			}
+			if count, _, _, dropped := st.Totals(); count+dropped != st.Offered {
+				t.Fatalf("completed %d + dropped %d != offered %d", count, dropped, st.Offered)
+			}
+		})
+	}
+}

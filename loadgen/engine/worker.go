@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/chf-testbed/testbed/loadgen/driver"
@@ -41,6 +42,10 @@ type flow struct {
 	req     driver.Request
 	resp    driver.Response
 	heapIdx int
+	// async path
+	cb        func(error)
+	abandoned atomic.Bool // set by the worker when it gave up on the request
+	liveIdx   int
 }
 
 type flowHeap []*flow
@@ -87,9 +92,14 @@ type worker struct {
 	senders  int
 	dispatch chan *flow
 	complete chan *flow
-	k        int64 // next global flow index of this worker
-	nextAt   int64
-	genDone  bool
+	// async path (driver.Async): no sender goroutines
+	async     driver.Async
+	live      []*flow // requests in flight
+	immediate []*flow // completed without a callback (failed to start, expired)
+	nextScan  int64
+	k         int64 // next global flow index of this worker
+	nextAt    int64
+	genDone   bool
 
 	// statistics
 	ops            [NumOps]OpStats
@@ -124,7 +134,7 @@ func newWorker(id, n int, cfg *Config, first scenario.SUPI, start time.Time, sch
 		lateDrop: int64(sc.LateDrop),
 		cap:      c,
 		dispatch: make(chan *flow, c),
-		complete: make(chan *flow, c),
+		complete: make(chan *flow, 2*c),
 		k:        int64(id),
 		errors:   map[string]int64{},
 		ledger:   NewLedger(sc.Subscribers.Count),
@@ -135,6 +145,9 @@ func newWorker(id, n int, cfg *Config, first scenario.SUPI, start time.Time, sch
 		w.ops[i].Service = histogram.New()
 	}
 	w.iv.hist = agg.getHist()
+	if a, ok := cfg.Driver.(driver.Async); ok && !cfg.NoAsync {
+		w.async = a
+	}
 	w.nextAt = sched.at(w.k)
 	return w
 }
@@ -150,6 +163,15 @@ func (w *worker) run(ctx context.Context) {
 		now := w.now()
 		for now >= w.nextSec {
 			w.flush()
+		}
+		if w.async != nil && len(w.live) > 0 && now >= w.nextScan {
+			w.expire(now)
+			w.nextScan = now + int64(expireScan)
+		}
+		for len(w.immediate) > 0 {
+			f := w.immediate[len(w.immediate)-1]
+			w.immediate = w.immediate[:len(w.immediate)-1]
+			w.completed(f)
 		}
 		for !w.genDone && w.nextAt <= now {
 			if w.nextAt >= w.stopAt {
@@ -178,15 +200,24 @@ func (w *worker) run(ctx context.Context) {
 		if len(w.heap) > 0 && w.heap[0].due < next {
 			next = w.heap[0].due
 		}
+		if w.async != nil && len(w.live) > 0 && w.nextScan < next {
+			next = w.nextScan
+		}
+		if len(w.immediate) > 0 {
+			next = now
+		}
+		if p := int64(w.cfg.Pacing); p > 0 {
+			next = (next + p - 1) / p * p // wake on pacing ticks: sends batch
+		}
 		timer.Reset(time.Duration(next - now))
 		select {
 		case f := <-w.complete:
-			w.completed(f)
+			w.receive(f)
 			// take every completion already waiting before looking at the clock
 			for more := true; more; {
 				select {
 				case f := <-w.complete:
-					w.completed(f)
+					w.receive(f)
 				default:
 					more = false
 				}
@@ -202,6 +233,18 @@ func (w *worker) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// expireScan is how often in-flight async requests are checked against the
+// timeout.
+const expireScan = 50 * time.Millisecond
+
+// receive handles a flow back from a sender or a driver callback.
+func (w *worker) receive(f *flow) {
+	if f.abandoned.Load() {
+		return // already completed as a timeout; the object stays with the driver
+	}
+	w.completed(f)
 }
 
 // flush publishes the current one-second interval and starts the next.
@@ -287,11 +330,71 @@ func (w *worker) send(f *flow) {
 		w.ledger.Touch(f.sub)
 	}
 	w.inflight++
+	if w.async != nil {
+		f.sent = w.now()
+		w.build(f)
+		f.abandoned.Store(false)
+		if f.cb == nil {
+			f.cb = func(err error) {
+				w.finish(f, err)
+				if !f.abandoned.Load() {
+					w.complete <- f
+				}
+			}
+		}
+		w.track(f)
+		if err := w.async.Start(&f.req, &f.resp, f.cb); err != nil {
+			w.untrack(f)
+			w.finish(f, err)
+			w.immediate = append(w.immediate, f)
+		}
+		return
+	}
 	if w.inflight > w.senders {
 		w.senders++
 		go w.sender()
 	}
 	w.dispatch <- f
+}
+
+// track adds f to the requests in flight on the async path.
+func (w *worker) track(f *flow) {
+	f.liveIdx = len(w.live)
+	w.live = append(w.live, f)
+}
+
+// untrack removes f from the requests in flight.
+func (w *worker) untrack(f *flow) {
+	i := f.liveIdx
+	last := len(w.live) - 1
+	w.live[i] = w.live[last]
+	w.live[i].liveIdx = i
+	w.live[last] = nil
+	w.live = w.live[:last]
+}
+
+// expire gives up on async requests in flight beyond the timeout: each is
+// completed as a timeout and its flow object abandoned to the driver (a
+// copy carries the session on).
+func (w *worker) expire(now int64) {
+	for i := 0; i < len(w.live); {
+		f := w.live[i]
+		if time.Duration(now-f.sent) < w.timeout {
+			i++
+			continue
+		}
+		f.abandoned.Store(true)
+		w.untrack(f)
+		c := w.getFlow()
+		c.kind, c.op, c.sub, c.step, c.seq, c.target, c.due, c.sent, c.first = f.kind, f.op, f.sub, f.step, f.seq, f.target, f.due, f.sent, f.first
+		if f.op != OpCreate { // a create's callback may be writing f.ref
+			c.ref = append(c.ref[:0], f.ref...)
+		}
+		c.supi = append(c.supi[:0], f.supi...)
+		c.class, c.errKind, c.status, c.charged, c.hasChg = classTimeout, driver.ErrTimeout, 0, 0, false
+		c.done, c.liveIdx = now, -1
+		w.immediate = append(w.immediate, c)
+	}
 }
 
 // drainBacklog sends queued requests while the pool has room, dropping new
@@ -320,6 +423,9 @@ func (w *worker) drainBacklog(now int64) {
 // completed records f's finished request and schedules what follows.
 func (w *worker) completed(f *flow) {
 	w.inflight--
+	if w.async != nil && f.liveIdx >= 0 && f.liveIdx < len(w.live) && w.live[f.liveIdx] == f {
+		w.untrack(f)
+	}
 	lat := time.Duration(f.done - f.due)
 	svc := time.Duration(f.done - f.sent)
 	late := f.sent-f.due > w.lateThr
@@ -412,40 +518,46 @@ var (
 	}()
 )
 
-// perform builds and sends f's current request and classifies the answer.
+// perform builds and sends f's current request and classifies the answer
+// (sender goroutine path).
 func (w *worker) perform(f *flow) {
 	f.sent = w.now()
+	w.build(f)
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	err := w.cfg.Driver.Do(ctx, &f.req, &f.resp)
+	cancel()
+	w.finish(f, err)
+}
+
+// build prepares f's current request in f.req.
+func (w *worker) build(f *flow) {
 	f.class, f.errKind, f.status, f.charged, f.hasChg = "", nil, 0, 0, false
 	r := &f.req
 	r.Target = f.target
 	r.Body = nil
 	r.Method = http.MethodPost
-	var want int
 	switch f.op {
 	case OpBalance:
 		r.Method = http.MethodGet
 		f.path = nchf.AppendAccountPath(f.path[:0], f.supi)
-		want = http.StatusOK
 	case OpCreate, OpEvent:
 		f.path = append(f.path[:0], nchf.PathCreate...)
 		f.body = nchf.AppendBody(f.body[:0], w.request(f))
 		r.Body = f.body
-		want = http.StatusCreated
 	case OpUpdate:
 		f.path = nchf.AppendUpdatePath(f.path[:0], f.ref)
 		f.body = nchf.AppendBody(f.body[:0], w.request(f))
 		r.Body = f.body
-		want = http.StatusOK
 	case OpRelease:
 		f.path = nchf.AppendReleasePath(f.path[:0], f.ref)
 		f.body = nchf.AppendBody(f.body[:0], w.request(f))
 		r.Body = f.body
-		want = http.StatusNoContent
 	}
 	r.Path = f.path
-	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
-	err := w.cfg.Driver.Do(ctx, r, &f.resp)
-	cancel()
+}
+
+// finish classifies the outcome of f's request; err is the driver's.
+func (w *worker) finish(f *flow, err error) {
 	f.done = w.now()
 	if err != nil {
 		f.errKind = err
@@ -458,8 +570,15 @@ func (w *worker) perform(f *flow) {
 	}
 	f.status = f.resp.Status
 	f.charged, f.hasChg = f.resp.Charged, f.resp.HasCharged
-	ok := f.status == want || (f.op == OpEvent || f.op == OpCreate) && f.status == http.StatusOK ||
-		f.op == OpRelease && f.status == http.StatusOK
+	var ok bool
+	switch f.op {
+	case OpBalance, OpUpdate:
+		ok = f.status == http.StatusOK
+	case OpCreate, OpEvent:
+		ok = f.status == http.StatusCreated || f.status == http.StatusOK
+	case OpRelease:
+		ok = f.status == http.StatusNoContent || f.status == http.StatusOK
+	}
 	if !ok {
 		if c, found := statusClasses[f.status]; found {
 			f.class = c

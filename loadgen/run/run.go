@@ -56,6 +56,9 @@ type Options struct {
 	Proto    string
 	Conns    int
 	Workers  int
+	// Pacing and NoAsync tune the engine (see engine.Config).
+	Pacing  time.Duration
+	NoAsync bool
 	// CPU lists the components of the system under test to sample; the
 	// load generator itself is always sampled as report.LoadgenComponent.
 	CPU []cpu.Source
@@ -124,6 +127,8 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		Scenario: sc,
 		Driver:   d,
 		Workers:  o.Workers,
+		Pacing:   o.Pacing,
+		NoAsync:  o.NoAsync,
 		Tick:     prog.tick,
 		Phase: func(name string) {
 			switch name {
