@@ -43,6 +43,9 @@ type Config struct {
 	// MaxRecordSize bounds the stored size of one record; larger writes get
 	// RECORD_TOO_BIG. 0 = 1 MiB (Aerospike's default write-block-size).
 	MaxRecordSize int
+	// MaxConnections bounds the open client connections; more are closed
+	// at once. 0 = 10000.
+	MaxConnections int
 	// NodeName is the node id reported to clients; empty = derived from the
 	// listen address, so that a restarted server keeps its name.
 	NodeName string
@@ -78,6 +81,7 @@ type Stats struct {
 	Requests       atomic.Int64 // AS_MSG requests (a batch or scan counts once)
 	InfoRequests   atomic.Int64
 	Reclaimed      atomic.Int64 // expired records deleted in the background
+	Refused        atomic.Int64 // connections closed over Config.MaxConnections
 }
 
 // StatsSnapshot is a copy of the counters.
@@ -109,6 +113,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxMessageSize <= 0 {
 		cfg.MaxMessageSize = 16 << 20
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 10000
 	}
 	if cfg.MaxRecordSize <= 0 {
 		cfg.MaxRecordSize = 1 << 20
@@ -314,6 +321,14 @@ func (s *Server) acceptLoop(ln net.Listener) error {
 			s.mu.Unlock()
 			nc.Close()
 			return ErrClosed
+		}
+		if len(s.conns) >= s.cfg.MaxConnections {
+			s.mu.Unlock()
+			nc.Close()
+			if s.stats.Refused.Add(1)%1000 == 1 {
+				s.log.Warn("aslite refusing connections over the limit", "limit", s.cfg.MaxConnections, "refused", s.stats.Refused.Load())
+			}
+			continue
 		}
 		s.conns[nc] = struct{}{}
 		s.wg.Add(1)
