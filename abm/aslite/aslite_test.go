@@ -839,3 +839,26 @@ func TestClientReconnectsAfterRestart(t *testing.T) {
 		t.Fatalf("after restart: %v %v", rec, err)
 	}
 }
+
+func TestClientWithCredentials(t *testing.T) {
+	s := startServer(t, Config{})
+	host, port, _ := net.SplitHostPort(s.Addr())
+	var p int
+	for _, ch := range port {
+		p = p*10 + int(ch-'0')
+	}
+	cp := as.NewClientPolicy()
+	cp.User, cp.Password = "admin", "secret"
+	c, err := as.NewClientWithPolicy(cp, host, p)
+	if err != nil {
+		t.Fatalf("connect with credentials: %v", err)
+	}
+	defer c.Close()
+	k := key(t, "accounts", "cred")
+	if err := c.Put(wp(), k, as.BinMap{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(nil, k); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -466,6 +466,13 @@ func (s *Server) serveOne(c *conn) error {
 	case protoInfo:
 		s.stats.InfoRequests.Add(1)
 		c.out = s.handleInfo(c, c.out, body)
+	case protoAdmin:
+		// Security is not enabled (as on Community Edition): clients
+		// configured with a user carry on without logging in.
+		var at int
+		c.out, at = beginProto(c.out)
+		c.out = append(c.out, 0, rcSecurityNotEnabled, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+		finishProto(c.out, at, protoAdmin)
 	case protoMsg:
 		s.stats.Requests.Add(1)
 		if err := s.handleMsg(c, body); err != nil {

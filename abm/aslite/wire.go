@@ -95,17 +95,18 @@ const (
 
 // Result codes the server answers with.
 const (
-	rcOK               = 0
-	rcServerError      = 1
-	rcKeyNotFound      = 2
-	rcGeneration       = 3
-	rcParameter        = 4
-	rcKeyExists        = 5
-	rcBinType          = 12
-	rcRecordTooBig     = 13
-	rcUnsupported      = 16
-	rcInvalidNamespace = 20
-	rcBinNameTooLong   = 21
+	rcOK                 = 0
+	rcServerError        = 1
+	rcKeyNotFound        = 2
+	rcGeneration         = 3
+	rcParameter          = 4
+	rcKeyExists          = 5
+	rcBinType            = 12
+	rcRecordTooBig       = 13
+	rcUnsupported        = 16
+	rcInvalidNamespace   = 20
+	rcBinNameTooLong     = 21
+	rcSecurityNotEnabled = 52
 )
 
 // ErrMalformed is returned by the decoders when a message does not parse;
