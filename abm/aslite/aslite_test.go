@@ -862,3 +862,45 @@ func TestClientWithCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestLifecycle(t *testing.T) {
+	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("no namespace: %v", err)
+	}
+	if _, err := New(Config{Namespaces: []string{"a;b"}}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("bad namespace: %v", err)
+	}
+	s, err := New(Config{Namespaces: []string{"chf"}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Addr() == "" && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s.Addr() != ln.Addr().String() {
+		t.Fatalf("Addr %q, want %q", s.Addr(), ln.Addr())
+	}
+	c := newClient(t, s.Addr())
+	if err := c.Put(wp(), key(t, "accounts", 1), as.BinMap{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Serve returned %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := s.Start("127.0.0.1:0"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Start after Close: %v", err)
+	}
+}
