@@ -27,20 +27,17 @@ type Chart struct {
 }
 
 // SVG renders c as an SVG document.
-func (c Chart) SVG() (string, error) {
+func (c Chart) SVG() (svg string, err error) {
+	defer func() {
+		if r := recover(); r != nil { // gonum/plot panics on degenerate axes
+			svg, err = "", fmt.Errorf("cannot render chart %q: %v", c.Title, r)
+		}
+	}()
 	p := plot.New()
 	p.Title.Text = c.Title
 	p.X.Label.Text = c.X
 	p.Y.Label.Text = c.Y
 	p.Add(plotter.NewGrid())
-	if c.LogX {
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	}
-	if c.LogY {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	}
 	for i, s := range c.Lines {
 		xy := s.XY
 		if c.LogX || c.LogY {
@@ -57,6 +54,15 @@ func (c Chart) SVG() (string, error) {
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 		p.Legend.Add(s.Name, l)
+	}
+	// Log axes only over positive data (an empty chart stays linear).
+	if c.LogX && p.X.Min > 0 && p.X.Max > p.X.Min {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	if c.LogY && p.Y.Min > 0 && p.Y.Max > p.Y.Min {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
 	p.Legend.Top = true
 	wt, err := p.WriterTo(8*vg.Inch, 3.6*vg.Inch, "svg")
