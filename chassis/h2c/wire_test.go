@@ -25,11 +25,15 @@ func TestServerH2load(t *testing.T) {
 		}
 		t.Skip("h2load not installed")
 	}
-	s := &Server{Handler: echoHandler}
+	// A 64 KiB stream window makes the 200 KiB bodies wait for WINDOW_UPDATEs.
+	s := &Server{Handler: echoHandler, MaxBodySize: 1 << 20, InitialWindowSize: 65535}
 	addr := startServer(t, s)
-	body := bytes.Repeat([]byte("j"), 300)
-	dataFile := t.TempDir() + "/body.json"
-	if err := os.WriteFile(dataFile, body, 0o644); err != nil {
+	dir := t.TempDir()
+	dataFile, bigFile := dir+"/body.json", dir+"/big.bin"
+	if err := os.WriteFile(dataFile, bytes.Repeat([]byte("j"), 300), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bigFile, bytes.Repeat([]byte("b"), 200<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -37,6 +41,7 @@ func TestServerH2load(t *testing.T) {
 	for _, args := range [][]string{
 		{"-n", "4000", "-c", "4", "-m", "64", "http://" + addr + "/get"},
 		{"-n", "2000", "-c", "2", "-m", "32", "-d", dataFile, "-H", "content-type: application/json", "http://" + addr + "/post"},
+		{"-n", "40", "-c", "2", "-m", "8", "-d", bigFile, "http://" + addr + "/big"},
 	} {
 		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 		if err != nil {
