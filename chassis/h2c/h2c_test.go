@@ -520,3 +520,63 @@ func TestHead(t *testing.T) {
 		t.Fatalf("HEAD: %d, content-length %d", resp.StatusCode, resp.ContentLength)
 	}
 }
+
+// TestClientServerCancelStress mixes completed and cancelled streams on
+// one connection (client resets, server discards) and checks that every
+// completed response belongs to its request despite stream pooling.
+func TestClientServerCancelStress(t *testing.T) {
+	s := &Server{Handler: func(w *Response, r *Request) {
+		if len(r.Body) > 0 && r.Body[0]%4 == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		w.AddHeaderBytes("x-echo", r.Path)
+		w.Write(r.Body)
+	}}
+	addr := startServer(t, s)
+	c, err := Dial(context.Background(), addr, &ClientOptions{CaptureHeaders: []string{"x-echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tmpl := NewRequestTemplate("POST", addr, "")
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var resp ClientResponse
+			for i := 0; i < 60; i++ {
+				body := []byte{byte(g + i), byte(g), byte(i)}
+				path := []byte(fmt.Sprintf("/%d/%d", g, i))
+				timeout := time.Second
+				if i%3 == 0 {
+					timeout = time.Millisecond
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				resp.Body = resp.Body[:0]
+				err := c.Do(ctx, &ClientRequest{Template: tmpl, Path: path, Body: body}, &resp)
+				cancel()
+				if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrStreamLimit) {
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(resp.Body, body) || string(resp.Headers[0]) != string(path) {
+					errs <- fmt.Errorf("request %s got body %v header %q", path, resp.Body, resp.Headers[0])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := c.Active(); n != 0 {
+		t.Fatalf("%d streams still active", n)
+	}
+}
