@@ -67,7 +67,11 @@ func childServer(b *testing.B) (string, int) {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run", "^TestBenchServerProcess$")
-	cmd.Env = append(os.Environ(), "ASLITE_BENCH_CHILD=1", "GOMAXPROCS=2")
+	procs := os.Getenv("ASLITE_BENCH_SERVER_PROCS") // GOMAXPROCS of the server
+	if procs == "" {
+		procs = "2"
+	}
+	cmd.Env = append(os.Environ(), "ASLITE_BENCH_CHILD=1", "GOMAXPROCS="+procs)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
