@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -47,11 +48,44 @@ type Server struct {
 	// Logger receives connection-level errors; nil means slog.Default().
 	Logger *slog.Logger
 
+	stats serverCounters
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*serverConn]struct{}
 	shutdown  bool
 	connsDone chan struct{} // closed when conns becomes empty during shutdown
+}
+
+// ServerStats are cumulative counters of a Server (ConnsOpen is a gauge).
+type ServerStats struct {
+	ConnsOpen    int64  // connections being served
+	ConnsTotal   uint64 // connections accepted (after the preface)
+	Requests     uint64 // requests handed to the Handler
+	Refused      uint64 // streams refused beyond MaxConcurrentStreams
+	Rejected     uint64 // requests answered 413/431 without the Handler
+	StreamErrors uint64 // RST_STREAM sent for malformed or failed streams
+	ConnErrors   uint64 // connections ended by GOAWAY with an error code
+}
+
+type serverCounters struct {
+	connsOpen                               atomic.Int64
+	connsTotal, requests, refused, rejected atomic.Uint64
+	streamErrors, connErrors                atomic.Uint64
+}
+
+// Stats returns the server's counters; safe for concurrent use.
+func (s *Server) Stats() ServerStats {
+	c := &s.stats
+	return ServerStats{
+		ConnsOpen:    c.connsOpen.Load(),
+		ConnsTotal:   c.connsTotal.Load(),
+		Requests:     c.requests.Load(),
+		Refused:      c.refused.Load(),
+		Rejected:     c.rejected.Load(),
+		StreamErrors: c.streamErrors.Load(),
+		ConnErrors:   c.connErrors.Load(),
+	}
 }
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -290,6 +324,9 @@ func (sc *serverConn) serve(c net.Conn) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
+	sc.srv.stats.connsTotal.Add(1)
+	sc.srv.stats.connsOpen.Add(1)
+	defer sc.srv.stats.connsOpen.Add(-1)
 	l := &sc.l
 	l.mu.Lock()
 	l.init(c, br)
@@ -365,6 +402,7 @@ func (e connError) Error() string {
 }
 
 func (sc *serverConn) goAway(code http2.ErrCode, reason string) error {
+	sc.srv.stats.connErrors.Add(1)
 	l := &sc.l
 	l.mu.Lock()
 	l.goAwayLocked(sc.maxClientID, code, reason)
@@ -489,6 +527,7 @@ func (sc *serverConn) onHeaders(f *http2.HeadersFrame) error {
 		sc.cur = st
 	}
 	if refuse {
+		sc.srv.stats.refused.Add(1)
 		l.wf.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		l.kickLocked()
 	}
@@ -699,6 +738,7 @@ func (sc *serverConn) abortLocked(st *sstream) {
 
 // resetStream sends RST_STREAM and forgets the stream.
 func (sc *serverConn) resetStream(id uint32, code http2.ErrCode) {
+	sc.srv.stats.streamErrors.Add(1)
 	l := &sc.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -713,6 +753,7 @@ func (sc *serverConn) resetStream(id uint32, code http2.ErrCode) {
 // reject answers a receiving stream with an empty error response, asks the
 // client to stop sending (RST_STREAM NO_ERROR) and forgets the stream.
 func (sc *serverConn) reject(st *sstream, status int) {
+	sc.srv.stats.rejected.Add(1)
 	l := &sc.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -741,6 +782,7 @@ func (sc *serverConn) releaseLocked(st *sstream) {
 
 func (sc *serverConn) dispatch(st *sstream) {
 	st.state = stateDispatched
+	sc.srv.stats.requests.Add(1)
 	if sc.srv.InlineHandler {
 		sc.runHandler(st)
 		return

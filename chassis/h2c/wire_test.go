@@ -201,6 +201,10 @@ func TestServerMalformed(t *testing.T) {
 				t.Errorf("stream %d: got %q, want %q", id, got[id], w)
 			}
 		}
+		st := s.Stats()
+		if st.Rejected < 1 || st.StreamErrors < 2 || st.Requests < 1 || st.ConnErrors < 10 || st.ConnsTotal < 11 {
+			t.Errorf("stats %+v", st)
+		}
 	})
 	t.Run("refused beyond MaxConcurrentStreams", func(t *testing.T) {
 		block := make(chan struct{})
