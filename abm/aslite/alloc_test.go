@@ -80,3 +80,36 @@ func TestHotPathAllocs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHandle measures decoding and executing a request in process,
+// without the network: what aslite itself adds to the syscalls.
+func BenchmarkHandle(b *testing.B) {
+	s, err := New(Config{Namespaces: []string{"chf"}, Logger: quietLogger(), ReclaimInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	c := connPool.New().(*conn)
+	c.nc = &fakeConn{}
+	k, _ := as.NewKey("chf", "accounts", "imsi-001010000000001")
+	bal := []byte{0, 0, 0, 0, 0, 0, 0, 100}
+	put := buildMsg(0, info2Write, 0, k.Digest(),
+		wireOp{op: opWrite, ptype: ptInteger, name: []byte("balance"), val: bal},
+		wireOp{op: opWrite, ptype: ptString, name: []byte("currency"), val: []byte("EUR")},
+		wireOp{op: opWrite, ptype: ptBlob, name: []byte("res"), val: make([]byte, 100)})
+	get := buildMsg(info1Read|info1GetAll, 0, 0, k.Digest())
+	for _, bc := range []struct {
+		name string
+		msg  []byte
+	}{{"put", put}, {"get", get}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				c.out = c.out[:0]
+				if err := s.handleMsg(c, bc.msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
