@@ -70,11 +70,11 @@ type Server struct {
 	stop     chan struct{}
 	started  time.Time
 
-	stats Stats
+	stats counters
 }
 
-// Stats are counters of a server's activity; read them with Server.Stats.
-type Stats struct {
+// counters are the live counters behind Server.Stats.
+type counters struct {
 	Connections    atomic.Int64 // open client connections
 	ConnsAccepted  atomic.Int64
 	BadConnections atomic.Int64 // connections closed because of a malformed message
@@ -84,10 +84,16 @@ type Stats struct {
 	Refused        atomic.Int64 // connections closed over Config.MaxConnections
 }
 
-// StatsSnapshot is a copy of the counters.
-type StatsSnapshot struct {
-	Connections, ConnsAccepted, BadConnections, Requests, InfoRequests, Reclaimed int64
-	Objects                                                                       int64
+// Stats is a snapshot of a server's activity.
+type Stats struct {
+	Connections    int64 // open client connections
+	ConnsAccepted  int64 // connections accepted since start
+	BadConnections int64 // connections closed because of a malformed message
+	Refused        int64 // connections closed over Config.MaxConnections
+	Requests       int64 // AS_MSG requests (a batch or a scan counts once)
+	InfoRequests   int64 // info requests
+	Reclaimed      int64 // expired records deleted by Reclaim
+	Objects        int64 // records stored, all namespaces (expired ones until reclaimed)
 }
 
 // ErrClosed is returned by Serve and Start after Close.
@@ -242,14 +248,15 @@ func (s *Server) Close() error {
 }
 
 // Stats returns a snapshot of the server's counters.
-func (s *Server) Stats() StatsSnapshot {
-	st := StatsSnapshot{
+func (s *Server) Stats() Stats {
+	st := Stats{
 		Connections:    s.stats.Connections.Load(),
 		ConnsAccepted:  s.stats.ConnsAccepted.Load(),
 		BadConnections: s.stats.BadConnections.Load(),
 		Requests:       s.stats.Requests.Load(),
 		InfoRequests:   s.stats.InfoRequests.Load(),
 		Reclaimed:      s.stats.Reclaimed.Load(),
+		Refused:        s.stats.Refused.Load(),
 	}
 	for _, ns := range s.ns {
 		st.Objects += ns.objects.Load()
