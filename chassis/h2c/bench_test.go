@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,6 +176,12 @@ func runBenchServer(kind string) {
 				go srv.ServeConn(c, &http2.ServeConnOpts{Handler: http.HandlerFunc(stdJSONHandler)})
 			}
 		}()
+	}
+	if path := os.Getenv("H2C_BENCH_SERVER_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
 	}
 	io.Copy(io.Discard, os.Stdin)
 }
