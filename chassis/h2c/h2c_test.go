@@ -28,7 +28,7 @@ func echoHandler(w *Response, r *Request) {
 		w.AddHeaderInt("x-chf-charged", int64(len(r.Body)))
 		w.Write(r.Body)
 	default:
-		w.AddHeaderBytes("x-path", r.Path)
+		w.AddHeaderBytes("X-Path", r.Path)
 		w.WriteString(`{"ok":true}`)
 	}
 }

@@ -2,6 +2,7 @@ package h2c
 
 import (
 	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -102,16 +103,19 @@ func (w *Response) SetStatus(code int) { w.status = code }
 // Status returns the status code set so far.
 func (w *Response) Status() int { return w.status }
 
-// AddHeader adds a header field. name must be lowercase. The field is
+// AddHeader adds a header field. name should be lowercase (HTTP/2 field
+// names are; an uppercase name is lowered at the cost of an allocation).
+// The field is
 // indexed in the connection's HPACK dynamic table, so use it for values
 // that repeat (content-type, fixed tokens); name and value are retained by
 // the connection's HPACK table and must not be built from reused memory.
 func (w *Response) AddHeader(name, value string) {
-	w.hdrs = append(w.hdrs, respField{name: name, value: value})
+	w.hdrs = append(w.hdrs, respField{name: strings.ToLower(name), value: value})
 }
 
 // SetHeader replaces any fields named name by one with value (see AddHeader).
 func (w *Response) SetHeader(name, value string) {
+	name = strings.ToLower(name)
 	w.del(name)
 	w.AddHeader(name, value)
 }
@@ -122,7 +126,7 @@ func (w *Response) SetHeader(name, value string) {
 func (w *Response) AddHeaderBytes(name string, value []byte) {
 	s := span{int32(len(w.vals)), int32(len(value))}
 	w.vals = append(w.vals, value...)
-	w.hdrs = append(w.hdrs, respField{name: name, v: s, byValue: true})
+	w.hdrs = append(w.hdrs, respField{name: strings.ToLower(name), v: s, byValue: true})
 }
 
 // AddHeaderInt adds a never-indexed header field with a decimal value,
@@ -130,7 +134,7 @@ func (w *Response) AddHeaderBytes(name string, value []byte) {
 func (w *Response) AddHeaderInt(name string, v int64) {
 	off := len(w.vals)
 	w.vals = strconv.AppendInt(w.vals, v, 10)
-	w.hdrs = append(w.hdrs, respField{name: name, v: span{int32(off), int32(len(w.vals) - off)}, byValue: true})
+	w.hdrs = append(w.hdrs, respField{name: strings.ToLower(name), v: span{int32(off), int32(len(w.vals) - off)}, byValue: true})
 }
 
 func (w *Response) del(name string) {
