@@ -113,10 +113,12 @@ func (p *partition) put(d *digest, e entry, rec []byte, old *entry) {
 }
 
 // grow makes room for need more bytes: it compacts the arena into a new
-// mapping half as large again as the live bytes plus need.
+// mapping twice as large as the live bytes plus need. Pages of a mapping
+// are resident only once written, so the headroom costs address space,
+// not memory, and saves remappings.
 func (p *partition) grow(need int) {
 	live := len(p.arena) - p.dead
-	p.rebuild(live + need + (live+need)/2)
+	p.rebuild(max(2*(live+need), 16<<10))
 }
 
 // rebuild copies the live records into a new arena of capacity size.
