@@ -47,6 +47,9 @@ func buildChf(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv("CHARTS_LAB_HELPER"); mode != "" {
+		os.Exit(labHelper(mode, os.Getenv("CHARTS_LAB_ADDR")))
+	}
 	code := m.Run()
 	if chfDir != "" {
 		os.RemoveAll(chfDir)
