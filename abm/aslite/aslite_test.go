@@ -327,6 +327,19 @@ func TestGenerationAndExistsPolicies(t *testing.T) {
 		t.Fatalf("after replace: %v %v", rec, err)
 	}
 	f("update-only", func(p *as.WritePolicy) { p.RecordExistsAction = as.UPDATE_ONLY }, types.OK)
+	// A generation-checked operate: a stale generation changes nothing.
+	rec, _ = c.Get(nil, k)
+	p := wp()
+	p.GenerationPolicy = as.EXPECT_GEN_EQUAL
+	p.Generation = rec.Generation - 1
+	if _, err := c.Operate(p, k, as.PutOp(as.NewBin("v", "stale")), as.GetOp()); !isRC(err, types.GENERATION_ERROR) {
+		t.Fatalf("stale operate: %v", err)
+	}
+	p.Generation = rec.Generation
+	got, err := c.Operate(p, k, as.PutOp(as.NewBin("v", "fresh")), as.GetOp())
+	if err != nil || got.Bins["v"] != "fresh" || got.Generation != rec.Generation+1 {
+		t.Fatalf("operate: %v %v", got, err)
+	}
 }
 
 func TestConcurrentGenerationCheckedRMW(t *testing.T) {
