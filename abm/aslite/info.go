@@ -105,8 +105,6 @@ func (s *Server) infoValue(c *conn, dst []byte, name string) []byte {
 			dst = append(dst, ns.name...)
 		}
 		return dst
-	case "namespace":
-		// "namespace/<ns>" arrives as cmd "namespace/<ns>"; handled below.
 	case "statistics":
 		st := s.Stats()
 		dst = append(dst, "cluster_size=1;objects="...)
@@ -133,6 +131,7 @@ func (s *Server) infoValue(c *conn, dst []byte, name string) []byte {
 	case "truncate", "truncate-namespace":
 		return s.infoTruncate(dst, cmd, params)
 	}
+	// Commands with a path: namespace/<ns>, sets/<ns>[/<set>].
 	if rest, ok := strings.CutPrefix(name, "namespace/"); ok {
 		ns := s.byName[rest]
 		if ns == nil {
