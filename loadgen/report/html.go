@@ -144,21 +144,38 @@ func (r *Result) WriteHTML(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var md bytes.Buffer
-	r.WriteMarkdown(&md)
-	var b bytes.Buffer
-	b.WriteString(`<!DOCTYPE html><html><head><meta charset="utf-8"><title>loadgen result</title><style>
-body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td:first-child,th:first-child{text-align:left}.fail{color:#b00;font-weight:bold}.pass{color:#070;font-weight:bold}
-svg{max-width:100%;height:auto}</style></head><body>`)
-	b.WriteString(markdownToHTML(md.String()))
+	return WritePage(w, "loadgen result", func(md io.Writer) { r.WriteMarkdown(md) }, charts)
+}
+
+// WritePage writes a self-contained HTML page: the Markdown that md writes
+// (the small subset the reports use), then the charts as inline SVG.
+func WritePage(w io.Writer, title string, md func(io.Writer), charts []Chart) error {
+	svgs := make([]string, 0, len(charts))
 	for _, c := range charts {
 		svg, err := c.SVG()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "<h2>%s</h2>\n%s\n", html.EscapeString(c.Title), svg)
+		svgs = append(svgs, fmt.Sprintf("<h2>%s</h2>\n%s", html.EscapeString(c.Title), svg))
+	}
+	return WriteSVGPage(w, title, md, svgs)
+}
+
+// WriteSVGPage writes a self-contained HTML page: the Markdown that md
+// writes, then the given inline SVG fragments.
+func WriteSVGPage(w io.Writer, title string, md func(io.Writer), svgs []string) error {
+	var mdb bytes.Buffer
+	md(&mdb)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<!DOCTYPE html><html><head><meta charset="utf-8"><title>%s</title><style>
+body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}.fail{color:#b00;font-weight:bold}.pass{color:#070;font-weight:bold}
+svg{max-width:100%%;height:auto}</style></head><body>`, html.EscapeString(title))
+	b.WriteString(markdownToHTML(mdb.String()))
+	for _, s := range svgs {
+		b.WriteString(s)
+		b.WriteString("\n")
 	}
 	b.WriteString("</body></html>\n")
 	if _, err := w.Write(b.Bytes()); err != nil {

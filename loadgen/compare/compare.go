@@ -1,0 +1,249 @@
+// Package compare puts load results side by side (the network model table
+// of the reference deployment): TPS, latency percentiles, jitter, CPU per
+// component and SUT CPU per transaction, each with its ratio to a baseline
+// run, as Markdown and as an HTML page with grouped bar charts. Sweeps
+// compare by their knee (the step at the knee is the row) and their
+// curves.
+package compare
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/chf-testbed/testbed/loadgen/report"
+	"github.com/chf-testbed/testbed/loadgen/sweep"
+)
+
+// ErrInput is returned for inputs that cannot be compared.
+var ErrInput = errors.New("compare: bad input")
+
+// Run is one column of the comparison.
+type Run struct {
+	Label  string
+	Result *report.Result // the run, or the sweep's knee step
+	Sweep  *sweep.Result  // set for sweeps
+}
+
+// Load reads a run or sweep result file.
+func Load(path, label string) (Run, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Run{}, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	var probe struct {
+		SchemaVersion int    `json:"schema_version"`
+		Kind          string `json:"kind"`
+		Label         string `json:"label"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return Run{}, fmt.Errorf("cannot decode %s: %w", path, err)
+	}
+	if probe.SchemaVersion != report.SchemaVersion {
+		return Run{}, fmt.Errorf("%w %d in %s", report.ErrSchema, probe.SchemaVersion, path)
+	}
+	if label == "" {
+		label = probe.Label
+	}
+	if label == "" {
+		label = path
+	}
+	if probe.Kind == sweep.Kind {
+		var s sweep.Result
+		if err := json.Unmarshal(b, &s); err != nil {
+			return Run{}, fmt.Errorf("cannot decode sweep %s: %w", path, err)
+		}
+		k := s.Knee()
+		if k == nil {
+			return Run{}, fmt.Errorf("%w: sweep %s has no step that met its SLO", ErrInput, path)
+		}
+		return Run{Label: label, Result: k.Result, Sweep: &s}, nil
+	}
+	var r report.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Run{}, fmt.Errorf("cannot decode %s: %w", path, err)
+	}
+	return Run{Label: label, Result: &r}, nil
+}
+
+// Table is the comparison.
+type Table struct {
+	Runs     []Run
+	Baseline int
+}
+
+// New checks the baseline index.
+func New(runs []Run, baseline int) (*Table, error) {
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("%w: nothing to compare", ErrInput)
+	}
+	if baseline < 0 || baseline >= len(runs) {
+		return nil, fmt.Errorf("%w: baseline %d out of range 0..%d", ErrInput, baseline, len(runs)-1)
+	}
+	return &Table{Runs: runs, Baseline: baseline}, nil
+}
+
+// components returns every CPU component of every run.
+func (t *Table) components() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range t.Runs {
+		for _, c := range r.Result.Components() {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i] == report.LoadgenComponent) != (out[j] == report.LoadgenComponent) {
+			return out[j] == report.LoadgenComponent
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// Ratio returns v/base, or 0 when base is 0.
+func Ratio(v, base float64) float64 {
+	if base == 0 {
+		return 0
+	}
+	return v / base
+}
+
+// WriteMarkdown writes the side-by-side table.
+func (t *Table) WriteMarkdown(w io.Writer) {
+	b := t.Runs[t.Baseline].Result
+	fmt.Fprintf(w, "# loadgen comparison\n\nBaseline: %s. Ratios are run / baseline.\n\n", t.Runs[t.Baseline].Label)
+	comps := t.components()
+	fmt.Fprintf(w, "| run | TPS | ×TPS | p50 ms | p99 ms | ×p99 | p99.9 ms | jitter | ×jitter |")
+	for _, c := range comps {
+		fmt.Fprintf(w, " CPU %% %s |", c)
+	}
+	fmt.Fprintf(w, " SUT µs/txn | ×µs/txn |\n|---|")
+	for i := 0; i < 8+len(comps)+2; i++ {
+		fmt.Fprintf(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	for _, run := range t.Runs {
+		r := run.Result
+		label := run.Label
+		if run.Sweep != nil {
+			label += fmt.Sprintf(" (knee %.0f TPS)", run.Sweep.KneeTPS)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |", label, r.TPS, Ratio(r.TPS, b.TPS),
+			r.LatencyMs.P50, r.LatencyMs.P99, Ratio(r.LatencyMs.P99, b.LatencyMs.P99), r.LatencyMs.P999, r.JitterCV, Ratio(r.JitterCV, b.JitterCV))
+		for _, c := range comps {
+			fmt.Fprintf(w, " %.1f |", r.CPUPercent[c])
+		}
+		fmt.Fprintf(w, " %.1f | %.2f |\n", r.SUTCPUUsTxn, Ratio(r.SUTCPUUsTxn, b.SUTCPUUsTxn))
+	}
+}
+
+// Charts returns grouped bar charts (and, for sweeps, the overlaid
+// curves) as inline SVG charts.
+func (t *Table) Charts() ([]string, error) {
+	var out []string
+	groups := []struct {
+		title, unit string
+		names       []string
+		value       func(r *report.Result, i int) float64
+	}{
+		{"Throughput", "TPS", []string{"TPS"}, func(r *report.Result, _ int) float64 { return r.TPS }},
+		{"Latency", "ms", []string{"p50", "p99", "p99.9"}, func(r *report.Result, i int) float64 {
+			return [...]float64{r.LatencyMs.P50, r.LatencyMs.P99, r.LatencyMs.P999}[i]
+		}},
+		{"SUT CPU per transaction", "µs", []string{"SUT µs/txn"}, func(r *report.Result, _ int) float64 { return r.SUTCPUUsTxn }},
+	}
+	comps := t.components()
+	groups = append(groups, struct {
+		title, unit string
+		names       []string
+		value       func(r *report.Result, i int) float64
+	}{"CPU per component", "% of one core", comps, func(r *report.Result, i int) float64 { return r.CPUPercent[comps[i]] }})
+	for _, g := range groups {
+		if len(g.names) == 0 {
+			continue
+		}
+		svg, err := t.bars(g.title, g.unit, g.names, g.value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, svg)
+	}
+	var curves []report.Chart
+	for _, run := range t.Runs {
+		if run.Sweep == nil {
+			continue
+		}
+		for i, c := range run.Sweep.Charts() {
+			if i >= len(curves) {
+				curves = append(curves, report.Chart{Title: c.Title, X: c.X, Y: c.Y, LogY: c.LogY})
+			}
+			for _, l := range c.Lines {
+				curves[i].Lines = append(curves[i].Lines, report.Series{Name: run.Label + " " + l.Name, XY: l.XY})
+			}
+		}
+	}
+	for _, c := range curves {
+		svg, err := c.SVG()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, svg)
+	}
+	return out, nil
+}
+
+// bars draws one grouped bar chart: a group per name, a bar per run.
+func (t *Table) bars(title, unit string, names []string, value func(*report.Result, int) float64) (string, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = unit
+	w := vg.Points(float64(60) / float64(len(t.Runs)))
+	for ri, run := range t.Runs {
+		vals := make(plotter.Values, len(names))
+		for i := range names {
+			vals[i] = value(run.Result, i)
+		}
+		b, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return "", fmt.Errorf("cannot chart %s: %w", title, err)
+		}
+		b.Color = plotutil.Color(ri)
+		b.LineStyle.Color = color.Black
+		b.Offset = w * vg.Length(float64(ri)-float64(len(t.Runs)-1)/2)
+		p.Add(b)
+		p.Legend.Add(run.Label, b)
+	}
+	p.Legend.Top = true
+	p.NominalX(names...)
+	wt, err := p.WriterTo(8*vg.Inch, 3.6*vg.Inch, "svg")
+	if err != nil {
+		return "", fmt.Errorf("cannot render %s: %w", title, err)
+	}
+	var buf bytesBuffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return "", fmt.Errorf("cannot render %s: %w", title, err)
+	}
+	return buf.svg(), nil
+}
+
+// WriteHTML writes the comparison page.
+func (t *Table) WriteHTML(w io.Writer) error {
+	svgs, err := t.Charts()
+	if err != nil {
+		return err
+	}
+	return report.WriteSVGPage(w, "loadgen comparison", func(md io.Writer) { t.WriteMarkdown(md) }, svgs)
+}

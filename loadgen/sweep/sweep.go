@@ -1,0 +1,205 @@
+// Package sweep steps the offered load to find the highest rate a system
+// sustains within its latency SLO (the knee). Each step is an ordinary
+// measured run (warm-up, duration, audit) producing a report.Result; the
+// sweep adds the verdict per step and the capacity curves.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/chf-testbed/testbed/loadgen/report"
+)
+
+// Kind marks a sweep result file.
+const Kind = "sweep"
+
+// ErrConfig is returned for an unusable sweep configuration.
+var ErrConfig = errors.New("sweep: invalid config")
+
+// SLO is what a step must meet.
+type SLO struct {
+	P99Ms        float64 `json:"p99_ms"`         // 0 = no latency limit
+	MaxErrorRate float64 `json:"max_error_rate"` // errors / transactions
+	MaxLateRate  float64 `json:"max_late_rate"`  // (late + dropped) / offered
+	// MinAchieved is the smallest achieved/offered TPS ratio (default 0.95).
+	MinAchieved float64 `json:"min_achieved"`
+}
+
+// Check reports whether r meets the SLO, and if not why.
+func (s SLO) Check(r *report.Result) (bool, string) {
+	minAch := s.MinAchieved
+	if minAch <= 0 {
+		minAch = 0.95
+	}
+	switch {
+	case r.Transactions == 0:
+		return false, "no transaction completed"
+	case s.P99Ms > 0 && r.LatencyMs.P99 > s.P99Ms:
+		return false, fmt.Sprintf("p99 %.2f ms > %.2f ms", r.LatencyMs.P99, s.P99Ms)
+	case r.ErrorRate > s.MaxErrorRate:
+		return false, fmt.Sprintf("error rate %.4f > %.4f (%v)", r.ErrorRate, s.MaxErrorRate, r.ErrorClasses)
+	case r.Offered > 0 && float64(r.Late+r.Dropped)/float64(r.Offered) > s.MaxLateRate:
+		return false, fmt.Sprintf("late+dropped %.4f of offered > %.4f", float64(r.Late+r.Dropped)/float64(r.Offered), s.MaxLateRate)
+	case r.OfferedTPS > 0 && r.TPS < minAch*r.OfferedTPS:
+		return false, fmt.Sprintf("achieved %.0f TPS < %.0f%% of offered %.0f", r.TPS, 100*minAch, r.OfferedTPS)
+	case !r.Audit.Skipped && !r.Audit.OK:
+		return false, "balance audit failed: " + r.Audit.Reason
+	}
+	return true, ""
+}
+
+// Config is one sweep.
+type Config struct {
+	Start, Step, Max float64 // offered TPS
+	// UntilBreak stops at the first step that misses the SLO.
+	UntilBreak bool
+	SLO        SLO
+	// RunStep performs one measured run at tps. It may return a result
+	// together with an error (a failed audit): the step then fails.
+	RunStep func(ctx context.Context, tps float64) (*report.Result, error)
+	// Progress, when set, is told about each finished step.
+	Progress func(Step)
+}
+
+// Step is one rate of the sweep.
+type Step struct {
+	OfferedTPS float64        `json:"offered_tps"`
+	Pass       bool           `json:"pass"`
+	Reason     string         `json:"reason,omitempty"`
+	Result     *report.Result `json:"result"`
+}
+
+// Result is a whole sweep.
+type Result struct {
+	SchemaVersion   int     `json:"schema_version"`
+	Kind            string  `json:"kind"`
+	Label           string  `json:"label,omitempty"`
+	SLO             SLO     `json:"slo"`
+	Steps           []Step  `json:"steps"`
+	KneeTPS         float64 `json:"knee_tps"` // highest offered TPS that met the SLO (0: none)
+	FirstFailTPS    float64 `json:"first_fail_tps,omitempty"`
+	FirstFailReason string  `json:"first_fail_reason,omitempty"`
+}
+
+// Knee returns the step at the knee, or nil.
+func (r *Result) Knee() *Step {
+	for i := range r.Steps {
+		if r.Steps[i].Pass && r.Steps[i].OfferedTPS == r.KneeTPS {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Run performs the sweep.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Start <= 0 || cfg.Step <= 0 || cfg.Max < cfg.Start || cfg.RunStep == nil {
+		return nil, fmt.Errorf("%w: need 0 < start <= max, step > 0 and a step runner", ErrConfig)
+	}
+	res := &Result{SchemaVersion: report.SchemaVersion, Kind: Kind, SLO: cfg.SLO}
+	for tps := cfg.Start; tps <= cfg.Max+1e-9; tps += cfg.Step {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		r, err := cfg.RunStep(ctx, tps)
+		if r == nil {
+			return res, fmt.Errorf("cannot run the step at %.0f TPS: %w", tps, err)
+		}
+		st := Step{OfferedTPS: tps, Result: r}
+		st.Pass, st.Reason = cfg.SLO.Check(r)
+		if err != nil && st.Pass {
+			st.Pass, st.Reason = false, err.Error()
+		}
+		res.Steps = append(res.Steps, st)
+		if cfg.Progress != nil {
+			cfg.Progress(st)
+		}
+		if st.Pass {
+			if res.FirstFailTPS == 0 {
+				res.KneeTPS = tps
+			}
+			continue
+		}
+		if res.FirstFailTPS == 0 {
+			res.FirstFailTPS, res.FirstFailReason = tps, st.Reason
+		}
+		if cfg.UntilBreak {
+			break
+		}
+	}
+	return res, nil
+}
+
+// WriteMarkdown writes the sweep table.
+func (r *Result) WriteMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "# loadgen sweep\n\n")
+	fmt.Fprintf(w, "SLO: p99 <= %.2f ms, error rate <= %.4f, late+dropped <= %.4f of offered.\n\n", r.SLO.P99Ms, r.SLO.MaxErrorRate, r.SLO.MaxLateRate)
+	if r.KneeTPS > 0 {
+		fmt.Fprintf(w, "Knee: **%.0f TPS** offered met the SLO", r.KneeTPS)
+	} else {
+		fmt.Fprintf(w, "Knee: no step met the SLO")
+	}
+	if r.FirstFailTPS > 0 {
+		fmt.Fprintf(w, "; first failure at %.0f TPS: %s.\n\n", r.FirstFailTPS, r.FirstFailReason)
+	} else {
+		fmt.Fprintf(w, "; no step failed.\n\n")
+	}
+	fmt.Fprintf(w, "| offered TPS | achieved TPS | p50 ms | p99 ms | p99.9 ms | jitter | errors | late | dropped | SUT µs/txn | SLO |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, s := range r.Steps {
+		x := s.Result
+		v := "met"
+		if !s.Pass {
+			v = "missed: " + s.Reason
+		}
+		fmt.Fprintf(w, "| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %d | %d | %d | %.1f | %s |\n",
+			s.OfferedTPS, x.TPS, x.LatencyMs.P50, x.LatencyMs.P99, x.LatencyMs.P999, x.JitterCV, x.Errors, x.Late, x.Dropped, x.SUTCPUUsTxn, v)
+	}
+}
+
+// Charts returns the capacity curves: achieved vs offered TPS, latency vs
+// offered TPS and CPU per component vs offered TPS.
+func (r *Result) Charts() []report.Chart {
+	var ideal, achieved, p50, p99, p999 plotter.XYs
+	cpu := map[string]plotter.XYs{}
+	var comps []string
+	for _, s := range r.Steps {
+		x := s.OfferedTPS
+		ideal = append(ideal, plotter.XY{X: x, Y: x})
+		achieved = append(achieved, plotter.XY{X: x, Y: s.Result.TPS})
+		p50 = append(p50, plotter.XY{X: x, Y: s.Result.LatencyMs.P50})
+		p99 = append(p99, plotter.XY{X: x, Y: s.Result.LatencyMs.P99})
+		p999 = append(p999, plotter.XY{X: x, Y: s.Result.LatencyMs.P999})
+		for _, c := range s.Result.Components() {
+			if _, ok := cpu[c]; !ok {
+				comps = append(comps, c)
+			}
+			cpu[c] = append(cpu[c], plotter.XY{X: x, Y: s.Result.CPUPercent[c]})
+		}
+	}
+	charts := []report.Chart{
+		{Title: "Achieved vs offered", X: "offered TPS", Y: "achieved TPS", Lines: []report.Series{{Name: "offered", XY: ideal}, {Name: "achieved", XY: achieved}}},
+		{Title: "Latency vs offered load", X: "offered TPS", Y: "ms", LogY: true, Lines: []report.Series{{Name: "p50", XY: p50}, {Name: "p99", XY: p99}, {Name: "p99.9", XY: p999}}},
+	}
+	if r.SLO.P99Ms > 0 && len(r.Steps) > 0 {
+		slo := plotter.XYs{{X: r.Steps[0].OfferedTPS, Y: r.SLO.P99Ms}, {X: r.Steps[len(r.Steps)-1].OfferedTPS, Y: r.SLO.P99Ms}}
+		charts[1].Lines = append(charts[1].Lines, report.Series{Name: "SLO p99", XY: slo})
+	}
+	if len(comps) > 0 {
+		c := report.Chart{Title: "CPU per component vs offered load", X: "offered TPS", Y: "% of one core"}
+		for _, k := range comps {
+			c.Lines = append(c.Lines, report.Series{Name: k, XY: cpu[k]})
+		}
+		charts = append(charts, c)
+	}
+	return charts
+}
+
+// WriteHTML writes the sweep page (offline, inline SVG).
+func (r *Result) WriteHTML(w io.Writer) error {
+	return report.WritePage(w, "loadgen sweep", func(md io.Writer) { r.WriteMarkdown(md) }, r.Charts())
+}
