@@ -209,6 +209,19 @@ func (c *Conn) Active() int {
 	return int(c.active)
 }
 
+// MaxStreams returns how many streams may be in flight at once: the
+// server's SETTINGS_MAX_CONCURRENT_STREAMS, capped by
+// ClientOptions.MaxConcurrentStreams. Size worker pools or queues by it.
+func (c *Conn) MaxStreams() int {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	n := c.l.peerMaxStreams
+	if m := c.opts.MaxConcurrentStreams; m > 0 && m < n {
+		n = m
+	}
+	return int(n)
+}
+
 // Close sends GOAWAY, fails streams in flight with ErrClosed and closes
 // the connection. It waits for the connection's goroutines to end.
 func (c *Conn) Close() error {

@@ -353,6 +353,9 @@ func TestClientStreamLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if n := c.MaxStreams(); n != 4 {
+		t.Fatalf("MaxStreams %d, want 4", n)
+	}
 	if err := c.RoundTrip(&ClientRequest{Template: tmpl, Path: []byte("/")}, &resps[4], nil); !errors.Is(err, ErrStreamLimit) {
 		t.Fatalf("5th stream: %v", err)
 	}

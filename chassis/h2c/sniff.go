@@ -18,6 +18,8 @@ const SniffTimeout = 10 * time.Second
 // one that sends nothing within SniffTimeout is closed.
 //
 // Closing either listener stops it; ln is closed once both are closed.
+// Serve both, or close the one not served: connections routed to an
+// unserved listener wait until it is closed.
 // When ln.Accept fails permanently, both return that error.
 func Sniff(ln net.Listener) (h2, h1 net.Listener) {
 	s := &sniffer{ln: ln, done: make(chan struct{})}
