@@ -129,6 +129,27 @@ func materializeConfig(t *testing.T, o *objects, spec corev1.PodSpec, c corev1.C
 	}
 }
 
+// fakeKubeconfig points client-go at an address where nothing listens.
+const fakeKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster:
+    server: https://127.0.0.1:1
+    insecure-skip-tls-verify: true
+users:
+- name: fake
+  user:
+    token: fake
+contexts:
+- name: fake
+  context:
+    cluster: fake
+    user: fake
+    namespace: chf
+current-context: fake
+`
+
 // flagName maps CHF_MAX_BODY to max-body, the flag it configures.
 func flagName(env string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "CHF_")), "_", "-")
@@ -148,11 +169,18 @@ func checkFlags(t *testing.T, bin string, o *objects, spec corev1.PodSpec, c cor
 		args = append(args, expandRefs(a, env))
 	}
 	sub := args[0]
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(fakeKubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	run := func(extra ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+		// In a pod, client-go finds the API server from the service
+		// account; here a kubeconfig pointing nowhere stands in for it
+		// (--check-flags builds clients but must not connect).
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "KUBECONFIG=" + kubeconfig}
 		for k, v := range env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
