@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/discovery/kubernetes"
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
 // EnvPrefix prefixes the environment variable of every flag.
@@ -78,7 +80,7 @@ type peerOptions struct {
 }
 
 // WithNamespace sets the Kubernetes namespace of the peer service
-// (--k8s-namespace).
+// (--k8s-namespace; empty = $POD_NAMESPACE).
 func WithNamespace(ns string) PeerOption { return func(o *peerOptions) { o.namespace = ns } }
 
 // WithNetwork selects the Multus network whose pod addresses are used
@@ -127,7 +129,23 @@ func PeerSource(mode, peer string, opts ...PeerOption) (discovery.Source, error)
 	case DiscoveryDNS:
 		return discovery.DNS(peer, discovery.DNSConfig{Interval: o.resolveEvery, Resolver: o.resolver})
 	case DiscoveryKubernetes:
-		return nil, fmt.Errorf("chassis: --discovery=kubernetes is not available yet")
+		src, err := kubernetes.PeerSource(o.namespace, peer, o.network)
+		if err != nil {
+			return nil, fmt.Errorf("cannot build Kubernetes discovery for %s: %w", peer, err)
+		}
+		return src, nil
 	}
 	return nil, fmt.Errorf("%w %q (want static, dns or kubernetes)", ErrUnknownDiscovery, mode)
+}
+
+// TelemetryFlags registers --trace-ratio and --otlp-endpoint on fs and
+// returns the telemetry.Config they fill (Service is set by the caller).
+// After ParseFlags, pass it to telemetry.Setup.
+func TelemetryFlags(fs *flag.FlagSet) *telemetry.Config {
+	cfg := &telemetry.Config{}
+	fs.Float64Var(&cfg.TraceRatio, "trace-ratio", 0,
+		"share of new traces sampled at this service, 0..1 (requests arriving with a sampled W3C traceparent are always traced while an OTLP endpoint is set); 0 for load runs")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "",
+		"OTLP/HTTP collector endpoint for traces, host:port (plain HTTP) or URL; empty disables tracing")
+	return cfg
 }

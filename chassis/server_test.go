@@ -63,7 +63,7 @@ func TestServerHealthReadyMetrics(t *testing.T) {
 	var mu sync.Mutex
 	var readyErr error = errors.New("aerospike unreachable")
 	s := startServer(t, ServerConfig{
-		Service: "ocp",
+		Service: "metrics-test",
 		Handler: echoHandler,
 		Ready: func(ctx context.Context) error {
 			mu.Lock()
@@ -95,10 +95,10 @@ func TestServerHealthReadyMetrics(t *testing.T) {
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, want := range []string{
-		`http_server_request_duration_seconds_count{http_response_status_code="200",http_route="/ocp/v1/charge",service="ocp"} 3`,
+		`http_server_request_duration_seconds_count{http_response_status_code="200",http_route="/ocp/v1/charge",service="metrics-test"} 3`,
 		`http_route="/chf/v1/accounts/{id}"`,
 		`http_server_request_duration_seconds_bucket{`,
-		`http_server_active_requests{service="ocp"} `,
+		`http_server_active_requests{service="metrics-test"} `,
 		"process_cpu_seconds_total ",
 		"process_resident_memory_bytes ",
 	} {

@@ -39,8 +39,9 @@ type Config struct {
 	// ConsecutiveFailures ejects an endpoint after that many failed calls in a
 	// row (default 5; negative disables ejection).
 	ConsecutiveFailures int
-	// BaseEjection is the first ejection time; the n-th consecutive
-	// ejection lasts n times as long, up to MaxEjection (defaults 5s, 60s).
+	// BaseEjection is the first ejection time; the n-th ejection in a row
+	// lasts n times as long, up to MaxEjection (defaults 5s, 60s). An
+	// endpoint that stays in rotation for MaxEjection starts over at 1.
 	BaseEjection time.Duration
 	MaxEjection  time.Duration
 	// MaxEjectedPercent caps the share of endpoints ejected at once
@@ -72,6 +73,7 @@ type Endpoint[T any] struct {
 	consecFail   atomic.Int32
 	ejections    atomic.Int32 // consecutive ejections, for back-off
 	ejectedUntil atomic.Int64 // Unix ns; 0 = in rotation
+	readmitted   atomic.Int64 // Unix ns of the last readmission
 }
 
 // NewEndpoint returns an endpoint for addr carrying conn.
@@ -208,6 +210,7 @@ func (b *Balancer[T]) readmit(eps []*Endpoint[T]) bool {
 	for _, e := range eps {
 		if u := e.ejectedUntil.Load(); u != 0 && now >= u && e.ejectedUntil.CompareAndSwap(u, 0) {
 			e.consecFail.Store(0)
+			e.readmitted.Store(now)
 			b.ejected.Add(-1)
 		}
 	}
@@ -277,9 +280,6 @@ func (b *Balancer[T]) Done(e *Endpoint[T], ok bool) {
 		if e.consecFail.Load() != 0 {
 			e.consecFail.Store(0)
 		}
-		if e.ejections.Load() != 0 && e.ejectedUntil.Load() == 0 {
-			e.ejections.Store(0)
-		}
 		return
 	}
 	if b.cfg.ConsecutiveFailures < 0 {
@@ -303,12 +303,16 @@ func (b *Balancer[T]) eject(e *Endpoint[T]) {
 	if int(b.ejected.Load()) >= limit {
 		return
 	}
+	now := b.cfg.Now()
+	if r := e.readmitted.Load(); r != 0 && now-r > int64(b.cfg.MaxEjection) {
+		e.ejections.Store(0) // healthy long enough: back-off starts over
+	}
 	k := time.Duration(e.ejections.Add(1))
 	d := b.cfg.BaseEjection * k
 	if d > b.cfg.MaxEjection || d <= 0 {
 		d = b.cfg.MaxEjection
 	}
-	if !e.ejectedUntil.CompareAndSwap(0, b.cfg.Now()+int64(d)) {
+	if !e.ejectedUntil.CompareAndSwap(0, now+int64(d)) {
 		return
 	}
 	e.consecFail.Store(0)
