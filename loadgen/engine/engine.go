@@ -125,8 +125,8 @@ type Stats struct {
 	Series        []Tick
 	Ledger        *Ledger
 	// Unresolved counts charging requests whose outcome is unknown
-	// (timeout, connection failure): the audit cannot expect to reconcile
-	// exactly when it is not zero.
+	// (timeout, connection failure, 5xx answer): the audit cannot expect
+	// to reconcile exactly when it is not zero.
 	Unresolved int64
 	// MissingCharged counts 2xx charging answers without X-Chf-Charged.
 	MissingCharged int64

@@ -454,7 +454,9 @@ func (w *worker) completed(f *flow) {
 		w.iv.errs++
 	}
 	if f.op != OpBalance {
-		if f.errKind != nil {
+		if f.errKind != nil || f.status >= 500 {
+			// no answer, or a server error: the charge may or may not
+			// have been applied
 			w.unresolved++
 		} else if f.hasChg {
 			w.ledger.Add(f.sub, f.charged)

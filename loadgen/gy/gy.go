@@ -74,6 +74,9 @@ type Config struct {
 	// MaxPending bounds the requests awaiting an answer (default 65536);
 	// beyond it Go returns ErrTooManyCalls.
 	MaxPending int
+	// Dial opens the TCP connection (default: a net.Dialer with Timeout);
+	// set it to bind a source address or to wrap the connection.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Service is one Multiple-Services-Credit-Control of a request.
@@ -216,8 +219,11 @@ func DialConfig(ctx context.Context, cfg Config) (*Conn, error) {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = 65536
 	}
-	d := net.Dialer{Timeout: cfg.Timeout}
-	nc, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: cfg.Timeout}
+		cfg.Dial = d.DialContext
+	}
+	nc, err := cfg.Dial(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot dial gy peer %s: %w", cfg.Addr, err)
 	}

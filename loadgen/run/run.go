@@ -32,8 +32,12 @@ var ErrAudit = errors.New("run: audit failed")
 
 // Audit modes.
 const (
-	AuditAuto = "auto" // full when the range is at most FullAuditMax, else touched with a known initial balance, else off
-	AuditFull = "full" // read every balance of the range before and after
+	// AuditAuto reads the initial balances of the whole range when it is
+	// at most FullAuditMax (or trusts InitialBalance), and the final
+	// balances of the subscribers the run touched.
+	AuditAuto = "auto"
+	// AuditFull reads every balance of the range before and after.
+	AuditFull = "full"
 	AuditOff  = "off"
 )
 
@@ -171,9 +175,11 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if doAudit {
 		// Reservations of sessions that ended are freed synchronously by the
 		// CHF, so the final read can follow at once.
-		idx := audit.AllIndexes(sc.Subscribers.Count)
-		if mode == AuditAuto && sc.Subscribers.Count > FullAuditMax {
-			idx = st.Ledger.TouchedList()
+		// auto: the subscribers the run touched (untouched balances cannot
+		// have moved); full: the whole range, which also proves that.
+		idx := st.Ledger.TouchedList()
+		if mode == AuditFull {
+			idx = audit.AllIndexes(sc.Subscribers.Count)
 		}
 		t0 := time.Now()
 		final, err := audit.Read(context.Background(), d, first, idx, o.AuditConcurrency)
