@@ -241,3 +241,35 @@ func TestServiceFlagsAccepted(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadgenFlagsExist checks that every flag the loadgen Job passes is a
+// flag of `loadgen run` (the values are checked by loadgen at run time).
+func TestLoadgenFlagsExist(t *testing.T) {
+	helmBin(t)
+	if testing.Short() {
+		t.Skip("builds ./cmd/loadgen; skipped with -short")
+	}
+	o := renderDecoded(t, loadgenModels[0], "--set", "label=calico-pinned", "--set", "cpu={cgw=http://chf-cgw:8080/metrics}",
+		"--set-json", `scenario={"name":"x"}`)
+	args := o.jobs[0].Spec.Template.Spec.Containers[0].Args
+	bin := filepath.Join(t.TempDir(), "loadgen")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/loadgen")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("cannot build ./cmd/loadgen: %v\n%s", err, out)
+	}
+	help, _ := exec.CommandContext(ctx, bin, args[0], "--help").CombinedOutput()
+	if !strings.Contains(string(help), "-target") {
+		t.Skipf("loadgen %s does not exist yet:\n%s", args[0], help)
+	}
+	for _, a := range args[1:] {
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		if !regexp.MustCompile(`(?m)^\s+-` + regexp.QuoteMeta(strings.TrimPrefix(a, "--")) + `\b`).Match(help) {
+			t.Errorf("the loadgen Job passes %s, which loadgen %s does not define:\n%s", a, args[0], help)
+		}
+	}
+}
