@@ -115,7 +115,7 @@ func TestLab(t *testing.T) {
 			t.Parallel()
 			prefix := fmt.Sprintf("%s%c-", base, 'a'+i)
 			lab, env, leftovers := labFor(t, prefix)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			t.Cleanup(func() {
 				lab(context.Background(), "down").Run()
