@@ -3,8 +3,13 @@
 //
 //	loadgen run     --target http://HOST:PORT[,...] [flags]   one measured run
 //	loadgen local   [--duration 30s] [--rate N] [--json FILE]  start `chf local`, run, report, stop
+//	loadgen sweep   (--target URL | --local) [--start --step --max --slo-p99]  find the knee
+//	loadgen compare A.json B.json ... [--labels] [--baseline N]  side-by-side table
+//	loadgen gate    --baseline-chf A --candidate-chf B | --baseline-files ... --candidate-files ...
+//	loadgen merge   -o OUT.json IN.json...                    combine shard results
 //
-// Exit codes: 0 success; 1 error; 2 usage; 3 the balance audit failed.
+// Exit codes: 0 success; 1 error; 2 usage; 3 the balance audit failed;
+// gate: 4 regression, 5 unmeasurable.
 package main
 
 import (
@@ -51,7 +56,7 @@ func usage() {
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintf(os.Stderr, "\nRun 'loadgen <command> --help' for the flags of a command.\n"+
-		"Exit codes: 0 success, 1 error, 2 usage, 3 balance audit failed.\n")
+		"Exit codes: 0 success, 1 error, 2 usage, 3 balance audit failed; gate: 4 regression, 5 unmeasurable.\n")
 }
 
 // usageError marks errors that should exit with exitUsage.
@@ -73,8 +78,12 @@ func main() {
 	}
 	err := cmd.run(os.Args[2:])
 	var ue usageError
+	var ge gateExit
 	switch {
 	case err == nil:
+	case errors.As(err, &ge):
+		fmt.Fprintf(os.Stderr, "loadgen %s: %v\n", os.Args[1], err)
+		os.Exit(ge.code)
 	case errors.Is(err, flag.ErrHelp):
 	case errors.As(err, &ue):
 		fmt.Fprintf(os.Stderr, "loadgen %s: %v\n", os.Args[1], err)
