@@ -514,6 +514,9 @@ func checkChf(t *testing.T, m model, o *objects) {
 	if v, _ := envValue(ocp, "CHF_ABM"); v != fmt.Sprintf("%s-abm:%d", release, ports["abm"]) {
 		t.Errorf("ocp: CHF_ABM=%q", v)
 	}
+	for _, p := range o.pods {
+		checkHardened(t, "pod "+p.Name, p.Spec)
+	}
 	asHosts, _ := envValue(abm, "CHF_AEROSPIKE")
 	checkAerospike(t, o, asHosts)
 	checkRBAC(t, o)
