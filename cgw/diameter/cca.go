@@ -94,7 +94,9 @@ func appendCCA(dst []byte, c *ccr, ident []byte, a *answer) []byte {
 				dst = wire.AppendUint32(dst, wire.CodeCheckBalanceResult, wire.AVPMandatory, 0, cbr)
 			}
 		default:
-			dst = appendCost(dst, r.Charged, r.Currency, a.defaultCur)
+			if r.Result == chf.ResultSuccess || r.Charged != 0 {
+				dst = appendCost(dst, r.Charged, r.Currency, a.defaultCur)
+			}
 		}
 	}
 	wire.SetLength(dst[start:])
