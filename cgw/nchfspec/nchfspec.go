@@ -79,7 +79,7 @@ func Load(dir string) (*Validator, error) {
 	}
 	loader := openapi3.NewLoader()
 	loader.IsExternalRefsAllowed = true
-	loader.ReadFromURIFunc = readLocal
+	loader.ReadFromURIFunc = openapi3.URIMapCache(readLocal)
 	doc, err := loader.LoadFromFile(root)
 	if err != nil {
 		return nil, fmt.Errorf("cannot load %s: %w", root, err)

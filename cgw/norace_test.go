@@ -1,0 +1,5 @@
+//go:build !race
+
+package cgw
+
+const raceEnabled = false
