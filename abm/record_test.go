@@ -1,0 +1,173 @@
+package abm
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+func sampleAccount() *account {
+	a := &account{balance: 1000, debited: 5, currency: "EUR"}
+	s := a.newSession("0123456789abcdef")
+	s.lastSeq, s.expires = 7, 1_800_003_600
+	s.res = append(s.res, reservation{rg: 10, amount: 10, units: 10_000_000, expires: 1_800_001_800},
+		reservation{rg: 20, amount: 300, units: 300, expires: 1_800_001_800})
+	s.lines = append(s.lines,
+		chf.GrantLine{RatingGroup: 10, Granted: chf.Units{TotalVolume: 10_000_000}, ValidityTime: 1800, QuotaHoldingTime: 300, FinalUnit: true},
+		chf.GrantLine{RatingGroup: 99, Result: chf.ResultRatingFailed},
+		chf.GrantLine{RatingGroup: 20, Granted: chf.Units{Time: 300, UplinkVolume: 1, DownlinkVolume: 2, ServiceSpecific: 3}})
+	c := a.newSession("closed")
+	c.closed, c.lastSeq, c.expires, c.result = true, 3, 1_800_000_600, chf.ResultQuotaLimitReached
+	a.reserved = 310
+	return a
+}
+
+func TestSessionBlobRoundTrip(t *testing.T) {
+	a := sampleAccount()
+	blob := a.appendSessions(nil)
+	var b account
+	if err := b.decodeSessions(blob); err != nil {
+		t.Fatal(err)
+	}
+	if b.reserved != a.reserved || len(b.sessions) != 2 {
+		t.Fatalf("decoded reserved %d sessions %d", b.reserved, len(b.sessions))
+	}
+	if again := b.appendSessions(nil); !bytes.Equal(again, blob) {
+		t.Fatalf("re-encoding differs:\n%x\n%x", again, blob)
+	}
+	s := b.sessions[0]
+	if string(s.id) != "0123456789abcdef" || s.lastSeq != 7 || s.closed || len(s.res) != 2 || len(s.lines) != 3 || s.lines[2].Granted.ServiceSpecific != 3 || !s.lines[0].FinalUnit {
+		t.Fatalf("session %+v", s)
+	}
+	if c := b.sessions[1]; !c.closed || c.result != chf.ResultQuotaLimitReached {
+		t.Fatalf("closed session %+v", c)
+	}
+	// Decoding again into the same account does not allocate.
+	if n := testing.AllocsPerRun(100, func() { _ = b.decodeSessions(blob) }); n != 0 {
+		t.Fatalf("decode allocates %v times", n)
+	}
+	buf := make([]byte, 0, 256)
+	if n := testing.AllocsPerRun(100, func() { buf = b.appendSessions(buf[:0]) }); n != 0 {
+		t.Fatalf("encode allocates %v times", n)
+	}
+}
+
+func TestSessionBlobCorrupt(t *testing.T) {
+	blob := sampleAccount().appendSessions(nil)
+	var a account
+	for i := range len(blob) {
+		if err := a.decodeSessions(blob[:i]); i > 0 && err == nil {
+			t.Fatalf("truncated blob of %d bytes decoded", i)
+		}
+	}
+	if err := a.decodeSessions(append(blob, 0)); err == nil {
+		t.Fatal("trailing byte accepted")
+	}
+	if err := a.decodeSessions([]byte{9}); err == nil {
+		t.Fatal("unknown version accepted")
+	}
+}
+
+func FuzzDecodeSessions(f *testing.F) {
+	f.Add(sampleAccount().appendSessions(nil))
+	f.Add([]byte{1, 0})
+	f.Fuzz(func(t *testing.T, blob []byte) {
+		var a account
+		if err := a.decodeSessions(blob); err != nil {
+			return
+		}
+		// What decodes re-encodes to something that decodes the same.
+		again := a.appendSessions(nil)
+		var b account
+		if err := b.decodeSessions(again); err != nil {
+			t.Fatalf("re-encoded blob does not decode: %v", err)
+		}
+		if !bytes.Equal(b.appendSessions(nil), again) {
+			t.Fatal("encoding not stable")
+		}
+	})
+}
+
+// TestApplyInMemory checks apply's bookkeeping without a database.
+func TestApplyInMemory(t *testing.T) {
+	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 2, maxClosed: 1}
+	a := &account{balance: 100, currency: "EUR"}
+	var resp chf.ChargeResponse
+	now := int64(1000)
+	line := dataLine(0, 30_000_000) // 30 MB = 30 minor units
+	f := func(req chf.ApplyRequest, result chf.Result, charged, balance, reserved int64) {
+		t.Helper()
+		a.apply(&req, now, &lim, &resp)
+		if resp.Result != result || resp.Charged != charged || resp.Balance != balance || resp.Reserved != reserved {
+			t.Fatalf("%+v: got %+v", req, resp)
+		}
+	}
+	f(chf.ApplyRequest{Op: chf.OpCreate, Session: "a", Seq: 1, Lines: []chf.RatedLine{line}}, chf.ResultSuccess, 0, 100, 30)
+	f(chf.ApplyRequest{Op: chf.OpCreate, Session: "b", Seq: 1, Lines: []chf.RatedLine{line}}, chf.ResultSuccess, 0, 100, 60)
+	f(chf.ApplyRequest{Op: chf.OpCreate, Session: "c", Seq: 1, Lines: []chf.RatedLine{line}}, chf.ResultEndUserServiceDenied, 0, 100, 60)
+	f(chf.ApplyRequest{Op: chf.OpCreate, Session: "a", Seq: 2}, chf.ResultInvalid, 0, 100, 60)
+	// Usage beyond what the balance covers is capped: never negative.
+	over := dataLine(500_000_000, 0)
+	f(chf.ApplyRequest{Op: chf.OpRelease, Session: "a", Seq: 2, Lines: []chf.RatedLine{over}}, chf.ResultSuccess, 70, 30, 30)
+	f(chf.ApplyRequest{Op: chf.OpRelease, Session: "b", Seq: 2}, chf.ResultSuccess, 0, 30, 0)
+	// Only one closed session is kept: "a" was evicted, "b" replays.
+	f(chf.ApplyRequest{Op: chf.OpRelease, Session: "b", Seq: 2}, chf.ResultSuccess, 0, 30, 0)
+	f(chf.ApplyRequest{Op: chf.OpRelease, Session: "a", Seq: 2}, chf.ResultSessionUnknown, 0, 30, 0)
+	now += 601
+	f(chf.ApplyRequest{Op: chf.OpRelease, Session: "b", Seq: 2}, chf.ResultSessionUnknown, 0, 30, 0)
+	if len(a.sessions) != 0 || a.debited != 70 {
+		t.Fatalf("sessions %d debited %d", len(a.sessions), a.debited)
+	}
+}
+
+// BenchmarkApplyAslite measures one update (read-modify-write through the
+// official client) against an in-process aslite.
+func BenchmarkApplyAslite(b *testing.B) {
+	cl := startStore(b)
+	const supi = "imsi-001010000000001"
+	provision(b, cl, supi, 1, 1<<60)
+	svc := New(cl, Config{})
+	ctx := context.Background()
+	var resp chf.ChargeResponse
+	req := chf.ApplyRequest{Op: chf.OpCreate, SUPI: supi, Session: "0123456789abcdef", Seq: 1, Lines: []chf.RatedLine{dataLine(0, 10_000_000)}}
+	if err := svc.Apply(ctx, &req, &resp); err != nil {
+		b.Fatal(err)
+	}
+	req.Op = chf.OpUpdate
+	req.Lines[0] = dataLine(5_000_000, 10_000_000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		req.Seq++
+		if err := svc.Apply(ctx, &req, &resp); err != nil || resp.Result != chf.ResultSuccess {
+			b.Fatal(err, resp.Result)
+		}
+	}
+}
+
+// BenchmarkApplyInMemory measures decode + apply + encode of one update of
+// an account holding 8 sessions, without the database.
+func BenchmarkApplyInMemory(b *testing.B) {
+	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 1024, maxClosed: 16}
+	a := &account{balance: 1 << 60}
+	var resp chf.ChargeResponse
+	for i := range 8 {
+		req := chf.ApplyRequest{Op: chf.OpCreate, Session: string(rune('a' + i)), Seq: 1, Lines: []chf.RatedLine{dataLine(0, 10_000_000)}}
+		a.apply(&req, 1000, &lim, &resp)
+	}
+	blob := a.appendSessions(nil)
+	req := chf.ApplyRequest{Op: chf.OpUpdate, Session: "c", Seq: 1, Lines: []chf.RatedLine{dataLine(5_000_000, 10_000_000)}}
+	var acc account
+	b.ReportAllocs()
+	for b.Loop() {
+		req.Seq++
+		if err := acc.decodeSessions(blob); err != nil {
+			b.Fatal(err)
+		}
+		acc.balance = 1 << 60
+		acc.apply(&req, 1000, &lim, &resp)
+		blob = acc.appendSessions(blob[:0])
+	}
+}
