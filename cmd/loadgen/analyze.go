@@ -25,14 +25,15 @@ func mergeCmd(args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: loadgen merge -o OUT.json IN.json...\n\nCounts add up and HDR histograms merge exactly; see loadgen/README.md for CPU and series.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	inputs, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	if *out == "" || fs.NArg() == 0 {
+	if *out == "" || len(inputs) == 0 {
 		return usageError{errors.New("need -o OUT.json and at least one input")}
 	}
 	var in []*report.Result
-	for _, p := range fs.Args() {
+	for _, p := range inputs {
 		r, err := report.ReadJSON(p)
 		if err != nil {
 			return err
@@ -70,21 +71,22 @@ func compareCmd(args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: loadgen compare A.json B.json ... [--labels a,b] [--baseline N] [--md FILE] [--html FILE]\n\nInputs are run or sweep results (a sweep is represented by its knee).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	inputs, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if len(inputs) == 0 {
 		return usageError{errors.New("need at least one result file")}
 	}
 	var ls []string
 	if *labels != "" {
 		ls = strings.Split(*labels, ",")
-		if len(ls) != fs.NArg() {
-			return usageError{fmt.Errorf("--labels has %d labels for %d inputs", len(ls), fs.NArg())}
+		if len(ls) != len(inputs) {
+			return usageError{fmt.Errorf("--labels has %d labels for %d inputs", len(ls), len(inputs))}
 		}
 	}
 	var runs []compare.Run
-	for i, p := range fs.Args() {
+	for i, p := range inputs {
 		l := ""
 		if ls != nil {
 			l = ls[i]
@@ -124,4 +126,20 @@ func compareCmd(args []string) error {
 		}
 	}
 	return nil
+}
+
+// parseInterspersed parses flags that may come after positional arguments
+// ("compare A.json B.json --baseline 1") and returns the positionals.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
