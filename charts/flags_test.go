@@ -205,6 +205,7 @@ func checkFlags(t *testing.T, bin string, o *objects, spec corev1.PodSpec, c cor
 	case err != nil:
 		t.Fatalf("chf %s --check-flags rejects the chart's configuration: %v\nenv: %v\n%s", strings.Join(args, " "), err, env, out)
 	}
+	t.Logf("chf %s --check-flags: %s", sub, strings.TrimSpace(out))
 	help, _ := run("--help")
 	for k := range env {
 		if !strings.HasPrefix(k, "CHF_") {
@@ -226,7 +227,7 @@ func TestServiceFlagsAccepted(t *testing.T) {
 	}
 	for _, m := range chfModels {
 		t.Run(m.name(), func(t *testing.T) {
-			o := renderDecoded(t, m, "--set-json", `ocp.tariff={}`)
+			o := renderDecoded(t, m)
 			bin := buildChf(t)
 			for _, c := range []string{"cgw", "ocp", "abm"} {
 				t.Run(c, func(t *testing.T) {
