@@ -31,8 +31,11 @@ type ProvisionConfig struct {
 	// dropped); otherwise existing accounts are left alone and counted as
 	// skipped (the writes use CREATE_ONLY).
 	Overwrite bool
-	// Workers is the number of parallel writers (default 64).
+	// Workers is the number of parallel writers (default 16).
 	Workers int
+	// Batch is the number of accounts written per batch request (default
+	// 256; 1 writes each account with its own request).
+	Batch int
 }
 
 // ProvisionResult counts what Provision did.
@@ -74,7 +77,10 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 		cfg.Currency = "EUR"
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 64
+		cfg.Workers = 16
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 256
 	}
 	if cfg.Count < 0 || cfg.Balance < 0 {
 		return ProvisionResult{}, errors.New("abm: provision count and balance must not be negative")
@@ -110,7 +116,12 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 	fail := func(err error) {
 		errOnce.Do(func() { firstErr = err; cancel() })
 	}
-	const chunk = 256
+	chunk := cfg.Batch
+	bwp := as.NewBatchWritePolicy()
+	bwp.SendKey = true
+	bwp.RecordExistsAction = wp.RecordExistsAction
+	bp := as.NewWriteBatchPolicy()
+	bp.TotalTimeout, bp.SocketTimeout = 0, 0
 	for w := 0; w < cfg.Workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -122,14 +133,19 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 				as.NewBin(BinDebited, 0),
 				as.NewBin(BinSessions, []byte{}),
 			}
+			ops := make([]*as.Operation, len(bins))
+			for i, b := range bins {
+				ops[i] = as.PutOp(b)
+			}
+			batch := make([]as.BatchRecordIfc, 0, chunk)
 			for ctx.Err() == nil {
-				start := int(next.Add(chunk)) - chunk
+				start := int(next.Add(int64(chunk))) - chunk
 				if start >= cfg.Count {
 					return
 				}
 				end := min(start+chunk, cfg.Count)
-				for i := start; i < end && ctx.Err() == nil; i++ {
-					buf = appendSUPI(buf[:0], base+uint64(i), width)
+				if chunk == 1 {
+					buf = appendSUPI(buf[:0], base+uint64(start), width)
 					key, err := as.NewKey(cfg.Namespace, cfg.Set, string(buf))
 					if err != nil {
 						fail(fmt.Errorf("cannot build key: %w", err))
@@ -144,6 +160,33 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 						return
 					}
 					created.Add(1)
+					continue
+				}
+				batch = batch[:0]
+				for i := start; i < end; i++ {
+					buf = appendSUPI(buf[:0], base+uint64(i), width)
+					key, err := as.NewKey(cfg.Namespace, cfg.Set, string(buf))
+					if err != nil {
+						fail(fmt.Errorf("cannot build key: %w", err))
+						return
+					}
+					batch = append(batch, as.NewBatchWrite(bwp, key, ops...))
+				}
+				aerr := client.BatchOperate(bp, batch)
+				for _, r := range batch {
+					br := r.BatchRec()
+					switch {
+					case br.ResultCode == types.OK:
+						created.Add(1)
+					case !cfg.Overwrite && br.ResultCode == types.KEY_EXISTS_ERROR:
+						skipped.Add(1)
+					default:
+						if aerr == nil {
+							aerr = br.Err
+						}
+						fail(fmt.Errorf("cannot write account %v: result %d: %w", br.Key.Value(), br.ResultCode, aerr))
+						return
+					}
 				}
 			}
 		}()

@@ -154,6 +154,11 @@ func TestProvision(t *testing.T) {
 	if err != nil || res.Skipped != 2000 || res.Created != 0 {
 		t.Fatalf("re-provision without overwrite: %+v %v", res, err)
 	}
+	// One request per account, overlapping the existing range by 10.
+	res, err = Provision(ctx, cl, ProvisionConfig{First: "imsi-001010000001991", Count: 100, Balance: 1, Batch: 1, Workers: 4}, nil)
+	if err != nil || res.Skipped != 10 || res.Created != 90 {
+		t.Fatalf("unbatched provision: %+v %v", res, err)
+	}
 }
 
 func TestSUPI(t *testing.T) {

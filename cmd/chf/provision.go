@@ -27,7 +27,8 @@ func runProvision(args []string) error {
 	first := fs.String("first", "imsi-001010000000001", "first SUPI (imsi- and up to 15 digits; the next ones count up)")
 	currency := fs.String("currency", "EUR", "ISO 4217 currency of the accounts")
 	overwrite := fs.Bool("overwrite", false, "replace existing accounts (balance reset, sessions dropped); default: leave them alone and count them as skipped")
-	workers := fs.Int("workers", 64, "parallel writers")
+	workers := fs.Int("workers", 16, "parallel writers")
+	batch := fs.Int("batch", 256, "accounts per batch write request (1 = one request per account)")
 	quiet := fs.Bool("quiet", false, "no progress lines, only the summary")
 	checkFlags := fs.Bool("check-flags", false, "parse and validate flags and environment, print the resolved configuration and exit without writing")
 	fs.Usage = func() {
@@ -44,7 +45,7 @@ func runProvision(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *accounts < 0 || *balance < 0 || *workers <= 0 {
+	if *accounts < 0 || *balance < 0 || *workers <= 0 || *batch <= 0 {
 		return errors.New("cannot use --accounts, --balance, --workers: must not be negative (workers positive)")
 	}
 	if len(*currency) != 3 {
@@ -56,8 +57,8 @@ func runProvision(args []string) error {
 		}
 	}
 	if *checkFlags {
-		fmt.Printf("aerospike=%s as-namespace=%s accounts=%d balance=%d first=%s currency=%s overwrite=%v workers=%d\n",
-			*aerospike, *namespace, *accounts, *balance, *first, *currency, *overwrite, *workers)
+		fmt.Printf("aerospike=%s as-namespace=%s accounts=%d balance=%d first=%s currency=%s overwrite=%v workers=%d batch=%d\n",
+			*aerospike, *namespace, *accounts, *balance, *first, *currency, *overwrite, *workers, *batch)
 		return nil
 	}
 	cl, err := dialAerospike(hosts)
@@ -77,7 +78,7 @@ func runProvision(args []string) error {
 	}
 	res, err := abm.Provision(ctx, cl, abm.ProvisionConfig{
 		Namespace: *namespace, First: *first, Count: *accounts, Balance: *balance,
-		Currency: *currency, Overwrite: *overwrite, Workers: *workers,
+		Currency: *currency, Overwrite: *overwrite, Workers: *workers, Batch: *batch,
 	}, progress)
 	if progress != nil {
 		fmt.Fprintln(os.Stderr)
