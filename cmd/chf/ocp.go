@@ -76,8 +76,9 @@ func runOCP(args []string) error {
 
 	client, err := chassis.NewClient(chassis.ClientConfig{
 		Peer: "abm", Source: src, Logger: log,
-		// Every ABM operation is idempotent by (session, sequence number).
-		Retry: chassis.RetryConfig{Idempotent: true},
+		// Only calls that never reached an ABM are retried: a repeated
+		// event is charged once but answered with Charged = 0, which would
+		// hide the debit from the front's X-Chf-Charged reconciliation.
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create ABM client: %w", err)
