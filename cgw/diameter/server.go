@@ -59,6 +59,10 @@ type Config struct {
 	// CERTimeout is how long a new connection has to send its CER.
 	// Default 10s.
 	CERTimeout time.Duration
+	// WriteTimeout bounds how long an answer may wait for a peer that
+	// does not read; the peer is then disconnected so it cannot pin
+	// in-flight slots other peers need. Default 10s.
+	WriteTimeout time.Duration
 	// Currency is reported in Cost-Information when the core's answer
 	// names none. Default "EUR".
 	Currency string
@@ -85,6 +89,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CERTimeout <= 0 {
 		c.CERTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
 	}
 	if c.Currency == "" {
 		c.Currency = "EUR"
@@ -323,6 +330,7 @@ type peer struct {
 	wmu      sync.Mutex
 	bw       *bufio.Writer
 	pendingW atomic.Int32
+	wdl      time.Time // write deadline currently set (under wmu)
 
 	lastRead   atomic.Int64 // unix nanos
 	dwrPending atomic.Bool
@@ -508,6 +516,12 @@ func (s *Server) answerCCR(msg []byte, st *ccrState) []byte {
 func (p *peer) write(b []byte) {
 	p.pendingW.Add(1)
 	p.wmu.Lock()
+	// Refresh the write deadline only when half of it is used up: one
+	// syscall-free timer update every WriteTimeout/2 at most.
+	if now, wt := time.Now(), p.s.cfg.WriteTimeout; p.wdl.Sub(now) < wt/2 {
+		p.wdl = now.Add(wt)
+		p.conn.SetWriteDeadline(p.wdl)
+	}
 	_, err := p.bw.Write(b)
 	if p.pendingW.Add(-1) == 0 && err == nil {
 		err = p.bw.Flush()
