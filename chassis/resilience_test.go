@@ -207,3 +207,48 @@ func TestStalenessMetric(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestContext: the handler's context carries the caller's budget as
+// its deadline and its Done channel closes when the budget runs out.
+func TestRequestContext(t *testing.T) {
+	type result struct {
+		hasDeadline bool
+		left        time.Duration
+		doneErr     error
+	}
+	res := make(chan result, 1)
+	s := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
+		c := Context(ctx)
+		d, ok := c.Deadline()
+		r := result{hasDeadline: ok, left: time.Until(d)}
+		if ok {
+			select {
+			case <-c.Done():
+				r.doneErr = c.Err()
+			case <-time.After(2 * time.Second):
+			}
+		}
+		res <- r
+	}})
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://" + s.Addr() + "/x")
+	req.Header.SetMethod("POST")
+	req.Header.Set(DeadlineHeader, "50000")
+	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	if !r.hasDeadline || r.left <= 0 || r.left > 50*time.Millisecond || !errors.Is(r.doneErr, context.DeadlineExceeded) {
+		t.Fatalf("request context = %+v", r)
+	}
+	req.Header.Del(DeadlineHeader)
+	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.hasDeadline {
+		t.Fatalf("deadline without a budget header")
+	}
+}
