@@ -535,6 +535,10 @@ func TestBatches(t *testing.T) {
 	if err != nil || ex[0] || !ex[1] {
 		t.Fatalf("BatchExists: %v %v", ex, err)
 	}
+	recs, err = c.BatchGetOperate(bp, keys[:3], as.GetBinOp("i"))
+	if err != nil || recs[0] != nil || recs[1] == nil || recs[1].Bins["i"] != 1 || len(recs[1].Bins) != 1 {
+		t.Fatalf("BatchGetOperate: %v %v", recs, err)
+	}
 	// Complex batch reads.
 	brs := []*as.BatchRead{as.NewBatchRead(nil, keys[1], []string{"i"}), as.NewBatchReadHeader(nil, keys[2]), as.NewBatchRead(nil, keys[0], nil)}
 	if err := c.BatchGetComplex(bp, brs); err != nil {
