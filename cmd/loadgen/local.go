@@ -30,7 +30,7 @@ func localCmd(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadgen local [--duration 30s] [--rate N] [--json FILE] [flags]\n\n"+
 			"Starts the CHF's services locally (aslite, abm with provisioned accounts, ocp, cgw), runs the\n"+
-			"scenario (default: the built-in mix at 2000 TPS), prints the report, writes result.json, series.csv,\n"+
+			"scenario (default: the built-in mix at 1000 TPS), prints the report, writes result.json, series.csv,\n"+
 			"report.md and report.html under ./results/<timestamp>/, then stops the CHF.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
@@ -38,7 +38,7 @@ func localCmd(args []string) error {
 		return err
 	}
 	if f.rate == 0 && f.sessionsPerSec == 0 && f.scenarioFile == "" {
-		f.rate = 2000
+		f.rate = 1000
 	}
 	if f.subscribers == 0 || f.subscribers > *accounts {
 		f.subscribers = *accounts
