@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -44,7 +45,7 @@ func (s *Service) Handler() fasthttp.RequestHandler {
 			ctx.Error("cannot decode apply request: "+err.Error(), fasthttp.StatusBadRequest)
 			return
 		}
-		if err := s.Apply(ctx, &x.req, &x.resp); err != nil {
+		if err := s.Apply(chassis.Context(ctx), &x.req, &x.resp); err != nil {
 			code := fasthttp.StatusInternalServerError
 			if errors.Is(err, ErrContention) || errors.Is(err, context.DeadlineExceeded) {
 				code = fasthttp.StatusServiceUnavailable

@@ -5,6 +5,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -42,7 +43,7 @@ func Handler(c chf.Charger) fasthttp.RequestHandler {
 			ctx.Error("cannot decode charge request: "+err.Error(), fasthttp.StatusBadRequest)
 			return
 		}
-		if err := c.Charge(ctx, &x.req, &x.resp); err != nil {
+		if err := c.Charge(chassis.Context(ctx), &x.req, &x.resp); err != nil {
 			ctx.Error(err.Error(), statusFor(err))
 			return
 		}

@@ -1,0 +1,40 @@
+package abm
+
+import (
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+func TestHandler(t *testing.T) {
+	cl := startStore(t)
+	const supi = "imsi-001010000000001"
+	provision(t, cl, supi, 1, 42)
+	h := New(cl, Config{}).Handler()
+	f := func(method, path string, body []byte, status int) *fasthttp.RequestCtx {
+		t.Helper()
+		ctx := new(fasthttp.RequestCtx)
+		ctx.Request.Header.SetMethod(method)
+		ctx.Request.SetRequestURI(path)
+		ctx.Request.SetBody(body)
+		h(ctx)
+		if got := ctx.Response.StatusCode(); got != status {
+			t.Fatalf("%s %s: %d, want %d (%s)", method, path, got, status, ctx.Response.Body())
+		}
+		return ctx
+	}
+	f("POST", ApplyPath, []byte{0xc1}, fasthttp.StatusBadRequest)
+	f("GET", ApplyPath, nil, fasthttp.StatusMethodNotAllowed)
+	f("POST", "/abm/v1/other", nil, fasthttp.StatusNotFound)
+	body, _ := (&chf.ApplyRequest{Op: chf.OpBalance, SUPI: supi}).MarshalMsg(nil)
+	ctx := f("POST", ApplyPath, body, fasthttp.StatusOK)
+	var resp chf.ChargeResponse
+	if _, err := resp.UnmarshalMsg(ctx.Response.Body()); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Result != chf.ResultSuccess || resp.Balance != 42 || resp.Currency != "EUR" {
+		t.Fatalf("inquiry: %+v", resp)
+	}
+}
