@@ -2,8 +2,10 @@ package diameter
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,4 +179,42 @@ func TestRealCore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkRoundTripRealCore is a Gy CCR-U/CCA over loopback through the
+// server and the real core (ocp.Processor, abm.Service, aslite in
+// process): what one Gy update costs end to end on this machine.
+func BenchmarkRoundTripRealCore(b *testing.B) {
+	const accounts = 256
+	core := realCore(b, accounts, 1_000_000_000)
+	s := startServer(b, Config{}, core)
+	p, err := gy.DialPool(context.Background(), gy.Config{Addr: s.Addr(), OriginHost: "pgw%d.loadgen.test", OriginRealm: "loadgen.test"}, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1))
+		c := p.Conn(i)
+		ctx := context.Background()
+		req := gy.Request{SessionID: c.NewSessionID(), Type: gy.Initial, IMSI: fmt.Sprintf("0010100000%05d", 1+i%accounts),
+			Services: []gy.Service{{RatingGroup: 10, Request: true}}}
+		var a gy.Answer
+		if err := c.Do(ctx, &req, &a); err != nil || a.ResultCode != 2001 {
+			b.Errorf("create: %v %d", err, a.ResultCode)
+			return
+		}
+		req.Type = gy.Update
+		req.Services[0].Used = chf.Units{TotalVolume: 1_000_000}
+		for pb.Next() {
+			req.Number++
+			if err := c.Do(ctx, &req, &a); err != nil || a.ResultCode != 2001 {
+				b.Errorf("update: %v %d", err, a.ResultCode)
+				return
+			}
+		}
+	})
 }
