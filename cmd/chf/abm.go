@@ -18,6 +18,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
 func init() {
@@ -91,6 +92,9 @@ func runABM(args []string) error {
 	}
 	defer cl.Close()
 	svc := abm.New(cl, abm.Config{Namespace: f.namespace, Logger: log})
+	if err := svc.RegisterMetrics(telemetry.Meter()); err != nil {
+		return err
+	}
 	srv, err := chassis.NewServer(chassis.ServerConfig{
 		Service: "abm", Listen: f.listen, Handler: svc.Handler(), Ready: svc.Ready, MaxInFlight: f.maxInFlight,
 	})

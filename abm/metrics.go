@@ -1,0 +1,37 @@
+package abm
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// RegisterMetrics exports the service's counters on m (the chassis meter,
+// served on /metrics): events applied, generation conflicts retried and
+// accounts whose expired reservations the sweep released.
+func (s *Service) RegisterMetrics(m metric.Meter) error {
+	applied, err := m.Int64ObservableCounter("abm_events_applied", metric.WithDescription("charging events applied to account records"))
+	if err != nil {
+		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
+	conflicts, err := m.Int64ObservableCounter("abm_generation_conflicts", metric.WithDescription("read-modify-writes retried because the account record changed"))
+	if err != nil {
+		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
+	expired, err := m.Int64ObservableCounter("abm_sweep_released_accounts", metric.WithDescription("accounts whose expired reservations the sweep released"))
+	if err != nil {
+		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := s.Stats()
+		o.ObserveInt64(applied, int64(st.Applied))
+		o.ObserveInt64(conflicts, int64(st.Conflicts))
+		o.ObserveInt64(expired, int64(st.Expired))
+		return nil
+	}, applied, conflicts, expired)
+	if err != nil {
+		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
+	return nil
+}
