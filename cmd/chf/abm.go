@@ -96,7 +96,7 @@ func runABM(args []string) error {
 		return err
 	}
 	srv, err := chassis.NewServer(chassis.ServerConfig{
-		Service: "abm", Listen: f.listen, Handler: svc.Handler(), Ready: svc.Ready, MaxInFlight: f.maxInFlight,
+		Service: "abm", Listen: f.listen, Handler: svc.Handler(), Ready: svc.Ready, MaxInFlight: f.maxInFlight, Logger: log,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create ABM server: %w", err)

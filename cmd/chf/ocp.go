@@ -86,7 +86,7 @@ func runOCP(args []string) error {
 	defer client.Close()
 	proc := ocp.NewProcessor(tariff, abm.NewClient(client))
 	srv, err := chassis.NewServer(chassis.ServerConfig{
-		Service: "ocp", Listen: f.listen, Handler: ocp.Handler(proc), MaxInFlight: f.maxInFlight,
+		Service: "ocp", Listen: f.listen, Handler: ocp.Handler(proc), MaxInFlight: f.maxInFlight, Logger: log,
 		Ready: func(ctx context.Context) error {
 			if len(client.Endpoints()) == 0 {
 				return fmt.Errorf("no ABM endpoint known")
