@@ -228,8 +228,7 @@ func (s *Server) serve(ln net.Listener) error {
 			if closing {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTemporary(err)) {
+			if temporary(err) {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				time.Sleep(delay)
 				continue
@@ -251,14 +250,15 @@ func (s *Server) serve(ln net.Listener) error {
 	}
 }
 
-// errTemporary returns err when it is a temporary accept error (EMFILE and
-// the like) so serve backs off instead of stopping.
-func errTemporary(err error) error {
-	type temporary interface{ Temporary() bool }
-	if t, ok := err.(temporary); ok && t.Temporary() {
-		return err
+// temporary reports whether an accept error is transient (EMFILE, a
+// timeout and the like), so serve backs off instead of stopping.
+func temporary(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
 	}
-	return nil
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // Addr is the address Listen bound, or "" before.
