@@ -1,0 +1,5 @@
+//go:build !race
+
+package ocp
+
+const raceEnabled = false
