@@ -1,0 +1,71 @@
+package cpu
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStat(t *testing.T) {
+	line := "1234 (chf cgw) S 1000 1234 1000 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 100 0 0\n"
+	s, err := parseStat(1234, []byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ppid != 1000 || s.comm != "chf cgw" || s.cpu != 3.0 {
+		t.Fatalf("parsed %+v", s)
+	}
+	if _, err := parseStat(1, []byte("garbage")); err == nil {
+		t.Fatal("accepted garbage")
+	}
+}
+
+func TestParseProcessCPU(t *testing.T) {
+	text := "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n" +
+		"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.5\ngo_goroutines 9\n"
+	v, err := ParseProcessCPU(strings.NewReader(text))
+	if err != nil || v != 12.5 {
+		t.Fatalf("got %v, %v", v, err)
+	}
+	if _, err := ParseProcessCPU(strings.NewReader("go_goroutines 9\n")); err == nil {
+		t.Fatal("no counter accepted")
+	}
+}
+
+func TestSelfAndPercent(t *testing.T) {
+	s := NewSampler(Self("loadgen"), NewProc("gone", 1<<30))
+	a := s.Sample(context.Background())
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(deadline) { // burn some CPU
+	}
+	b := s.Sample(context.Background())
+	if _, ok := b.Seconds["gone"]; ok {
+		t.Fatal("a dead process was sampled")
+	}
+	if p := Percent(a, b)["loadgen"]; p <= 0 || p > 100*float64(64) {
+		t.Fatalf("loadgen CPU %v%%", p)
+	}
+}
+
+func TestParseSpec(t *testing.T) {
+	f := func(spec, name string, ok bool) {
+		t.Helper()
+		src, err := ParseSpec(spec)
+		if ok != (err == nil) {
+			t.Fatalf("%q: err %v", spec, err)
+		}
+		if ok && src.Name() != name {
+			t.Fatalf("%q: name %q", spec, src.Name())
+		}
+	}
+	f("cgw=pid:"+itoa(os.Getpid()), "cgw", true)
+	f("cgw=http://127.0.0.1:8080/metrics", "cgw", true)
+	f("cgw=pid:x", "", false)
+	f("cgw=ftp://x", "", false)
+	f("no-such-process-name-xyz", "", false)
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

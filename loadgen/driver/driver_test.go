@@ -1,0 +1,21 @@
+package driver
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseTargets(t *testing.T) {
+	got, err := ParseTargets("http://10.0.0.1:8080, 10.0.0.2:8081,")
+	if err != nil || len(got) != 2 || got[0] != "10.0.0.1:8080" || got[1] != "10.0.0.2:8081" {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "https://x:1", "http://x", "http://[::1"} {
+		if _, err := ParseTargets(bad); err == nil {
+			t.Errorf("ParseTargets(%q) accepted", bad)
+		}
+	}
+	if _, err := New(Config{Proto: "h3", Targets: got}); !errors.Is(err, ErrProto) {
+		t.Fatalf("err %v", err)
+	}
+}
