@@ -84,7 +84,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.proto, "proto", "h2c", "protocol: h2c (HTTP/2 cleartext, prior knowledge, chassis/h2c), h2c-std (golang.org/x/net/http2.Transport) or http1 (HTTP/1.1, fasthttp)")
 	fs.StringVar(&f.proto, "protocol", "h2c", "alias of --proto")
 	fs.Var(&f.cpus, "cpu", "CPU source of a SUT component, repeatable: NAME=pid:PID[,PID], NAME=proc:PROCESS, NAME=http://HOST:PORT/metrics (process_cpu_seconds_total), or a bare process name")
-	fs.StringVar(&f.auditMode, "audit", run.AuditAuto, "balance audit: auto (full read of the range when at most 200000 subscribers), full, off")
+	fs.StringVar(&f.auditMode, "audit", run.AuditAuto, "balance audit: auto (initial balances of the range read first when it has at most 200000 subscribers or --initial-balance states them; final balances of the touched subscribers), full (the whole range before and after), off")
 	fs.Int64Var(&f.initialBalance, "initial-balance", 0, "known initial balance of every account in minor units (freshly provisioned); skips reading balances before the run")
 	fs.IntVar(&f.auditConc, "audit-concurrency", 128, "balance reads in flight during the audit")
 	fs.StringVar(&f.progress, "progress", run.ProgressAuto, "live progress on stderr: auto (refreshed line on a terminal, else plain), line, plain, json (JSON lines), off")
