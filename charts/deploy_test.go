@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -207,5 +208,61 @@ func TestNodeTuningReversible(t *testing.T) {
 	}
 	if out := runTune(t, env, "revert"); !strings.Contains(out, "nothing to revert") {
 		t.Errorf("second revert: %s", out)
+	}
+}
+
+// TestNodeTuningMTU applies and reverts tune.sh's MTU (and, where ethtool
+// and the driver allow, ring) settings on a veth pair in a network
+// namespace of its own. Skipped when not root or without ip.
+func TestNodeTuningMTU(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespace)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2")
+	}
+	ns := fmt.Sprintf("chft%d-tune", os.Getpid()%100000)
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	if out, err := exec.Command("ip", "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1").CombinedOutput(); err != nil {
+		t.Fatalf("veth: %v %s", err, out)
+	}
+	root := t.TempDir()
+	sys := filepath.Join(root, "sys")
+	for k, v := range map[string]string{"net/core/rmem_max": "212992", "net/ipv4/tcp_mtu_probing": "0"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(sys, k)), 0o755)
+		os.WriteFile(filepath.Join(sys, k), []byte(v+"\n"), 0o644)
+	}
+	env := []string{"PROC_SYS=" + sys, "STATE_DIR=" + filepath.Join(root, "state")}
+	script, _ := filepath.Abs(filepath.Join("..", "deploy", "node-tuning", "tune.sh"))
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "bash", script}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tune.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	mtu := func() string {
+		out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/v0/mtu").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	before := mtu()
+	run("apply", "-i", "v0", "-m", "9000", "-r")
+	if got := mtu(); got != "9000" {
+		t.Errorf("mtu after apply = %s, want 9000", got)
+	}
+	run("revert")
+	if got := mtu(); got != before {
+		t.Errorf("mtu after revert = %s, want %s", got, before)
 	}
 }
