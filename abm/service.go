@@ -169,6 +169,7 @@ func (s *Service) Ready(context.Context) error {
 type scratch struct {
 	acc  account
 	blob []byte
+	rp   as.BasePolicy
 	wp   as.WritePolicy
 	bins [3]as.Bin
 	ptrs [3]*as.Bin
@@ -198,8 +199,23 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 // rmw is the generation-checked read-modify-write loop.
 func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch) error {
 	backoff := s.cfg.BackoffMin
+	deadline, hasDeadline := ctx.Deadline()
 	for attempt := 1; ; attempt++ {
-		rec, aerr := s.client.Get(s.readPolicy, key)
+		rp, timeout := s.readPolicy, s.cfg.Timeout
+		if hasDeadline {
+			// The caller's remaining budget bounds the database calls.
+			left := time.Until(deadline)
+			if left <= 0 {
+				return fmt.Errorf("cannot update account %s: %w", req.SUPI, context.DeadlineExceeded)
+			}
+			if left < timeout {
+				timeout = left
+				sc.rp = *s.readPolicy
+				sc.rp.TotalTimeout, sc.rp.SocketTimeout = timeout, timeout
+				rp = &sc.rp
+			}
+		}
+		rec, aerr := s.client.Get(rp, key)
 		if aerr != nil {
 			if aerr.Matches(types.KEY_NOT_FOUND_ERROR) {
 				*resp = chf.ChargeResponse{Result: chf.ResultUserUnknown, Detail: "no such subscriber", Lines: resp.Lines[:0]}
@@ -217,7 +233,7 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 			s.applied.Add(1)
 			return nil
 		}
-		aerr = s.write(key, rec.Generation, acc, sc)
+		aerr = s.write(key, rec.Generation, timeout, acc, sc)
 		if aerr == nil {
 			s.applied.Add(1)
 			return nil
@@ -242,11 +258,13 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 	}
 }
 
-// write stores acc if the record is still at generation gen.
-func (s *Service) write(key *as.Key, gen uint32, acc *account, sc *scratch) as.Error {
+// write stores acc if the record is still at generation gen, within
+// timeout.
+func (s *Service) write(key *as.Key, gen uint32, timeout time.Duration, acc *account, sc *scratch) as.Error {
 	sc.blob = acc.appendSessions(sc.blob[:0])
 	sc.wp = s.writePolicy
 	sc.wp.Generation = gen
+	sc.wp.TotalTimeout, sc.wp.SocketTimeout = timeout, timeout
 	sc.bins[0] = as.Bin{Name: BinBalance, Value: as.IntegerValue(acc.balance)}
 	sc.bins[1] = as.Bin{Name: BinDebited, Value: as.IntegerValue(acc.debited)}
 	sc.bins[2] = as.Bin{Name: BinSessions, Value: as.BytesValue(sc.blob)}
