@@ -42,6 +42,8 @@ type flow struct {
 	req     driver.Request
 	resp    driver.Response
 	heapIdx int
+	nreq    nchf.Request // body fields of the current request
+	used    nchf.Units
 	// async path
 	cb        func(error)
 	abandoned atomic.Bool // set by the worker when it gave up on the request
@@ -607,7 +609,8 @@ func (w *worker) finish(f *flow, err error) {
 
 // request fills the ChargingDataRequest of f's current operation.
 func (w *worker) request(f *flow) *nchf.Request {
-	r := &nchf.Request{SUPI: f.supi, NFName: w.cfg.NFName, Seq: f.seq, Now: time.Now()}
+	r := &f.nreq // kept in the flow: no allocation per request
+	*r = nchf.Request{SUPI: f.supi, NFName: w.cfg.NFName, Seq: f.seq, Now: time.Now()}
 	if f.op == OpEvent {
 		r.OneTime, r.Node = true, "SMSF"
 		r.Line = nchf.Line{RatingGroup: w.sc.SMS.RatingGroup, Request: true, Requested: units(w.sc.SMS.Units)}
@@ -619,12 +622,12 @@ func (w *worker) request(f *flow) *nchf.Request {
 	case OpCreate:
 		r.Line.Request, r.Line.Requested = true, units(s.Requested)
 	case OpUpdate:
-		u := units(s.Used)
-		r.Line.Request, r.Line.Requested, r.Line.Used = true, units(s.Requested), &u
+		f.used = units(s.Used)
+		r.Line.Request, r.Line.Requested, r.Line.Used = true, units(s.Requested), &f.used
 	case OpRelease:
 		if f.step > 0 {
-			u := units(s.Used)
-			r.Line.Used = &u
+			f.used = units(s.Used)
+			r.Line.Used = &f.used
 		}
 	}
 	return r
