@@ -16,7 +16,7 @@ BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
 # Debian packages some tests and measurements drive as independent peers.
 DEB_PKGS := nghttp2-client tshark
 
-.PHONY: all build run test test-go fmt-check vet lint bench tools deb-deps generate clean
+.PHONY: all build run test test-go fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images
 
 all: build
 
@@ -24,9 +24,12 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## run: start a local CHF on the embedded store, drive a load run, print the report.
+## run: start a local CHF on the embedded store (aslite), drive the default
+## scenario with loadgen, print the report and write report files under
+## ./results/<timestamp>/. Override with RUN_ARGS, e.g. RUN_ARGS="--rate 3000 --duration 60s".
+RUN_ARGS ?=
 run: build
-	$(BIN)/chf local
+	$(BIN)/loadgen local $(RUN_ARGS)
 
 ## test: what CI runs: gofmt check, go vet, and every test with -race.
 test: fmt-check vet tools test-go
@@ -65,7 +68,35 @@ deb-deps:
 
 ## generate: regenerate the msgp codecs of the internal encoding.
 generate:
-	$(GO) run github.com/tinylib/msgp@$(MSGP_VERSION) -file chf/charge.go -o chf/charge_gen.go -tests=false
+	cd chf && $(GO) generate ./...
+
+## fuzz: a short run of every network-facing decoder's fuzz target.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzConn -fuzztime $(FUZZTIME) ./abm/aslite
+	$(GO) test -run '^$$' -fuzz FuzzMessage -fuzztime $(FUZZTIME) ./abm/aslite
+	$(GO) test -run '^$$' -fuzz FuzzServeConn -fuzztime $(FUZZTIME) ./chassis/h2c
+	$(GO) test -run '^$$' -fuzz FuzzClientConn -fuzztime $(FUZZTIME) ./chassis/h2c
+	$(GO) test -run '^$$' -fuzz FuzzDecodeCCR -fuzztime $(FUZZTIME) ./cgw/diameter
+	$(GO) test -run '^$$' -fuzz FuzzDecodeCCA -fuzztime $(FUZZTIME) ./loadgen/gy
+	$(GO) test -run '^$$' -fuzz FuzzNchfDecode -fuzztime $(FUZZTIME) ./chf
+	$(GO) test -run '^$$' -fuzz FuzzDecodeSessions -fuzztime $(FUZZTIME) ./abm
+
+## charts-test: helm lint, template and strict decoding of every chart and values file.
+charts-test: $(TOOLS)/bin/helm
+	$(GO) test -race -count=1 ./charts/...
+
+## images: build the container images where a container engine runs (none here).
+IMAGE_REPO ?= chf-testbed
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/chf/Chart.yaml)
+CONTAINER_ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+images:
+	@if [ -z "$(CONTAINER_ENGINE)" ] || ! $(CONTAINER_ENGINE) info >/dev/null 2>&1; then \
+	  echo "images: no running container engine (docker or podman); skipped"; exit 0; fi; \
+	for b in chf loadgen; do \
+	  $(CONTAINER_ENGINE) build -f cmd/$$b/Dockerfile --build-arg VERSION=$(IMAGE_TAG) \
+	    -t $(IMAGE_REPO)/$$b:$(IMAGE_TAG) . || exit 1; \
+	done
 
 clean:
 	rm -rf $(BIN) results
