@@ -183,7 +183,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	resp.Result, resp.Detail, resp.Charged = chf.ResultSuccess, "", 0
 	resp.Lines = resp.Lines[:0]
 	defer func() {
-		resp.Balance, resp.Reserved, resp.Currency = a.balance, a.reserved, a.currency
+		resp.Balance, resp.Reserved, resp.Currency, resp.Debited = a.balance, a.reserved, a.currency, a.debited
 	}()
 	if req.Op == opExpire {
 		return write

@@ -114,6 +114,8 @@ type ChargeResponse struct {
 	Balance  int64  `msg:"b"` // minor units, reservations not subtracted
 	Reserved int64  `msg:"rs"`
 	Currency string `msg:"cu"`
+	// Debited is the account's running total of every debit, for audits.
+	Debited int64 `msg:"db"`
 }
 
 // Charger is the charging core as the fronts see it. The OCP's client

@@ -337,6 +337,12 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Currency")
 				return
 			}
+		case "db":
+			z.Debited, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Debited")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -350,9 +356,9 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 7
+	// map header, size 8
 	// write "r"
-	err = en.Append(0x87, 0xa1, 0x72)
+	err = en.Append(0x88, 0xa1, 0x72)
 	if err != nil {
 		return
 	}
@@ -428,15 +434,25 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Currency")
 		return
 	}
+	// write "db"
+	err = en.Append(0xa2, 0x64, 0x62)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Debited)
+	if err != nil {
+		err = msgp.WrapError(err, "Debited")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 7
+	// map header, size 8
 	// string "r"
-	o = append(o, 0x87, 0xa1, 0x72)
+	o = append(o, 0x88, 0xa1, 0x72)
 	o = msgp.AppendUint8(o, uint8(z.Result))
 	// string "d"
 	o = append(o, 0xa1, 0x64)
@@ -463,6 +479,9 @@ func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "cu"
 	o = append(o, 0xa2, 0x63, 0x75)
 	o = msgp.AppendString(o, z.Currency)
+	// string "db"
+	o = append(o, 0xa2, 0x64, 0x62)
+	o = msgp.AppendInt64(o, z.Debited)
 	return
 }
 
@@ -543,6 +562,12 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Currency")
 				return
 			}
+		case "db":
+			z.Debited, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Debited")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -561,7 +586,7 @@ func (z *ChargeResponse) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency)
+	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size
 	return
 }
 
