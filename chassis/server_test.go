@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -60,10 +61,12 @@ func echoHandler(ctx *fasthttp.RequestCtx) {
 }
 
 func TestServerHealthReadyMetrics(t *testing.T) {
+	// Metrics are process-wide: a fresh service name keeps -count=N runs apart.
+	svc := fmt.Sprintf("metrics-test-%d", time.Now().UnixNano())
 	var mu sync.Mutex
 	var readyErr error = errors.New("aerospike unreachable")
 	s := startServer(t, ServerConfig{
-		Service: "metrics-test",
+		Service: svc,
 		Handler: echoHandler,
 		Ready: func(ctx context.Context) error {
 			mu.Lock()
@@ -95,10 +98,10 @@ func TestServerHealthReadyMetrics(t *testing.T) {
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, want := range []string{
-		`http_server_request_duration_seconds_count{http_response_status_code="200",http_route="/ocp/v1/charge",service="metrics-test"} 3`,
+		`http_server_request_duration_seconds_count{http_response_status_code="200",http_route="/ocp/v1/charge",service="` + svc + `"} 3`,
 		`http_route="/chf/v1/accounts/{id}"`,
 		`http_server_request_duration_seconds_bucket{`,
-		`http_server_active_requests{service="metrics-test"} `,
+		`http_server_active_requests{service="` + svc + `"} `,
 		"process_cpu_seconds_total ",
 		"process_resident_memory_bytes ",
 	} {
