@@ -16,7 +16,7 @@ BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
 # Debian packages some tests and measurements drive as independent peers.
 DEB_PKGS := nghttp2-client tshark
 
-.PHONY: all build run test test-go fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images
+.PHONY: all build run test test-go fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate
 
 all: build
 
@@ -69,6 +69,20 @@ deb-deps:
 ## generate: regenerate the msgp codecs of the internal encoding.
 generate:
 	cd chf && $(GO) generate ./...
+
+## perf-gate: build chf at REF (a git ref) and at the working tree, then gate
+## the working tree against REF with interleaved loadgen trials on this machine.
+## Exit 0 pass, 4 regression, 5 unmeasurable (see loadgen/README.md).
+REF ?= HEAD
+GATE_ARGS ?= --trials 5 --rate 1000 --duration 10s --accounts 20000
+perf-gate: build
+	@set -e; tmp=$$(mktemp -d); trap 'git worktree remove --force '"$$tmp"'/src >/dev/null 2>&1; rm -rf '"$$tmp" EXIT; \
+	git worktree add --detach $$tmp/src $(REF) >/dev/null; \
+	echo "perf-gate: building chf at $(REF)"; \
+	(cd $$tmp/src && $(GO) build -o $$tmp/chf-base ./cmd/chf); \
+	start=$$(date +%s); \
+	rc=0; $(BIN)/loadgen gate --baseline-chf $$tmp/chf-base --candidate-chf $(BIN)/chf $(GATE_ARGS) || rc=$$?; \
+	echo "perf-gate: $$(( $$(date +%s) - start )) s, exit $$rc"; exit $$rc
 
 ## fuzz: a short run of every network-facing decoder's fuzz target.
 FUZZTIME ?= 30s
