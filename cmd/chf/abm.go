@@ -28,6 +28,7 @@ func init() {
 type abmFlags struct {
 	listen, discovery, k8sNamespace, network, logLevel string
 	aerospike, namespace                               string
+	pprof                                              string
 	sweep                                              time.Duration
 	maxInFlight                                        int
 	checkFlags                                         bool
@@ -45,6 +46,7 @@ func runABM(args []string) error {
 	fs.StringVar(&f.namespace, "as-namespace", "chf", "Aerospike namespace of the account records (set \"accounts\", key = SUPI)")
 	fs.DurationVar(&f.sweep, "reservation-sweep", time.Minute, "interval of the background scan releasing expired reservations and sessions; 0 = off (they are still released on the account's next access)")
 	fs.IntVar(&f.maxInFlight, "max-inflight", 4096, "requests served at once; beyond it requests get 503 at once")
+	fs.StringVar(&f.pprof, "pprof", "", "host:port to serve net/http/pprof on (profiling); empty = off")
 	fs.BoolVar(&f.checkFlags, "check-flags", false, "parse and validate flags and environment, print the resolved configuration and exit without starting")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: chf abm [flags]\n\nRuns the Account Balance Manager. Every flag also reads CHF_<FLAG> (upper case, '-' → '_')\nfrom the environment when not given.\n\nflags:\n")
@@ -79,12 +81,17 @@ func runABM(args []string) error {
 		return fmt.Errorf("cannot use --discovery %q: %w", f.discovery, chassis.ErrUnknownDiscovery)
 	}
 	if f.checkFlags {
-		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s aerospike=%s as-namespace=%s reservation-sweep=%s max-inflight=%d\n",
-			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.aerospike, f.namespace, f.sweep, f.maxInFlight)
+		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s aerospike=%s as-namespace=%s reservation-sweep=%s max-inflight=%d pprof=%s\n",
+			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.aerospike, f.namespace, f.sweep, f.maxInFlight, f.pprof)
 		return nil
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", "abm")
 	slog.SetDefault(log)
+	if f.pprof != "" {
+		if _, _, err := chassis.StartPprof(f.pprof, log); err != nil {
+			return err
+		}
+	}
 
 	cl, err := dialAerospike(hosts)
 	if err != nil {

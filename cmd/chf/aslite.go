@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/abm/aslite"
+	"github.com/chf-testbed/testbed/chassis"
 )
 
 func init() {
@@ -29,6 +30,8 @@ func runAslite(args []string) error {
 		"how often expired records are deleted and their memory reclaimed")
 	logLevel := fs.String("log-level", "info",
 		"log level: debug, info, warn or error")
+	pprofAddr := fs.String("pprof", "",
+		"host:port to serve net/http/pprof on (profiling); empty = off")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: chf aslite [flags]\n\n"+
 			"Serves an in-memory, single-node store speaking the Aerospike wire protocol,\n"+
@@ -50,6 +53,11 @@ func runAslite(args []string) error {
 		return fmt.Errorf("cannot parse --log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *pprofAddr != "" {
+		if _, _, err := chassis.StartPprof(*pprofAddr, log); err != nil {
+			return err
+		}
+	}
 	var nsList []string
 	for _, n := range strings.Split(*namespaces, ",") {
 		if n = strings.TrimSpace(n); n != "" {

@@ -21,6 +21,7 @@ func init() {
 type ocpFlags struct {
 	listen, discovery, k8sNamespace, network, logLevel string
 	abm, tariff                                        string
+	pprof                                              string
 	maxInFlight                                        int
 	checkFlags                                         bool
 }
@@ -37,6 +38,7 @@ func runOCP(args []string) error {
 	fs.StringVar(&f.abm, "abm", "127.0.0.1:8082", "the ABM peer, in the form --discovery wants")
 	fs.StringVar(&f.tariff, "tariff", "", "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md)")
 	fs.IntVar(&f.maxInFlight, "max-inflight", 4096, "requests served at once; beyond it requests get 503 at once")
+	fs.StringVar(&f.pprof, "pprof", "", "host:port to serve net/http/pprof on (profiling); empty = off")
 	fs.BoolVar(&f.checkFlags, "check-flags", false, "parse and validate flags, environment and the tariff, print the resolved configuration and exit without starting")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: chf ocp [flags]\n\nRuns the Online Charging Processor. Every flag also reads CHF_<FLAG> (upper case, '-' → '_')\nfrom the environment when not given.\n\nflags:\n")
@@ -67,12 +69,17 @@ func runOCP(args []string) error {
 		return fmt.Errorf("cannot use --abm: %w", err)
 	}
 	if f.checkFlags {
-		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s abm=%s tariff=%s rating-groups=%d max-inflight=%d\n",
-			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.abm, f.tariff, len(tariff.RatingGroups), f.maxInFlight)
+		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s abm=%s tariff=%s rating-groups=%d max-inflight=%d pprof=%s\n",
+			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.abm, f.tariff, len(tariff.RatingGroups), f.maxInFlight, f.pprof)
 		return nil
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", "ocp")
 	slog.SetDefault(log)
+	if f.pprof != "" {
+		if _, _, err := chassis.StartPprof(f.pprof, log); err != nil {
+			return err
+		}
+	}
 
 	client, err := chassis.NewClient(chassis.ClientConfig{
 		Peer: "abm", Source: src, Logger: log,
