@@ -21,9 +21,23 @@ type chunk struct {
 	data []byte
 }
 
+// Write records b before sending it: the answer can be read (and recorded)
+// by the reader goroutine before a Write returns, which would put it ahead
+// of its request in the pcap.
 func (c *recordConn) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		return c.Conn.Write(b)
+	}
+	c.mu.Lock()
+	i := len(c.chunks)
+	c.chunks = append(c.chunks, chunk{true, append([]byte(nil), b...)})
+	c.mu.Unlock()
 	n, err := c.Conn.Write(b)
-	c.add(true, b[:n])
+	if n < len(b) {
+		c.mu.Lock()
+		c.chunks[i].data = c.chunks[i].data[:n]
+		c.mu.Unlock()
+	}
 	return n, err
 }
 
