@@ -6,7 +6,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
 
 	"github.com/chf-testbed/testbed/cgw/nchfspec"
@@ -47,6 +50,8 @@ func (f *fakeCharger) Charge(_ context.Context, req *chf.ChargeRequest, resp *ch
 		return nil
 	case "imsi-fail":
 		return errors.New("boom")
+	case "imsi-pool":
+		return fmt.Errorf("cannot charge through ocp: cannot call ocp at 127.0.0.1:1: %w", fasthttp.ErrNoFreeConns)
 	}
 	if req.Op == chf.OpBalance {
 		resp.Balance, resp.Reserved, resp.Currency = 1000, 100, "EUR"
@@ -348,6 +353,37 @@ func TestOverload(t *testing.T) {
 	wg.Wait()
 	if r.status != 503 || !bytes.Contains(r.body, []byte("NF_CONGESTION")) {
 		t.Fatalf("third request: %d %s", r.status, r.body)
+	}
+}
+
+// TestCoreOverload: an exhausted connection pool to the core answers 503
+// NF_CONGESTION (not 500), and repeated core failures log one line per
+// second per kind, with a count.
+func TestCoreOverload(t *testing.T) {
+	var logs bytes.Buffer
+	h, err := NewHandler(HandlerConfig{Charger: &fakeCharger{}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		supi   string
+		status int
+		cause  string
+	}{
+		{"imsi-pool", 503, "NF_CONGESTION"},
+		{"imsi-fail", 500, "SYSTEM_FAILURE"},
+	} {
+		for range 5 {
+			x := h.Acquire()
+			h.Serve(context.Background(), x, []byte("POST"), []byte(NchfBase), []byte("h"), body(tt.supi, 0, ""))
+			if x.Status != tt.status || !bytes.Contains(x.Body, []byte(tt.cause)) {
+				t.Errorf("%s: %d %s, want %d %s", tt.supi, x.Status, x.Body, tt.status, tt.cause)
+			}
+			h.Release(x)
+		}
+	}
+	if n := bytes.Count(logs.Bytes(), []byte("charging core failed")); n != 1 {
+		t.Errorf("logged %d lines for 5 failures in a second, want 1:\n%s", n, logs.Bytes())
 	}
 }
 

@@ -49,6 +49,7 @@ type Handler struct {
 	now         func() time.Time
 	newSession  func() uint64
 	log         *slog.Logger
+	logLimit    *chassis.LogThrottle
 	pool        sync.Pool
 }
 
@@ -84,6 +85,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		now:         cfg.Now,
 		newSession:  cfg.NewSession,
 		log:         cfg.Logger,
+		logLimit:    chassis.NewLogThrottle(time.Second),
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 64 << 10
@@ -312,19 +314,18 @@ func (h *Handler) chargerError(x *Exchange, err error) {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		h.problem(x, http.StatusGatewayTimeout, "TIMED_OUT_REQUEST", "charging core did not answer in time", "", "")
-	case isOverload(err):
+	case chassis.IsOverload(err):
+		// A 503 from the core or no free connection to it: answer
+		// overload at once rather than a system failure.
 		h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "charging core overloaded", "", "")
 	default:
-		h.log.Warn("charging core failed", "err", err)
+		// At most one line per second per kind of failure, with the
+		// number of failures since the previous line.
+		if n, ok := h.logLimit.Allow(chassis.ErrorKind(err)); ok {
+			h.log.Warn("charging core failed", "err", err, "count", n)
+		}
 		h.problem(x, http.StatusInternalServerError, "SYSTEM_FAILURE", "charging core failed", "", "")
 	}
-}
-
-// isOverload reports whether err is an HTTP 503 from the charging core
-// (a chassis.StatusError).
-func isOverload(err error) bool {
-	var se *chassis.StatusError
-	return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable
 }
 
 // resultProblem answers a whole-request failure from the charging core.

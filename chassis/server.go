@@ -118,7 +118,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		NoDefaultContentType:          true,
 		DisableHeaderNamesNormalizing: false,
 		ErrorHandler:                  s.errorHandler,
-		Logger:                        slogFasthttpLogger{log},
+		Logger:                        slogFasthttpLogger{log, NewLogThrottle(time.Second)},
 	}
 	return s, nil
 }
@@ -337,8 +337,15 @@ func isIDSegment[S ~string | ~[]byte](seg S) bool {
 	return digits > 4
 }
 
-type slogFasthttpLogger struct{ log *slog.Logger }
+// slogFasthttpLogger writes fasthttp's connection errors through slog, at
+// most one line per second per message format.
+type slogFasthttpLogger struct {
+	log   *slog.Logger
+	limit *LogThrottle
+}
 
 func (l slogFasthttpLogger) Printf(format string, args ...any) {
-	l.log.Warn(fmt.Sprintf(format, args...))
+	if n, ok := l.limit.Allow(format); ok {
+		l.log.Warn(fmt.Sprintf(format, args...), "count", n)
+	}
 }

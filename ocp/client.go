@@ -55,6 +55,9 @@ func statusFor(err error) int {
 	switch {
 	case errors.As(err, &se) && se.Code == fasthttp.StatusServiceUnavailable:
 		return fasthttp.StatusServiceUnavailable
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		// The connection pool to the ABM is exhausted: overload.
+		return fasthttp.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return fasthttp.StatusGatewayTimeout
 	case errors.Is(err, chassis.ErrNoEndpoints):
