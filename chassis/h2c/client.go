@@ -242,8 +242,25 @@ func (c *Conn) Close() error {
 // returned by RoundTrip itself (ErrStreamLimit, ErrGoAway, ErrClosed,
 // ErrConnExhausted) means done will not be called.
 func (c *Conn) RoundTrip(req *ClientRequest, resp *ClientResponse, done func(*ClientResponse, error)) error {
-	_, err := c.start(req, resp, done)
+	_, err := c.start(req, resp, done, true)
 	return err
+}
+
+// RoundTripQueued is RoundTrip except that the request's frames may wait
+// in the connection's write buffer until Flush (or the next request,
+// frame or flush that wakes the writer). A caller starting several
+// requests together queues them and flushes once: they leave in one
+// write system call and wake the writer goroutine once. The caller must
+// call Flush after its last queued request.
+func (c *Conn) RoundTripQueued(req *ClientRequest, resp *ClientResponse, done func(*ClientResponse, error)) error {
+	_, err := c.start(req, resp, done, false)
+	return err
+}
+
+// Flush wakes the writer goroutine when frames queued by RoundTripQueued
+// wait to be written. It is cheap when nothing waits.
+func (c *Conn) Flush() {
+	c.l.kick()
 }
 
 // Do sends req and waits for the response, which it writes into resp.
@@ -251,7 +268,7 @@ func (c *Conn) RoundTrip(req *ClientRequest, resp *ClientResponse, done func(*Cl
 // returns ErrStreamLimit without waiting when the concurrent stream limit
 // is reached.
 func (c *Conn) Do(ctx context.Context, req *ClientRequest, resp *ClientResponse) error {
-	st, err := c.start(req, resp, nil)
+	st, err := c.start(req, resp, nil, true)
 	if err != nil {
 		return err
 	}
@@ -284,7 +301,8 @@ func (c *Conn) Do(ctx context.Context, req *ClientRequest, resp *ClientResponse)
 	return err
 }
 
-func (c *Conn) start(req *ClientRequest, resp *ClientResponse, cb func(*ClientResponse, error)) (*cstream, error) {
+// start opens a stream for req; flush wakes the writer for it.
+func (c *Conn) start(req *ClientRequest, resp *ClientResponse, cb func(*ClientResponse, error), flush bool) (*cstream, error) {
 	l := &c.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -339,7 +357,9 @@ func (c *Conn) start(req *ClientRequest, resp *ClientResponse, cb func(*ClientRe
 		st.o.endAfter = true
 		l.sendDataLocked(st)
 	}
-	l.kickLocked()
+	if flush {
+		l.kickLocked()
+	}
 	return st, nil
 }
 
