@@ -23,13 +23,23 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}
+	hits, err := m.Int64ObservableCounter("abm_account_cache_hits", metric.WithDescription("charging events written without a read, from the account cache"))
+	if err != nil {
+		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
+	stale, err := m.Int64ObservableCounter("abm_account_cache_stale", metric.WithDescription("charging events whose cached account state was outdated (then re-read)"))
+	if err != nil {
+		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := s.Stats()
 		o.ObserveInt64(applied, int64(st.Applied))
 		o.ObserveInt64(conflicts, int64(st.Conflicts))
 		o.ObserveInt64(expired, int64(st.Expired))
+		o.ObserveInt64(hits, int64(st.CacheHits))
+		o.ObserveInt64(stale, int64(st.CacheStale))
 		return nil
-	}, applied, conflicts, expired)
+	}, applied, conflicts, expired, hits, stale)
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}

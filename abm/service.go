@@ -56,7 +56,17 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// Timeout is the Aerospike per-command total timeout; default 1s.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// AccountCache is how many accounts' last written state the service
+	// keeps to skip the read of the next event on them (default 65536;
+	// negative = off). Writes stay generation-checked: a stale entry
+	// costs one failed write and a fresh read, never a wrong balance.
+	AccountCache int
+	// AccountCacheAge is how long a cached state is used after the
+	// write that stored it (default 10s). Turn the cache off when account
+	// records may be deleted and re-created while the service runs: a
+	// re-created record can reach the cached generation again.
+	AccountCacheAge time.Duration
+	Logger          *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -96,6 +106,12 @@ func (c *Config) setDefaults() {
 	if c.Timeout <= 0 {
 		c.Timeout = time.Second
 	}
+	if c.AccountCache == 0 {
+		c.AccountCache = 1 << 16
+	}
+	if c.AccountCacheAge <= 0 {
+		c.AccountCacheAge = 10 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -106,6 +122,9 @@ type Stats struct {
 	Applied   uint64 // events applied (records written or answered)
 	Conflicts uint64 // generation conflicts retried
 	Expired   uint64 // records whose expired reservations the sweep released
+	// CacheHits counts events written without a read (cached state);
+	// CacheStale those whose cached state was outdated (then re-read).
+	CacheHits, CacheStale uint64
 }
 
 // Service applies charging events to account records. It is safe for
@@ -118,8 +137,10 @@ type Service struct {
 
 	readPolicy  *as.BasePolicy
 	writePolicy as.WritePolicy // template: copied per write
+	cache       *accountCache  // nil = off
 
 	applied, conflicts, expired atomic.Uint64
+	cacheHits, cacheStale       atomic.Uint64
 }
 
 // New returns a Service on client. The client stays owned by the caller.
@@ -137,7 +158,12 @@ func New(client *as.Client, cfg Config) *Service {
 	// client: the read-modify-write loop re-reads and decides.
 	wp.MaxRetries = 0
 	wp.SendKey = true
+	var cache *accountCache
+	if cfg.AccountCache > 0 {
+		cache = newAccountCache(cfg.AccountCache, int64(cfg.AccountCacheAge))
+	}
 	return &Service{
+		cache:  cache,
 		client: client,
 		cfg:    cfg,
 		lim: limits{
@@ -154,7 +180,8 @@ func New(client *as.Client, cfg Config) *Service {
 
 // Stats returns the service's counters.
 func (s *Service) Stats() Stats {
-	return Stats{Applied: s.applied.Load(), Conflicts: s.conflicts.Load(), Expired: s.expired.Load()}
+	return Stats{Applied: s.applied.Load(), Conflicts: s.conflicts.Load(), Expired: s.expired.Load(),
+		CacheHits: s.cacheHits.Load(), CacheStale: s.cacheStale.Load()}
 }
 
 // Ready reports whether the Aerospike cluster is reachable.
@@ -196,10 +223,19 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 	return s.rmw(ctx, key, req, resp, sc)
 }
 
-// rmw is the generation-checked read-modify-write loop.
+// rmw is the generation-checked read-modify-write loop. With the account
+// cache on, a charging event on an account this process wrote last is
+// first tried on the cached state (no read); any doubt falls back to the
+// read-modify-write loop.
 func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch) error {
-	backoff := s.cfg.BackoffMin
 	deadline, hasDeadline := ctx.Deadline()
+	if s.cache != nil && req.Op != chf.OpBalance && req.Op != opExpire {
+		done, err := s.applyCached(key, req, resp, sc, deadline, hasDeadline)
+		if done {
+			return err
+		}
+	}
+	backoff := s.cfg.BackoffMin
 	for attempt := 1; ; attempt++ {
 		rp, timeout := s.readPolicy, s.cfg.Timeout
 		if hasDeadline {
@@ -236,7 +272,13 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 		aerr = s.write(key, rec.Generation, timeout, acc, sc)
 		if aerr == nil {
 			s.applied.Add(1)
+			if s.cache != nil {
+				s.cache.store(req.SUPI, rec.Generation, time.Now().UnixNano(), acc, sc.blob)
+			}
 			return nil
+		}
+		if s.cache != nil {
+			s.cache.drop(req.SUPI)
 		}
 		if !aerr.Matches(types.GENERATION_ERROR) {
 			return fmt.Errorf("cannot write account %s: %w", req.SUPI, aerr)
@@ -256,6 +298,47 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 		}
 		backoff = min(backoff*2, s.cfg.BackoffMax)
 	}
+}
+
+// applyCached applies req to the cached state of its account and writes it
+// expecting the cached generation. It reports done when the event was
+// applied (or failed for good); otherwise (no entry, nothing to write, a
+// stale entry) the caller reads the record and applies req again.
+func (s *Service) applyCached(key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch, deadline time.Time, hasDeadline bool) (done bool, err error) {
+	nowNs := time.Now().UnixNano()
+	acc := &sc.acc
+	gen, ok := s.cache.load(req.SUPI, nowNs, acc)
+	if !ok {
+		return false, nil
+	}
+	// Events that write nothing (replays, refusals) are answered from a
+	// fresh read, never from the cache.
+	if !acc.apply(req, s.cfg.Now().Unix(), &s.lim, resp) {
+		return false, nil
+	}
+	timeout := s.cfg.Timeout
+	if hasDeadline {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return true, fmt.Errorf("cannot update account %s: %w", req.SUPI, context.DeadlineExceeded)
+		}
+		timeout = min(timeout, left)
+	}
+	aerr := s.write(key, gen, timeout, acc, sc)
+	if aerr == nil {
+		s.applied.Add(1)
+		s.cacheHits.Add(1)
+		s.cache.store(req.SUPI, gen, nowNs, acc, sc.blob)
+		return true, nil
+	}
+	s.cache.drop(req.SUPI)
+	if aerr.Matches(types.GENERATION_ERROR) {
+		s.cacheStale.Add(1)
+		return false, nil
+	}
+	// The write failed or is in doubt: like the read-modify-write loop,
+	// report it and let the caller retry with the same sequence number.
+	return true, fmt.Errorf("cannot write account %s: %w", req.SUPI, aerr)
 }
 
 // write stores acc if the record is still at generation gen, within

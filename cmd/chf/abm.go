@@ -30,7 +30,7 @@ type abmFlags struct {
 	aerospike, namespace                               string
 	pprof                                              string
 	sweep                                              time.Duration
-	maxInFlight                                        int
+	maxInFlight, accountCache                          int
 	checkFlags                                         bool
 }
 
@@ -46,6 +46,7 @@ func runABM(args []string) error {
 	fs.StringVar(&f.namespace, "as-namespace", "chf", "Aerospike namespace of the account records (set \"accounts\", key = SUPI)")
 	fs.DurationVar(&f.sweep, "reservation-sweep", time.Minute, "interval of the background scan releasing expired reservations and sessions; 0 = off (they are still released on the account's next access)")
 	fs.IntVar(&f.maxInFlight, "max-inflight", 4096, "requests served at once; beyond it requests get 503 at once")
+	fs.IntVar(&f.accountCache, "account-cache", 1<<16, "accounts whose last written state the ABM keeps to skip the read of their next charging event (writes stay generation-checked); 0 or negative = off, which is required when account records may be deleted and re-created while the ABM runs")
 	fs.StringVar(&f.pprof, "pprof", "", "host:port to serve net/http/pprof on (profiling); empty = off")
 	fs.BoolVar(&f.checkFlags, "check-flags", false, "parse and validate flags and environment, print the resolved configuration and exit without starting")
 	fs.Usage = func() {
@@ -81,8 +82,8 @@ func runABM(args []string) error {
 		return fmt.Errorf("cannot use --discovery %q: %w", f.discovery, chassis.ErrUnknownDiscovery)
 	}
 	if f.checkFlags {
-		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s aerospike=%s as-namespace=%s reservation-sweep=%s max-inflight=%d pprof=%s\n",
-			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.aerospike, f.namespace, f.sweep, f.maxInFlight, f.pprof)
+		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s aerospike=%s as-namespace=%s reservation-sweep=%s max-inflight=%d account-cache=%d pprof=%s\n",
+			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.aerospike, f.namespace, f.sweep, f.maxInFlight, f.accountCache, f.pprof)
 		return nil
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", "abm")
@@ -98,7 +99,11 @@ func runABM(args []string) error {
 		return err
 	}
 	defer cl.Close()
-	svc := abm.New(cl, abm.Config{Namespace: f.namespace, Logger: log})
+	cache := f.accountCache
+	if cache <= 0 {
+		cache = -1 // abm.Config: negative = off
+	}
+	svc := abm.New(cl, abm.Config{Namespace: f.namespace, AccountCache: cache, Logger: log})
 	if err := svc.RegisterMetrics(telemetry.Meter()); err != nil {
 		return err
 	}

@@ -1,0 +1,90 @@
+package abm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+// smsLine is a rated one-time event costing cost minor units.
+func smsLine(cost int64) chf.RatedLine {
+	return chf.RatedLine{RatingGroup: 30, Service: chf.ServiceSMS, UsedUnits: 1, UsedCost: cost}
+}
+
+// TestAccountCacheSkipsReadsAndStaysExact: events through one service hit
+// the cache; two services (two ABM pods) charging the same accounts at once
+// keep each other's cache stale, and every debit still lands exactly once.
+func TestAccountCacheSkipsReadsAndStaysExact(t *testing.T) {
+	cl := startStore(t)
+	const first = "imsi-001010000000001"
+	const accounts, perWorker, workers = 3, 40, 4
+	provision(t, cl, first, accounts, 1_000_000)
+	a := New(cl, Config{})
+	b := New(cl, Config{})
+	ctx := context.Background()
+	supi := func(i int) string { return fmt.Sprintf("imsi-00101%010d", i%accounts+1) }
+
+	// One service alone: after the first write, events skip the read.
+	for i := range 5 {
+		var resp chf.ChargeResponse
+		req := chf.ApplyRequest{Op: chf.OpEvent, SUPI: first, Session: fmt.Sprintf("solo%d", i), Seq: 1, Lines: []chf.RatedLine{smsLine(1)}}
+		if err := a.Apply(ctx, &req, &resp); err != nil || resp.Result != chf.ResultSuccess || resp.Charged != 1 {
+			t.Fatalf("solo event %d: %+v, %v", i, resp, err)
+		}
+	}
+	if st := a.Stats(); st.CacheHits != 4 {
+		t.Fatalf("cache hits after 5 events on one account = %d, want 4", st.CacheHits)
+	}
+
+	var mu sync.Mutex
+	charged := map[string]int64{first: 5}
+	var wg sync.WaitGroup
+	for w := range workers {
+		svc := a
+		if w%2 == 1 {
+			svc = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				s := supi(i + w)
+				var resp chf.ChargeResponse
+				req := chf.ApplyRequest{Op: chf.OpEvent, SUPI: s, Session: fmt.Sprintf("w%d-%d", w, i), Seq: 1, Lines: []chf.RatedLine{smsLine(int64(1 + i%7))}}
+				if err := svc.Apply(ctx, &req, &resp); err != nil {
+					t.Errorf("event: %v", err)
+					return
+				}
+				mu.Lock()
+				charged[s] += resp.Charged
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if st := a.Stats(); st.CacheStale+b.Stats().CacheStale == 0 {
+		t.Errorf("two services on the same accounts never found a stale cache entry: %+v %+v", st, b.Stats())
+	}
+	for i := range accounts {
+		s := supi(i)
+		var resp chf.ChargeResponse
+		req := chf.ApplyRequest{Op: chf.OpBalance, SUPI: s}
+		if err := b.Apply(ctx, &req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Balance != 1_000_000-charged[s] || resp.Debited != charged[s] {
+			t.Errorf("%s: balance %d debited %d, want %d and %d", s, resp.Balance, resp.Debited, 1_000_000-charged[s], charged[s])
+		}
+	}
+}
+
+func TestNextGeneration(t *testing.T) {
+	for _, tt := range []struct{ in, want uint32 }{{1, 2}, {0xFFFE, 0xFFFF}, {0xFFFF, 1}} {
+		if got := nextGeneration(tt.in); got != tt.want {
+			t.Errorf("nextGeneration(%d) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}
