@@ -109,8 +109,38 @@ func (d *h2cDriver) Do(ctx context.Context, req *Request, resp *Response) error 
 	return fmt.Errorf("%w: every connection to %s is at its stream limit", ErrConnection, t.addr)
 }
 
+// Batcher is implemented by Async drivers that can hold started requests
+// in a buffer and send them together: a scheduler that starts every
+// request due in one tick calls Queue for each and Flush once, so they
+// share one write system call and one wake-up of the writer.
+type Batcher interface {
+	Async
+	// Queue is Start, except that the request may wait until Flush.
+	Queue(req *Request, resp *Response, done func(error)) error
+	// Flush sends every queued request.
+	Flush()
+}
+
 // Start implements Async.
 func (d *h2cDriver) Start(req *Request, resp *Response, done func(error)) error {
+	return d.start(req, resp, done, false)
+}
+
+// Queue implements Batcher.
+func (d *h2cDriver) Queue(req *Request, resp *Response, done func(error)) error {
+	return d.start(req, resp, done, true)
+}
+
+// Flush implements Batcher.
+func (d *h2cDriver) Flush() {
+	for _, t := range d.targets {
+		for _, c := range *t.conns.Load() {
+			c.Flush()
+		}
+	}
+}
+
+func (d *h2cDriver) start(req *Request, resp *Response, done func(error), queue bool) error {
 	resp.Reset()
 	t := d.targets[req.Target%len(d.targets)]
 	cr := &resp.h2req
@@ -140,7 +170,11 @@ func (d *h2cDriver) Start(req *Request, resp *Response, done func(error)) error 
 			if c.Err() != nil {
 				continue
 			}
-			err = c.RoundTrip(cr, hr, resp.h2cb)
+			if queue {
+				err = c.RoundTripQueued(cr, hr, resp.h2cb)
+			} else {
+				err = c.RoundTrip(cr, hr, resp.h2cb)
+			}
 			if err == nil || !retryable(err) {
 				break
 			}

@@ -13,7 +13,12 @@
 // requests to its own pool of sender goroutines (bounded: at most
 // MaxInFlight/W requests in flight per worker) and receives them back on
 // its own completion channel, so nothing in the load loop takes a shared
-// lock. A request that finds the pool full waits in the backlog; it is
+// lock. With an asynchronous driver (driver.Async) there are no sender
+// goroutines: the worker starts requests itself (with a driver.Batcher,
+// every request due in one pacing tick is queued and flushed in one
+// write) and the driver's callbacks stamp the completion time and append
+// to the worker's completion queue, waking the worker only when it would
+// not wake within the pacing interval anyway. A request that finds the pool full waits in the backlog; it is
 // counted late if it leaves more than LateThreshold after its due time, and
 // a new flow that cannot leave within LateDrop is dropped and counted.
 // Workers publish one interval summary per second to an aggregator that
@@ -63,7 +68,9 @@ var ErrConfig = errors.New("engine: invalid config")
 type Config struct {
 	Scenario scenario.Scenario
 	Driver   driver.Driver
-	// Workers is the number of scheduler goroutines; 0 = GOMAXPROCS.
+	// Workers is the number of scheduler goroutines; 0 = one per
+	// TxnPerWorker transactions per second offered, at least one and at
+	// most GOMAXPROCS. Fewer workers batch more requests per wake-up.
 	Workers int
 	// NFName is the nfConsumerIdentification.nFName sent (an NF instance
 	// UUID); empty picks a fixed one.
@@ -175,7 +182,7 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 	first, _ := scenario.ParseSUPI(sc.Subscribers.First)
 	nw := cfg.Workers
 	if nw <= 0 {
-		nw = runtime.GOMAXPROCS(0)
+		nw = defaultWorkers(sc.OfferedTPS(), runtime.GOMAXPROCS(0))
 	}
 	if nw > sc.MaxInFlight {
 		nw = sc.MaxInFlight
@@ -251,6 +258,18 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// TxnPerWorker is the offered load (transactions per second) one scheduler
+// goroutine handles by default: one worker sends thousands of requests per
+// second on a fraction of a core, and every extra worker splits the batches
+// (more wake-ups and write system calls per request).
+const TxnPerWorker = 25000
+
+// defaultWorkers returns the default worker count for tps.
+func defaultWorkers(tps float64, procs int) int {
+	n := int(math.Ceil(tps / TxnPerWorker))
+	return max(1, min(n, procs))
 }
 
 // announcePhases reports phase changes on the wall clock.

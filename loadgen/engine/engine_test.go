@@ -96,6 +96,12 @@ func runWithTimeout(t *testing.T, cfg Config) *Stats {
 // with two requests in flight at most, the requests due during the stall
 // cannot even leave, and are counted late.
 func TestStallAppearsInLatency(t *testing.T) {
+	for _, pacing := range []time.Duration{0, time.Millisecond} {
+		t.Run("pacing="+pacing.String(), func(t *testing.T) { testStall(t, pacing) })
+	}
+}
+
+func testStall(t *testing.T, pacing time.Duration) {
 	checkGoroutines(t)
 	fake := startFake(t, fakechf.Options{})
 	d := newDriver(t, "h2c", fake.Addr())
@@ -104,7 +110,7 @@ func TestStallAppearsInLatency(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		fake.Stall(stall)
 	}()
-	st := runWithTimeout(t, Config{Scenario: balanceOnly(rate, 1500*time.Millisecond, 2), Driver: d, Workers: 1})
+	st := runWithTimeout(t, Config{Scenario: balanceOnly(rate, 1500*time.Millisecond, 2), Driver: d, Workers: 1, Pacing: pacing})
 	lat, svc := st.Latency(), st.Service()
 	slowLat := lat.CountAtOrAbove(stall / 2)
 	slowSvc := svc.CountAtOrAbove(stall / 2)
@@ -163,7 +169,7 @@ func TestSessions(t *testing.T) {
 			sc.Voice.ThinkTime = scenario.Duration(50 * time.Millisecond)
 			sc.Phases = scenario.Phases{RampUp: scenario.Duration(100 * time.Millisecond), WarmUp: scenario.Duration(100 * time.Millisecond), Duration: scenario.Duration(1200 * time.Millisecond)}
 			var ticks int
-			st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Tick: func(Tick) { ticks++ }})
+			st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Tick: func(Tick) { ticks++ }, Pacing: time.Millisecond})
 			for op := range NumOps {
 				if st.Ops[op].Count == 0 {
 					t.Errorf("no %s completed", op)
@@ -220,5 +226,37 @@ func TestTimeouts(t *testing.T) {
 				t.Fatalf("completed %d + dropped %d != offered %d", count, dropped, st.Offered)
 			}
 		})
+	}
+}
+
+// Paced sends leave in batches but never before they are due, and the
+// latency (from the due time) includes the wait for the tick.
+func TestPacingNeverEarly(t *testing.T) {
+	checkGoroutines(t)
+	fake := startFake(t, fakechf.Options{})
+	d := newDriver(t, "h2c", fake.Addr())
+	const pacing = 5 * time.Millisecond
+	st := runWithTimeout(t, Config{Scenario: balanceOnly(1000, 500*time.Millisecond, 100), Driver: d, Workers: 1, Pacing: pacing})
+	count, errs, _, dropped := st.Totals()
+	if count == 0 || errs != 0 || count+dropped != st.Offered {
+		t.Fatalf("completed %d, errors %d (%v), dropped %d, offered %d", count, errs, st.Errors, dropped, st.Offered)
+	}
+	// Sends wait for the next tick: on average half the pacing interval
+	// more than service time.
+	lat, svc := st.Latency().Summary(), st.Service().Summary()
+	if lat.Mean-svc.Mean < float64(pacing.Milliseconds())/4 {
+		t.Errorf("mean latency %.3f ms vs service %.3f ms: the wait for the %v tick is not in the latency", lat.Mean, svc.Mean, pacing)
+	}
+}
+
+func TestDefaultWorkers(t *testing.T) {
+	for _, c := range []struct {
+		tps   float64
+		procs int
+		want  int
+	}{{10, 8, 1}, {2000, 2, 1}, {TxnPerWorker, 8, 1}, {TxnPerWorker + 1, 8, 2}, {1e6, 8, 8}, {1e6, 1, 1}} {
+		if got := defaultWorkers(c.tps, c.procs); got != c.want {
+			t.Errorf("defaultWorkers(%v, %d) = %d, want %d", c.tps, c.procs, got, c.want)
+		}
 	}
 }

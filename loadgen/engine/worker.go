@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,13 +96,26 @@ type worker struct {
 	dispatch chan *flow
 	complete chan *flow
 	// async path (driver.Async): no sender goroutines
-	async     driver.Async
-	live      []*flow // requests in flight
-	immediate []*flow // completed without a callback (failed to start, expired)
-	nextScan  int64
-	k         int64 // next global flow index of this worker
-	nextAt    int64
-	genDone   bool
+	async  driver.Async
+	batch  driver.Batcher // async driver that sends queued requests on Flush; nil otherwise
+	queued bool           // requests queued since the last Flush
+	pacing int64
+	// Completions of async requests: driver callbacks append to doneQ and
+	// poke wake only when wakeOnDone is set (the worker would otherwise
+	// sleep longer than the pacing interval, or needs the slot for its
+	// backlog); else the worker collects them at its next tick. Latency
+	// is stamped in the callback, so collecting later changes no figure.
+	doneMu     sync.Mutex
+	doneQ      []*flow
+	doneSpare  []*flow
+	wakeOnDone atomic.Bool
+	wake       chan struct{}
+	live       []*flow // requests in flight
+	immediate  []*flow // completed without a callback (failed to start, expired)
+	nextScan   int64
+	k          int64 // next global flow index of this worker
+	nextAt     int64
+	genDone    bool
 
 	// statistics
 	ops            [NumOps]OpStats
@@ -141,6 +155,8 @@ func newWorker(id, n int, cfg *Config, first scenario.SUPI, start time.Time, sch
 		errors:   map[string]int64{},
 		ledger:   NewLedger(sc.Subscribers.Count),
 		nextSec:  int64(time.Second),
+		pacing:   int64(cfg.Pacing),
+		wake:     make(chan struct{}, 1),
 	}
 	for i := range w.ops {
 		w.ops[i].Latency = histogram.New()
@@ -149,6 +165,7 @@ func newWorker(id, n int, cfg *Config, first scenario.SUPI, start time.Time, sch
 	w.iv.hist = agg.getHist()
 	if a, ok := cfg.Driver.(driver.Async); ok && !cfg.NoAsync {
 		w.async = a
+		w.batch, _ = a.(driver.Batcher)
 	}
 	w.nextAt = sched.at(w.k)
 	return w
@@ -162,6 +179,7 @@ func (w *worker) run(ctx context.Context) {
 	defer timer.Stop()
 	done := ctx.Done()
 	for {
+		w.collect()
 		now := w.now()
 		for now >= w.nextSec {
 			w.flush()
@@ -191,6 +209,10 @@ func (w *worker) run(ctx context.Context) {
 			f := heap.Pop(&w.heap).(*flow)
 			w.ready(f, now)
 		}
+		if w.queued {
+			w.queued = false
+			w.batch.Flush()
+		}
 		if w.genDone && len(w.heap) == 0 && w.bhead == len(w.backlog) && w.inflight == 0 {
 			w.flush()
 			return
@@ -208,11 +230,24 @@ func (w *worker) run(ctx context.Context) {
 		if len(w.immediate) > 0 {
 			next = now
 		}
-		if p := int64(w.cfg.Pacing); p > 0 {
+		if p := w.pacing; p > 0 {
 			next = (next + p - 1) / p * p // wake on pacing ticks: sends batch
+		}
+		if w.async != nil {
+			// Completions wake the worker at once unless it wakes within
+			// the pacing interval anyway and has no backlog waiting for
+			// their slots. Set the flag, then look at the queue: a
+			// callback appends, then reads the flag, so one of the two
+			// sees the other.
+			wakeNow := w.pacing <= 0 || next-now > w.pacing || w.bhead < len(w.backlog)
+			w.wakeOnDone.Store(wakeNow)
+			if wakeNow && w.pendingDone() {
+				continue
+			}
 		}
 		timer.Reset(time.Duration(next - now))
 		select {
+		case <-w.wake:
 		case f := <-w.complete:
 			w.receive(f)
 			// take every completion already waiting before looking at the clock
@@ -240,6 +275,44 @@ func (w *worker) run(ctx context.Context) {
 // expireScan is how often in-flight async requests are checked against the
 // timeout.
 const expireScan = 50 * time.Millisecond
+
+// pendingDone reports whether async completions wait in doneQ.
+func (w *worker) pendingDone() bool {
+	w.doneMu.Lock()
+	n := len(w.doneQ)
+	w.doneMu.Unlock()
+	return n > 0
+}
+
+// collect takes the async completions queued by driver callbacks.
+func (w *worker) collect() {
+	if w.async == nil {
+		return
+	}
+	w.doneMu.Lock()
+	q := w.doneQ
+	w.doneQ = w.doneSpare[:0]
+	w.doneMu.Unlock()
+	for i, f := range q {
+		q[i] = nil
+		w.receive(f)
+	}
+	w.doneSpare = q[:0]
+}
+
+// queueDone hands a completed async request to the worker (driver
+// callback goroutine).
+func (w *worker) queueDone(f *flow) {
+	w.doneMu.Lock()
+	w.doneQ = append(w.doneQ, f)
+	w.doneMu.Unlock()
+	if w.wakeOnDone.Load() {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // receive handles a flow back from a sender or a driver callback.
 func (w *worker) receive(f *flow) {
@@ -340,12 +413,19 @@ func (w *worker) send(f *flow) {
 			f.cb = func(err error) {
 				w.finish(f, err)
 				if !f.abandoned.Load() {
-					w.complete <- f
+					w.queueDone(f)
 				}
 			}
 		}
 		w.track(f)
-		if err := w.async.Start(&f.req, &f.resp, f.cb); err != nil {
+		var err error
+		if w.batch != nil {
+			err = w.batch.Queue(&f.req, &f.resp, f.cb)
+			w.queued = true
+		} else {
+			err = w.async.Start(&f.req, &f.resp, f.cb)
+		}
+		if err != nil {
 			w.untrack(f)
 			w.finish(f, err)
 			w.immediate = append(w.immediate, f)
