@@ -53,6 +53,7 @@ func runABM(args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: chf abm [flags]\n\nRuns the Account Balance Manager. Every flag also reads CHF_<FLAG> (upper case, '-' → '_')\nfrom the environment when not given.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
+	tracing := chassis.TelemetryFlags(fs)
 	if err := chassis.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,6 +82,9 @@ func runABM(args []string) error {
 	default:
 		return fmt.Errorf("cannot use --discovery %q: %w", f.discovery, chassis.ErrUnknownDiscovery)
 	}
+	if err := checkTracing(tracing); err != nil {
+		return err
+	}
 	if f.checkFlags {
 		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s aerospike=%s as-namespace=%s reservation-sweep=%s max-inflight=%d account-cache=%d pprof=%s\n",
 			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.aerospike, f.namespace, f.sweep, f.maxInFlight, f.accountCache, f.pprof)
@@ -88,6 +92,11 @@ func runABM(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", "abm")
 	slog.SetDefault(log)
+	stopTracing, err := startTracing(tracing, "abm", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if f.pprof != "" {
 		if _, _, err := chassis.StartPprof(f.pprof, log); err != nil {
 			return err

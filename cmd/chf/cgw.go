@@ -11,8 +11,10 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path"
 	"runtime"
 	rpprof "runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 	"github.com/chf-testbed/testbed/ocp"
 )
 
@@ -32,6 +35,7 @@ type cgwFlags struct {
 	listen, discovery, k8sNamespace, network, logLevel string
 	ocp, diameter                                      string
 	originHost, originRealm                            string
+	allowHosts, allowRealms                            string
 	maxBody, maxInFlight                               int
 	pprof, cpuProfile                                  string
 	checkFlags                                         bool
@@ -51,6 +55,10 @@ func runCGW(args []string) error {
 	fs.StringVar(&f.diameter, "diameter", "", "host:port to serve Diameter Gy (RFC 4006 credit control) on; empty = off")
 	fs.StringVar(&f.originHost, "diameter-origin-host", "cgw.chf.test", "Diameter Origin-Host of the CGW")
 	fs.StringVar(&f.originRealm, "diameter-origin-realm", "chf.test", "Diameter Origin-Realm of the CGW")
+	fs.StringVar(&f.allowHosts, "diameter-allow-host", "",
+		"comma-separated Origin-Host patterns (path.Match: *.pgw.example) of the Diameter peers allowed to connect; others get DIAMETER_UNKNOWN_PEER at CER and are closed; empty = any host")
+	fs.StringVar(&f.allowRealms, "diameter-allow-realm", "",
+		"comma-separated Origin-Realm patterns (path.Match) of the Diameter peers allowed to connect; a peer must match both lists; empty = any realm")
 	fs.IntVar(&f.maxBody, "max-body", 64<<10, "largest Nchf request body in bytes; larger ones get 413 ProblemDetails")
 	fs.IntVar(&f.maxInFlight, "max-inflight", 4096, "Nchf requests charged at once; beyond it requests get 503 (NF_CONGESTION) at once instead of queueing")
 	fs.StringVar(&f.pprof, "pprof", "", "host:port to serve net/http/pprof on (profiling); empty = off")
@@ -60,6 +68,7 @@ func runCGW(args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: chf cgw [flags]\n\nRuns the Charging Gateway. Every flag also reads CHF_<FLAG> (upper case, '-' → '_')\nfrom the environment when not given.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
+	tracing := chassis.TelemetryFlags(fs)
 	if err := chassis.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,17 +90,31 @@ func runCGW(args []string) error {
 			return fmt.Errorf("cannot parse --diameter %q: %w", f.diameter, err)
 		}
 	}
+	allowHosts, allowRealms := splitList(f.allowHosts), splitList(f.allowRealms)
+	for _, p := range append(append([]string(nil), allowHosts...), allowRealms...) {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("cannot use --diameter-allow-host/--diameter-allow-realm pattern %q: %w", p, err)
+		}
+	}
 	src, err := chassis.PeerSource(f.discovery, f.ocp, chassis.WithNamespace(f.k8sNamespace), chassis.WithNetwork(f.network))
 	if err != nil {
 		return fmt.Errorf("cannot use --ocp: %w", err)
 	}
+	if err := checkTracing(tracing); err != nil {
+		return err
+	}
 	if f.checkFlags {
-		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s ocp=%s diameter=%s diameter-origin-host=%s diameter-origin-realm=%s max-body=%d max-inflight=%d pprof=%s cpuprofile=%s\n",
-			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.ocp, f.diameter, f.originHost, f.originRealm, f.maxBody, f.maxInFlight, f.pprof, f.cpuProfile)
+		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s ocp=%s diameter=%s diameter-origin-host=%s diameter-origin-realm=%s diameter-allow-host=%s diameter-allow-realm=%s max-body=%d max-inflight=%d pprof=%s cpuprofile=%s\n",
+			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.ocp, f.diameter, f.originHost, f.originRealm, f.allowHosts, f.allowRealms, f.maxBody, f.maxInFlight, f.pprof, f.cpuProfile)
 		return nil
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", "cgw")
 	slog.SetDefault(log)
+	stopTracing, err := startTracing(tracing, "cgw", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
@@ -131,9 +154,13 @@ func runCGW(args []string) error {
 	if f.diameter != "" {
 		dia, err = diameter.NewServer(diameter.Config{
 			OriginHost: f.originHost, OriginRealm: f.originRealm, MaxInFlight: f.maxInFlight, Logger: log,
+			AllowHosts: allowHosts, AllowRealms: allowRealms,
 		}, charger)
 		if err != nil {
 			return fmt.Errorf("cannot create Diameter server: %w", err)
+		}
+		if err := dia.RegisterMetrics(telemetry.Meter()); err != nil {
+			return err
 		}
 		if err := dia.Listen(f.diameter); err != nil {
 			return err
@@ -158,6 +185,17 @@ func runCGW(args []string) error {
 		errs = append(errs, fmt.Errorf("cannot stop CGW server: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // peerReady reports ready once one OCP endpoint answers its /readyz.

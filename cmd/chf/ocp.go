@@ -44,6 +44,7 @@ func runOCP(args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: chf ocp [flags]\n\nRuns the Online Charging Processor. Every flag also reads CHF_<FLAG> (upper case, '-' → '_')\nfrom the environment when not given.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
+	tracing := chassis.TelemetryFlags(fs)
 	if err := chassis.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -68,6 +69,9 @@ func runOCP(args []string) error {
 	if err != nil {
 		return fmt.Errorf("cannot use --abm: %w", err)
 	}
+	if err := checkTracing(tracing); err != nil {
+		return err
+	}
 	if f.checkFlags {
 		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s abm=%s tariff=%s rating-groups=%d max-inflight=%d pprof=%s\n",
 			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.abm, f.tariff, len(tariff.RatingGroups), f.maxInFlight, f.pprof)
@@ -75,6 +79,11 @@ func runOCP(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", "ocp")
 	slog.SetDefault(log)
+	stopTracing, err := startTracing(tracing, "ocp", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if f.pprof != "" {
 		if _, _, err := chassis.StartPprof(f.pprof, log); err != nil {
 			return err
