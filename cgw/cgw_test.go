@@ -54,7 +54,7 @@ func (f *fakeCharger) Charge(_ context.Context, req *chf.ChargeRequest, resp *ch
 		return fmt.Errorf("cannot charge through ocp: cannot call ocp at 127.0.0.1:1: %w", fasthttp.ErrNoFreeConns)
 	}
 	if req.Op == chf.OpBalance {
-		resp.Balance, resp.Reserved, resp.Currency = 1000, 100, "EUR"
+		resp.Balance, resp.Reserved, resp.Currency, resp.Debited = 1000, 100, "EUR", 250
 		return nil
 	}
 	if f.last == nil {
@@ -301,7 +301,7 @@ func TestBalanceAndRouting(t *testing.T) {
 	s := startServer(t, &fakeCharger{}, 0)
 	for name, c := range clients(t) {
 		r := do(t, c, "GET", "http://"+s.Addr()+AccountsBase+"imsi-001010000000001", nil)
-		want := `{"supi":"imsi-001010000000001","balance":1000,"reserved":100,"available":900,"currency":"EUR"}`
+		want := `{"supi":"imsi-001010000000001","balance":1000,"reserved":100,"available":900,"currency":"EUR","debited":250}`
 		if r.status != 200 || string(r.body) != want || r.header.Get("Content-Type") != "application/json" {
 			t.Fatalf("%s: balance %d %s", name, r.status, r.body)
 		}

@@ -392,7 +392,8 @@ func (h *Handler) balance(ctx context.Context, x *Exchange, supi string) {
 }
 
 // AppendBalance appends the balance inquiry JSON object for resp to dst:
-// {"supi","balance","reserved","available","currency"}, integer minor units.
+// {"supi","balance","reserved","available","currency","debited"}, integer
+// minor units; debited is the account's running total of debits.
 func AppendBalance(dst []byte, supi string, resp *chf.ChargeResponse) []byte {
 	dst = append(dst, `{"supi":`...)
 	dst = chf.AppendJSONString(dst, supi)
@@ -404,5 +405,7 @@ func AppendBalance(dst []byte, supi string, resp *chf.ChargeResponse) []byte {
 	dst = strconv.AppendInt(dst, resp.Balance-resp.Reserved, 10)
 	dst = append(dst, `,"currency":`...)
 	dst = chf.AppendJSONString(dst, resp.Currency)
+	dst = append(dst, `,"debited":`...)
+	dst = strconv.AppendInt(dst, resp.Debited, 10)
 	return append(dst, '}')
 }
