@@ -219,7 +219,13 @@ func (c *CHF) start(ctx context.Context) error {
 	if err := c.spawn("cgw", args...); err != nil {
 		return err
 	}
-	return c.waitReady(ctx, "cgw", cfg.Nchf)
+	if err := c.waitReady(ctx, "cgw", cfg.Nchf); err != nil {
+		return err
+	}
+	if cfg.Diameter != "" { // the cgw opens it just after its HTTP port
+		return c.waitTCP(ctx, "cgw", cfg.Diameter)
+	}
+	return nil
 }
 
 // provision writes the accounts through the abm provisioning code,

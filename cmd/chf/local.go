@@ -84,7 +84,11 @@ func runLocal(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("chf local ready: nchf %s balance %s{supi} pids %v\n", chf.NchfURL, chf.BalanceURL, chf.Pids())
+	if d := chf.Addrs["diameter"]; d != "" {
+		fmt.Printf("chf local ready: nchf %s balance %s{supi} diameter %s pids %v\n", chf.NchfURL, chf.BalanceURL, d, chf.Pids())
+	} else {
+		fmt.Printf("chf local ready: nchf %s balance %s{supi} pids %v\n", chf.NchfURL, chf.BalanceURL, chf.Pids())
+	}
 	select {
 	case <-ctx.Done():
 		log.Info("stopping")

@@ -29,7 +29,8 @@ func localCmd(args []string) error {
 	cgwArgs := fs.String("cgw-args", "", "extra flags for the cgw process, space-separated")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadgen local [--duration 30s] [--rate N] [--json FILE] [flags]\n\n"+
-			"Starts the CHF's services locally (aslite, abm with provisioned accounts, ocp, cgw), runs the\n"+
+			"Starts the CHF's services locally (aslite, abm with provisioned accounts, ocp, cgw; with\n"+
+			"--proto gy the cgw's Diameter Gy front too, which the load then uses), runs the\n"+
 			"scenario (default: the built-in mix at 1000 TPS), prints the report, writes result.json, series.csv,\n"+
 			"report.md and report.html under ./results/<timestamp>/, then stops the CHF.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -70,7 +71,7 @@ func localCmd(args []string) error {
 	t0 := time.Now()
 	tb, err := testbed.Start(ctx, testbed.Options{
 		CHF: *chfBin, Accounts: *accounts, Balance: *balance, First: o.Scenario.Subscribers.First,
-		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs),
+		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), Diameter: f.proto == "gy",
 	})
 	if err != nil {
 		return err
@@ -80,8 +81,9 @@ func localCmd(args []string) error {
 			o.Log.Warn("the local CHF stopped with an error", "err", err)
 		}
 	}()
-	o.Log.Info("local CHF ready", "target", tb.Target, "pids", tb.Pids, "chf", tb.CHF, "took", time.Since(t0).Round(time.Millisecond))
-	o.Targets = []string{tb.Target}
+	o.Log.Info("local CHF ready", "target", tb.Target, "diameter", tb.Diameter, "pids", tb.Pids, "chf", tb.CHF, "took", time.Since(t0).Round(time.Millisecond))
+	o.Targets = f.localTargets(tb)
+	o.BalanceTargets = []string{tb.Target}
 	o.CPU = append(o.CPU, tb.CPU()...)
 	if o.Label == "" {
 		o.Label = "local"

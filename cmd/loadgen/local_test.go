@@ -29,8 +29,9 @@ func buildBinaries(t *testing.T, ctx context.Context) (loadgen, chf string) {
 }
 
 // TestLocalEndToEnd runs `loadgen local` briefly against the real CHF
-// (separate processes): it must finish with zero errors and a passing
-// audit, and leave every report file behind.
+// (separate processes), over Nchf and over Diameter Gy: each must finish
+// with zero errors and a passing audit, and leave every report file
+// behind.
 func TestLocalEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs the CHF")
@@ -41,8 +42,17 @@ func TestLocalEndToEnd(t *testing.T) {
 	if _, _, err := testbed.FindCHF(ctx, chf, nil); errors.Is(err, testbed.ErrNoCHF) {
 		t.Skipf("chf local cannot run yet (the chf binary lacks a service subcommand): %v", err)
 	}
+	// Nchf (h2c) and Diameter Gy, on the same binaries.
+	for _, proto := range []string{"h2c", "gy"} {
+		t.Run(proto, func(t *testing.T) { localRun(t, ctx, loadgen, chf, proto) })
+	}
+}
+
+// localRun runs `loadgen local --proto proto` for two seconds and checks
+// the outcome.
+func localRun(t *testing.T, ctx context.Context, loadgen, chf, proto string) {
 	results := t.TempDir()
-	cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--duration", "2s", "--rate", "300",
+	cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--proto", proto, "--duration", "2s", "--rate", "300",
 		"--warmup", "500ms", "--ramp-up", "500ms", "--accounts", "2000", "--results", results, "--progress", "plain")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -61,8 +71,8 @@ func TestLocalEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Errors != 0 || res.Transactions == 0 || !res.Audit.OK {
-		t.Fatalf("%d transactions, %d errors %v, audit %+v\n%s", res.Transactions, res.Errors, res.ErrorClasses, res.Audit, out)
+	if res.Proto != proto || res.Errors != 0 || res.Transactions == 0 || !res.Audit.OK || res.Audit.Charged == 0 {
+		t.Fatalf("%s: %d transactions, %d errors %v, audit %+v\n%s", res.Proto, res.Transactions, res.Errors, res.ErrorClasses, res.Audit, out)
 	}
 	for _, c := range []string{"cgw", "ocp", "abm", "aslite", report.LoadgenComponent} {
 		if _, ok := res.CPUPercent[c]; !ok {

@@ -19,6 +19,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
+	"github.com/chf-testbed/testbed/loadgen/testbed"
 )
 
 func init() {
@@ -43,6 +44,7 @@ type runFlags struct {
 	noAsync        bool
 	conns          int
 	proto          string
+	balanceURL     string
 	cpus           multiFlag
 	auditMode      string
 	initialBalance int64
@@ -80,11 +82,12 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.pacing, "pacing", 0, "wake the scheduler on multiples of this and send every request due by then together (fewer system calls per request; sends up to this late, which latency shows); 0 = each request at its own time")
 	fs.IntVar(&f.procs, "procs", 0, "GOMAXPROCS of the load generator (0 = Go's default, one per CPU); 1 costs the least CPU per request")
 	fs.BoolVar(&f.noAsync, "no-async", false, "h2c: send through a goroutine per request in flight instead of the connection's callbacks (for comparison)")
-	fs.IntVar(&f.conns, "conns", 0, "connections per target: h2c at most this many (dialed as streams fill, default 64), h2c-std exactly this many (default 2), http1 pool size (default 1024)")
-	fs.StringVar(&f.proto, "proto", "h2c", "protocol: h2c (HTTP/2 cleartext, prior knowledge, chassis/h2c), h2c-std (golang.org/x/net/http2.Transport) or http1 (HTTP/1.1, fasthttp)")
+	fs.IntVar(&f.conns, "conns", 0, "connections per target: h2c at most this many (dialed as streams fill, default 64), h2c-std exactly this many (default 2), http1 pool size (default 1024), gy Diameter peers each with its own Origin-Host (default 4)")
+	fs.StringVar(&f.proto, "proto", "h2c", "protocol: h2c (HTTP/2 cleartext, prior knowledge, chassis/h2c), h2c-std (golang.org/x/net/http2.Transport), http1 (HTTP/1.1, fasthttp) or gy (Diameter Gy credit control; implied by --target diameter://...)")
 	fs.StringVar(&f.proto, "protocol", "h2c", "alias of --proto")
 	fs.Var(&f.cpus, "cpu", "CPU source of a SUT component, repeatable: NAME=pid:PID[,PID], NAME=proc:PROCESS, NAME=http://HOST:PORT/metrics (process_cpu_seconds_total), or a bare process name")
 	fs.StringVar(&f.auditMode, "audit", run.AuditAuto, "balance audit: auto (initial balances of the range read first when it has at most 200000 subscribers or --initial-balance states them; final balances of the touched subscribers), full (the whole range before and after), off")
+	fs.StringVar(&f.balanceURL, "balance-url", "", "with --proto gy: the CGW's HTTP endpoint(s), http://HOST:PORT[,...], the audit reads balances from (GET /chf/v1/accounts/{supi}); empty skips the audit of a Gy run (loadgen local and sweep --local know it)")
 	fs.Int64Var(&f.initialBalance, "initial-balance", 0, "known initial balance of every account in minor units (freshly provisioned); skips reading balances before the run")
 	fs.IntVar(&f.auditConc, "audit-concurrency", 128, "balance reads in flight during the audit")
 	fs.StringVar(&f.progress, "progress", run.ProgressAuto, "live progress on stderr: auto (refreshed line on a terminal, else plain), line, plain, json (JSON lines), off")
@@ -152,6 +155,40 @@ func (f *runFlags) scenario() (scenario.Scenario, error) {
 	return sc, nil
 }
 
+// parseTargets reads --target for the protocol: diameter://HOST:PORT
+// targets select gy (and need it), the others are Nchf URLs.
+func (f *runFlags) parseTargets(s string) ([]string, error) {
+	if driver.IsDiameterTarget(s) {
+		if f.proto != "h2c" && f.proto != "gy" {
+			return nil, usageError{fmt.Errorf("cannot use --proto %s with diameter:// targets", f.proto)}
+		}
+		f.proto = "gy"
+	}
+	var ts []string
+	var err error
+	if f.proto == "gy" {
+		ts, err = driver.ParseDiameterTargets(s)
+	} else {
+		ts, err = driver.ParseTargets(s)
+	}
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return ts, nil
+}
+
+// localTargets returns the targets of a local testbed for the protocol,
+// and sets --balance-url for a Gy run.
+func (f *runFlags) localTargets(tb *testbed.Testbed) []string {
+	if f.proto == "gy" {
+		if f.balanceURL == "" {
+			f.balanceURL = "http://" + tb.Target
+		}
+		return []string{tb.Diameter}
+	}
+	return []string{tb.Target}
+}
+
 // parseShard reads "i/n".
 func parseShard(s string) (int, int, error) {
 	a, b, ok := strings.Cut(s, "/")
@@ -193,6 +230,11 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 		Scenario: sc, Targets: targets, Proto: f.proto, Conns: f.conns, Workers: f.workers, Pacing: f.pacing, NoAsync: f.noAsync,
 		Audit: f.auditMode, InitialBalance: f.initialBalance, AuditConcurrency: f.auditConc,
 		ProgressMode: f.progress, Label: f.label, Shard: f.shard, Log: log,
+	}
+	if f.balanceURL != "" {
+		if o.BalanceTargets, err = driver.ParseTargets(f.balanceURL); err != nil {
+			return o, usageError{fmt.Errorf("cannot use --balance-url: %w", err)}
+		}
 	}
 	switch f.auditMode {
 	case run.AuditAuto, run.AuditFull, run.AuditOff:
@@ -279,16 +321,16 @@ func runCmd(args []string) error {
 	fs := flag.NewFlagSet("loadgen run", flag.ContinueOnError)
 	var f runFlags
 	f.register(fs)
-	target := fs.String("target", "", "CGW Nchf endpoints, comma-separated http://HOST:PORT (requests are balanced over them client-side)")
+	target := fs.String("target", "", "CGW endpoints, comma-separated: Nchf http://HOST:PORT, or Diameter Gy diameter://HOST:PORT (selects --proto gy; --conns peers each); flows are balanced over them client-side")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *target == "" {
 		return usageError{errors.New("--target is required")}
 	}
-	targets, err := driver.ParseTargets(*target)
+	targets, err := f.parseTargets(*target)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	o, err := f.options(targets)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/loadgen/cpu"
-	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/gate"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
@@ -52,7 +51,7 @@ func sweepCmd(args []string) error {
 	fs := flag.NewFlagSet("loadgen sweep", flag.ContinueOnError)
 	var f runFlags
 	f.register(fs)
-	tgt := fs.String("target", "", "CGW endpoints (http://HOST:PORT,...); empty with --local")
+	tgt := fs.String("target", "", "CGW endpoints (http://HOST:PORT,... or diameter://HOST:PORT,... for Gy); empty with --local")
 	local := fs.Bool("local", false, "start the local CHF once and sweep it (like loadgen local)")
 	chfBin := fs.String("chf", "", "chf binary for --local")
 	accounts := fs.Int("accounts", 100_000, "accounts provisioned by --local; each step uses its own slice of them")
@@ -173,9 +172,9 @@ func openTarget(ctx context.Context, tgt string, local bool, chf string, account
 		return nil, usageError{errors.New("give exactly one of --target and --local")}
 	}
 	if !local {
-		ts, err := driver.ParseTargets(tgt)
+		ts, err := f.parseTargets(tgt)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, err
 		}
 		return &target{targets: ts}, nil
 	}
@@ -189,7 +188,7 @@ func openTarget(ctx context.Context, tgt string, local bool, chf string, account
 	if err != nil {
 		return nil, err
 	}
-	return &target{targets: []string{tb.Target}, local: true, chf: chf, tb: tb}, nil
+	return &target{targets: f.localTargets(tb), local: true, chf: chf, tb: tb}, nil
 }
 
 func startTestbed(ctx context.Context, chf string, accounts int, balance int64, f *runFlags) (*testbed.Testbed, error) {
@@ -205,7 +204,7 @@ func startTestbed(ctx context.Context, chf string, accounts int, balance int64, 
 	if first == "" {
 		first = scenario.Default().Subscribers.First
 	}
-	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log})
+	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy"})
 	if err != nil {
 		logs.Close()
 		return nil, err
@@ -365,7 +364,8 @@ func runTrials(baseCHF, candCHF string, n, accounts int, balance int64, f *runFl
 			if err != nil {
 				return nil, nil, err
 			}
-			o, err := f.options([]string{tb.Target})
+			f.balanceURL = "" // this trial's CHF
+			o, err := f.options(f.localTargets(tb))
 			if err != nil {
 				tb.Stop()
 				return nil, nil, err

@@ -3,8 +3,9 @@
 // the sum of what the CHF reported charging (X-Chf-Charged); no balance may
 // be negative and no reservation may be left once every session ended.
 //
-// Balances are read through the same driver as the load
-// (GET /chf/v1/accounts/{supi}), many at a time. The audit does not judge
+// Balances are read through an HTTP driver (GET /chf/v1/accounts/{supi}),
+// many at a time: the load's own, or for a Diameter Gy load one to the
+// CGW's HTTP port; Gy answers' Cost-Information plays X-Chf-Charged's part. The audit does not judge
 // requests whose outcome the load generator never learned (timeouts,
 // connection failures): it reports their number beside the verdict.
 package audit

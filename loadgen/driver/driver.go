@@ -1,7 +1,8 @@
 // Package driver sends the load generator's requests over a protocol: HTTP/2
 // cleartext with prior knowledge ("h2c", the project's lean chassis/h2c
-// client; "h2c-std", golang.org/x/net/http2.Transport, for comparison) or
-// HTTP/1.1 ("http1", fasthttp). Every
+// client; "h2c-std", golang.org/x/net/http2.Transport, for comparison),
+// HTTP/1.1 ("http1", fasthttp) or Diameter Gy ("gy", loadgen/gy; it takes
+// protocol-neutral Request.Charge descriptions, see Charging). Every
 // driver balances requests over several targets (CGW addresses) as the
 // caller chooses by index, and classifies transport failures.
 //
@@ -35,6 +36,9 @@ type Request struct {
 	Method string // "GET" or "POST"
 	Path   []byte // absolute path, e.g. /nchf-convergedcharging/v3/chargingdata
 	Body   []byte // JSON body; nil for GET
+	// Charge describes the transaction for Charging drivers (gy), which
+	// ignore Method, Path and Body; HTTP drivers ignore it.
+	Charge *Charge
 }
 
 // Response is what Do fills. Body and Location are reused across calls: Do
@@ -47,6 +51,12 @@ type Response struct {
 	// present and valid.
 	Charged    int64
 	HasCharged bool
+	// Class, set by Charging drivers, names why an answered request
+	// failed ("gy_5030", "rg_4012"); empty = success. HTTP drivers leave
+	// it empty: the engine classifies their status and body.
+	Class string
+
+	gy gyState // reused by the gy driver
 
 	h2     h2c.ClientResponse // reused by the h2c driver
 	h2req  h2c.ClientRequest  // the request in flight (async h2c)
@@ -61,6 +71,7 @@ func (r *Response) Reset() {
 	r.Location = r.Location[:0]
 	r.Charged = 0
 	r.HasCharged = false
+	r.Class = ""
 }
 
 // Driver sends requests.
@@ -90,10 +101,11 @@ type Async interface {
 
 // Config selects and tunes a driver.
 type Config struct {
-	Proto   string   // "h2c" (default), "h2c-std" or "http1"
-	Targets []string // http://host:port
+	Proto   string   // "h2c" (default), "h2c-std", "http1" or "gy"
+	Targets []string // host:port (the CGW's Nchf port, or its Diameter port for gy)
 	// Conns is the number of connections per target (HTTP/2: streams are
-	// multiplexed on them; HTTP/1.1: the pool size). 0 = default.
+	// multiplexed on them; HTTP/1.1: the pool size; gy: Diameter peers,
+	// each its own Origin-Host). 0 = default.
 	Conns   int
 	Timeout time.Duration
 }
@@ -140,8 +152,10 @@ func New(cfg Config) (Driver, error) {
 		return newStdH2(cfg)
 	case "http1":
 		return newHTTP1(cfg)
+	case "gy":
+		return newGy(cfg)
 	}
-	return nil, fmt.Errorf("%w %q (want h2c, h2c-std or http1)", ErrProto, cfg.Proto)
+	return nil, fmt.Errorf("%w %q (want h2c, h2c-std, http1 or gy)", ErrProto, cfg.Proto)
 }
 
 // classify wraps a transport error as timeout or connection.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
 	"github.com/chf-testbed/testbed/loadgen/nchf"
@@ -45,6 +46,7 @@ type flow struct {
 	heapIdx int
 	nreq    nchf.Request // body fields of the current request
 	used    nchf.Units
+	charge  driver.Charge // the current request for Charging drivers (gy)
 	// async path
 	cb        func(error)
 	abandoned atomic.Bool // set by the worker when it gave up on the request
@@ -96,10 +98,11 @@ type worker struct {
 	dispatch chan *flow
 	complete chan *flow
 	// async path (driver.Async): no sender goroutines
-	async  driver.Async
-	batch  driver.Batcher // async driver that sends queued requests on Flush; nil otherwise
-	queued bool           // requests queued since the last Flush
-	pacing int64
+	async    driver.Async
+	batch    driver.Batcher // async driver that sends queued requests on Flush; nil otherwise
+	queued   bool           // requests queued since the last Flush
+	charging bool           // the driver takes driver.Charge, not Nchf over HTTP
+	pacing   int64
 	// Completions of async requests: driver callbacks append to doneQ and
 	// poke wake only when wakeOnDone is set (the worker would otherwise
 	// sleep longer than the pacing interval, or needs the slot for its
@@ -167,6 +170,7 @@ func newWorker(id, n int, cfg *Config, first scenario.SUPI, start time.Time, sch
 		w.async = a
 		w.batch, _ = a.(driver.Batcher)
 	}
+	_, w.charging = cfg.Driver.(driver.Charging)
 	w.nextAt = sched.at(w.k)
 	return w
 }
@@ -619,6 +623,11 @@ func (w *worker) build(f *flow) {
 	r := &f.req
 	r.Target = f.target
 	r.Body = nil
+	if w.charging {
+		w.fillCharge(f)
+		r.Charge = &f.charge
+		return
+	}
 	r.Method = http.MethodPost
 	switch f.op {
 	case OpBalance:
@@ -654,6 +663,18 @@ func (w *worker) finish(f *flow, err error) {
 	}
 	f.status = f.resp.Status
 	f.charged, f.hasChg = f.resp.Charged, f.resp.HasCharged
+	if w.charging {
+		// The driver classified the answer; a create's Location is the
+		// session reference (Gy Session-Id).
+		f.class = f.resp.Class
+		if f.op == OpCreate && f.status == http.StatusCreated {
+			f.ref = append(f.ref[:0], f.resp.Location...)
+			if len(f.ref) == 0 && f.class == "" {
+				f.class = classNoLocation
+			}
+		}
+		return
+	}
 	var ok bool
 	switch f.op {
 	case OpBalance, OpUpdate:
@@ -711,6 +732,41 @@ func (w *worker) request(f *flow) *nchf.Request {
 		}
 	}
 	return r
+}
+
+// fillCharge fills f.charge, the protocol-neutral form of the request that
+// request builds for Nchf, for Charging drivers.
+func (w *worker) fillCharge(f *flow) {
+	c := &f.charge
+	*c = driver.Charge{SUPI: f.supi, Seq: f.seq}
+	switch f.op {
+	case OpBalance:
+		c.Op = driver.ChargeBalance
+		return
+	case OpEvent:
+		c.Op, c.RatingGroup = driver.ChargeEvent, w.sc.SMS.RatingGroup
+		c.Request, c.Requested = true, chfUnits(w.sc.SMS.Units)
+		return
+	}
+	s := w.session(f)
+	c.RatingGroup = s.RatingGroup
+	switch f.op {
+	case OpCreate:
+		c.Op = driver.ChargeCreate
+		c.Request, c.Requested = true, chfUnits(s.Requested)
+	case OpUpdate:
+		c.Op, c.Session = driver.ChargeUpdate, f.ref
+		c.Request, c.Requested, c.Used = true, chfUnits(s.Requested), chfUnits(s.Used)
+	case OpRelease:
+		c.Op, c.Session = driver.ChargeRelease, f.ref
+		if f.step > 0 {
+			c.Used = chfUnits(s.Used)
+		}
+	}
+}
+
+func chfUnits(u scenario.Units) chf.Units {
+	return chf.Units{TotalVolume: u.TotalVolume, Time: u.Time, ServiceSpecific: u.ServiceSpecificUnits}
 }
 
 func units(u scenario.Units) nchf.Units {

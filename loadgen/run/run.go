@@ -57,9 +57,14 @@ const (
 type Options struct {
 	Scenario scenario.Scenario
 	Targets  []string // host:port
-	Proto    string
-	Conns    int
-	Workers  int
+	Proto    string   // driver.Config.Proto: h2c, h2c-std, http1 or gy
+	// BalanceTargets are the CGW HTTP host:ports the audit reads balances
+	// from (GET /chf/v1/accounts/{supi}, over HTTP/1.1) when Proto is gy,
+	// whose targets are Diameter peers. Without them a Gy run's audit is
+	// skipped (auto) or fails (full).
+	BalanceTargets []string
+	Conns          int
+	Workers        int
 	// Pacing and NoAsync tune the engine (see engine.Config).
 	Pacing  time.Duration
 	NoAsync bool
@@ -96,6 +101,10 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	}
 	defer d.Close()
 	first, _ := scenario.ParseSUPI(sc.Subscribers.First)
+	// Balances are read over Nchf's HTTP API: through the load driver, or
+	// for Charging drivers (Gy) through an HTTP/1.1 driver of their own.
+	reader := d
+	_, charging := d.(driver.Charging)
 
 	mode := o.Audit
 	if mode == "" {
@@ -111,9 +120,25 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if mode == AuditOff {
 		auditRes.Reason = "disabled"
 	}
+	if doAudit && charging {
+		if len(o.BalanceTargets) == 0 {
+			if mode == AuditFull {
+				return nil, fmt.Errorf("cannot audit a %s run: no HTTP endpoint to read balances from (--balance-url)", protoName(o.Proto))
+			}
+			doAudit = false
+			auditRes.Reason = "no HTTP endpoint to read balances from over " + protoName(o.Proto) + " (--balance-url)"
+		} else {
+			hd, err := driver.New(driver.Config{Proto: "http1", Targets: o.BalanceTargets, Timeout: sc.Timeout.D()})
+			if err != nil {
+				return nil, fmt.Errorf("cannot create the balance reader: %w", err)
+			}
+			defer hd.Close()
+			reader = hd
+		}
+	}
 	if doAudit && o.InitialBalance <= 0 {
 		t0 := time.Now()
-		initial, err = audit.Read(ctx, d, first, audit.AllIndexes(sc.Subscribers.Count), o.AuditConcurrency)
+		initial, err = audit.Read(ctx, reader, first, audit.AllIndexes(sc.Subscribers.Count), o.AuditConcurrency)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read initial balances: %w", err)
 		}
@@ -182,7 +207,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			idx = audit.AllIndexes(sc.Subscribers.Count)
 		}
 		t0 := time.Now()
-		final, err := audit.Read(context.Background(), d, first, idx, o.AuditConcurrency)
+		final, err := audit.Read(context.Background(), reader, first, idx, o.AuditConcurrency)
 		if err != nil {
 			auditRes = audit.Result{Reason: err.Error()}
 		} else {

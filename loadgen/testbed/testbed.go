@@ -39,12 +39,17 @@ type Options struct {
 	Log  *slog.Logger
 	// CGWArgs, OCPArgs and ABMArgs add flags to those services.
 	CGWArgs, OCPArgs, ABMArgs []string
+	// Diameter starts the CGW's Diameter Gy front on a free loopback port.
+	Diameter bool
 }
 
 // Testbed is a running local CHF.
 type Testbed struct {
-	// Target is the CGW's host:port (Nchf over h2c and HTTP/1.1).
+	// Target is the CGW's host:port (Nchf over h2c and HTTP/1.1, balances).
 	Target string
+	// Diameter is the host:port of the CGW's Diameter Gy front, when
+	// Options.Diameter asked for it.
+	Diameter string
 	// Pids maps each service to its process id.
 	Pids map[string]int
 	// CHF is the binary used.
@@ -96,17 +101,21 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 		return nil, err
 	}
 	args := map[string][]string{"cgw": o.CGWArgs, "ocp": o.OCPArgs, "abm": o.ABMArgs}
-	c, err := local.Start(ctx, local.Config{
+	cfg := local.Config{
 		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
 		Logs: o.Logs, Logger: o.Log, Args: args,
-	})
+	}
+	if o.Diameter {
+		cfg.Diameter = "127.0.0.1:0"
+	}
+	c, err := local.Start(ctx, cfg)
 	if err != nil {
 		if cleanup != nil {
 			cleanup()
 		}
 		return nil, fmt.Errorf("cannot start the local CHF: %w", err)
 	}
-	return &Testbed{Target: c.Addrs["cgw"], Pids: c.Pids(), CHF: exe, chf: c, cleanup: cleanup}, nil
+	return &Testbed{Target: c.Addrs["cgw"], Diameter: c.Addrs["diameter"], Pids: c.Pids(), CHF: exe, chf: c, cleanup: cleanup}, nil
 }
 
 // FindCHF returns a chf binary that has the service subcommands. When it
