@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path"
-	"runtime"
 	rpprof "runtime/pprof"
 	"strings"
 	"syscall"
@@ -127,7 +124,7 @@ func runCGW(args []string) error {
 		defer func() { rpprof.StopCPUProfile(); pf.Close() }()
 	}
 	if f.pprof != "" {
-		if err := servePprof(f.pprof, log); err != nil {
+		if _, _, err := chassis.StartPprof(f.pprof, log); err != nil {
 			return err
 		}
 	}
@@ -224,24 +221,3 @@ func peerReady(c *chassis.Client) func(ctx context.Context) error {
 	}
 }
 
-// servePprof serves net/http/pprof on addr in the background.
-func servePprof(addr string, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("cannot listen on --pprof %s: %w", addr, err)
-	}
-	runtime.SetBlockProfileRate(0)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	go func() {
-		if err := http.Serve(ln, mux); err != nil {
-			log.Warn("pprof server stopped", "err", err)
-		}
-	}()
-	log.Info("serving pprof", "addr", ln.Addr().String())
-	return nil
-}
