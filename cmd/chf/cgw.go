@@ -220,4 +220,3 @@ func peerReady(c *chassis.Client) func(ctx context.Context) error {
 		return last
 	}
 }
-
