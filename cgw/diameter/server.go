@@ -379,7 +379,6 @@ func (p *peer) serve() {
 	ok := p.handleCER(msg)
 	s.bufs.Put(bufp)
 	if !ok {
-		s.rejected.Add(1)
 		return
 	}
 	p.conn.SetReadDeadline(time.Time{})
@@ -608,6 +607,7 @@ func (p *peer) handleCER(msg []byte) (ok bool) {
 	h, _ := wire.ParseHeader(msg)
 	if h.Code != wire.CmdCapabilitiesExchange || !h.IsRequest() {
 		s.cfg.Logger.Info("diameter peer did not start with CER", "remote", p.conn.RemoteAddr(), "command", h.Code)
+		s.rejected.Add(1)
 		return false
 	}
 	var m *diam.Message
@@ -660,6 +660,11 @@ func (p *peer) handleCER(msg []byte) (ok bool) {
 	}
 	if result != wire.ResultSuccess {
 		ans.NewAVP(avp.ErrorMessage, 0, 0, datatype.UTF8String(cerError(result)))
+	}
+	if result != wire.ResultSuccess {
+		// Counted before the CEA leaves, so a peer that has read its
+		// rejection always finds it in the stats.
+		s.rejected.Add(1)
 	}
 	p.writeMessage(ans)
 	if result != wire.ResultSuccess {
