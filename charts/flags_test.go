@@ -195,13 +195,13 @@ func checkFlags(t *testing.T, bin string, o *objects, spec corev1.PodSpec, c cor
 	out, err := run("--check-flags")
 	switch {
 	case strings.Contains(out, "unknown command"):
-		t.Skipf("chf %s does not exist yet; this check becomes real when it lands", sub)
+		t.Fatalf("chf %s does not exist, but the chart runs it", sub)
 	case strings.Contains(out, "flag provided but not defined: -check-flags"):
-		t.Skipf("chf %s has no --check-flags yet; this check becomes real when it lands", sub)
+		t.Fatalf("chf %s has no --check-flags", sub)
 	case err != nil && strings.Contains(out, "not available yet"):
 		// A feature the chart configures (e.g. --discovery=kubernetes)
-		// is announced but not implemented yet by the binary.
-		t.Skipf("chf %s --check-flags: a configured feature is not implemented yet; this check becomes real when it lands:\n%s", sub, out)
+		// that the binary does not provide.
+		t.Fatalf("chf %s --check-flags: the chart configures a feature the binary lacks:\n%s", sub, out)
 	case err != nil:
 		t.Fatalf("chf %s --check-flags rejects the chart's configuration: %v\nenv: %v\n%s", strings.Join(args, " "), err, env, out)
 	}
@@ -263,7 +263,7 @@ func TestLoadgenFlagsExist(t *testing.T) {
 	}
 	help, _ := exec.CommandContext(ctx, bin, args[0], "--help").CombinedOutput()
 	if !strings.Contains(string(help), "-target") {
-		t.Skipf("loadgen %s does not exist yet:\n%s", args[0], help)
+		t.Fatalf("loadgen %s has no --target flag, but the chart runs it:\n%s", args[0], help)
 	}
 	for _, a := range args[1:] {
 		if !strings.HasPrefix(a, "--") {
