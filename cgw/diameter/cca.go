@@ -112,7 +112,7 @@ func appendGrants(dst []byte, r *chf.ChargeResponse) []byte {
 		if !l.Granted.IsZero() {
 			var g int
 			dst, g = wire.BeginGroup(dst, wire.CodeGrantedServiceUnit, wire.AVPMandatory, 0)
-			dst = appendUnits(dst, &l.Granted)
+			dst = wire.AppendUnits(dst, &l.Granted)
 			dst = wire.EndGroup(dst, g)
 		}
 		dst = wire.AppendUint32(dst, wire.CodeRatingGroup, wire.AVPMandatory, 0, l.RatingGroup)
@@ -130,25 +130,6 @@ func appendGrants(dst []byte, r *chf.ChargeResponse) []byte {
 			dst = wire.AppendUint32(dst, wire.CodeQuotaHoldingTime, wire.AVPMandatory, wire.Vendor3GPP, l.QuotaHoldingTime)
 		}
 		dst = wire.EndGroup(dst, m)
-	}
-	return dst
-}
-
-func appendUnits(dst []byte, u *chf.Units) []byte {
-	if u.Time != 0 {
-		dst = wire.AppendUint32(dst, wire.CodeCCTime, wire.AVPMandatory, 0, u.Time)
-	}
-	if u.TotalVolume != 0 {
-		dst = wire.AppendUint64(dst, wire.CodeCCTotalOctets, wire.AVPMandatory, 0, u.TotalVolume)
-	}
-	if u.UplinkVolume != 0 {
-		dst = wire.AppendUint64(dst, wire.CodeCCInputOctets, wire.AVPMandatory, 0, u.UplinkVolume)
-	}
-	if u.DownlinkVolume != 0 {
-		dst = wire.AppendUint64(dst, wire.CodeCCOutputOctets, wire.AVPMandatory, 0, u.DownlinkVolume)
-	}
-	if u.ServiceSpecific != 0 {
-		dst = wire.AppendUint64(dst, wire.CodeCCServiceSpecificUnits, wire.AVPMandatory, 0, u.ServiceSpecific)
 	}
 	return dst
 }

@@ -445,13 +445,13 @@ func AppendCCR(dst, ident []byte, serviceContext string, req *Request, hbh, e2e 
 		if s.Request {
 			var g int
 			dst, g = wire.BeginGroup(dst, wire.CodeRequestedServiceUnit, wire.AVPMandatory, 0)
-			dst = appendUnits(dst, &s.Requested)
+			dst = wire.AppendUnits(dst, &s.Requested)
 			dst = wire.EndGroup(dst, g)
 		}
 		if !s.Used.IsZero() {
 			var g int
 			dst, g = wire.BeginGroup(dst, wire.CodeUsedServiceUnit, wire.AVPMandatory, 0)
-			dst = appendUnits(dst, &s.Used)
+			dst = wire.AppendUnits(dst, &s.Used)
 			dst = wire.EndGroup(dst, g)
 		}
 		dst = wire.AppendUint32(dst, wire.CodeRatingGroup, wire.AVPMandatory, 0, s.RatingGroup)
@@ -467,25 +467,6 @@ func AppendIdentity(dst []byte, originHost, originRealm, destRealm string) []byt
 	dst = wire.AppendString(dst, wire.CodeOriginRealm, wire.AVPMandatory, 0, originRealm)
 	dst = wire.AppendString(dst, wire.CodeDestinationRealm, wire.AVPMandatory, 0, destRealm)
 	return wire.AppendUint32(dst, wire.CodeAuthApplicationID, wire.AVPMandatory, 0, wire.AppCreditControl)
-}
-
-func appendUnits(dst []byte, u *chf.Units) []byte {
-	if u.Time != 0 {
-		dst = wire.AppendUint32(dst, wire.CodeCCTime, wire.AVPMandatory, 0, u.Time)
-	}
-	if u.TotalVolume != 0 {
-		dst = wire.AppendUint64(dst, wire.CodeCCTotalOctets, wire.AVPMandatory, 0, u.TotalVolume)
-	}
-	if u.UplinkVolume != 0 {
-		dst = wire.AppendUint64(dst, wire.CodeCCInputOctets, wire.AVPMandatory, 0, u.UplinkVolume)
-	}
-	if u.DownlinkVolume != 0 {
-		dst = wire.AppendUint64(dst, wire.CodeCCOutputOctets, wire.AVPMandatory, 0, u.DownlinkVolume)
-	}
-	if u.ServiceSpecific != 0 {
-		dst = wire.AppendUint64(dst, wire.CodeCCServiceSpecificUnits, wire.AVPMandatory, 0, u.ServiceSpecific)
-	}
-	return dst
 }
 
 // DecodeCCA decodes a whole CCA message into a (Grants reused).

@@ -10,6 +10,8 @@
 package wire
 
 import (
+	"github.com/chf-testbed/testbed/chf"
+
 	"bufio"
 	"encoding/binary"
 	"errors"
@@ -401,4 +403,26 @@ func EndGroup(dst []byte, start int) []byte {
 func AppendRaw(dst, raw []byte) []byte {
 	dst = append(dst, raw...)
 	return pad(dst, len(raw))
+}
+
+// AppendUnits appends the CC-Time, CC-Total/Input/Output-Octets and
+// CC-Service-Specific-Units AVPs of u that are non-zero (the content of a
+// Requested-, Granted- or Used-Service-Unit group).
+func AppendUnits(dst []byte, u *chf.Units) []byte {
+	if u.Time != 0 {
+		dst = AppendUint32(dst, CodeCCTime, AVPMandatory, 0, u.Time)
+	}
+	if u.TotalVolume != 0 {
+		dst = AppendUint64(dst, CodeCCTotalOctets, AVPMandatory, 0, u.TotalVolume)
+	}
+	if u.UplinkVolume != 0 {
+		dst = AppendUint64(dst, CodeCCInputOctets, AVPMandatory, 0, u.UplinkVolume)
+	}
+	if u.DownlinkVolume != 0 {
+		dst = AppendUint64(dst, CodeCCOutputOctets, AVPMandatory, 0, u.DownlinkVolume)
+	}
+	if u.ServiceSpecific != 0 {
+		dst = AppendUint64(dst, CodeCCServiceSpecificUnits, AVPMandatory, 0, u.ServiceSpecific)
+	}
+	return dst
 }
