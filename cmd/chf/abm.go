@@ -54,18 +54,9 @@ func runABM(args []string) error {
 		fs.PrintDefaults()
 	}
 	tracing := chassis.TelemetryFlags(fs)
-	if err := chassis.ParseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("cannot parse flags: unexpected argument %q", fs.Arg(0))
-	}
-	level, err := abmLogLevel(f.logLevel)
+	level, err := parseServiceFlags(fs, args, &f.listen, &f.logLevel)
 	if err != nil {
 		return err
-	}
-	if _, _, err := net.SplitHostPort(f.listen); err != nil {
-		return fmt.Errorf("cannot parse --listen %q: %w", f.listen, err)
 	}
 	hosts, err := aerospikeHosts(f.aerospike)
 	if err != nil {
@@ -139,15 +130,6 @@ func runABM(args []string) error {
 		return fmt.Errorf("cannot stop ABM server: %w", err)
 	}
 	return nil
-}
-
-// abmLogLevel parses a --log-level value.
-func abmLogLevel(s string) (slog.Level, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(s)); err != nil {
-		return level, fmt.Errorf("cannot parse --log-level: %w", err)
-	}
-	return level, nil
 }
 
 // aerospikeHosts parses an --aerospike list of host:port seeds.

@@ -66,21 +66,12 @@ func runCGW(args []string) error {
 		fs.PrintDefaults()
 	}
 	tracing := chassis.TelemetryFlags(fs)
-	if err := chassis.ParseFlags(fs, args); err != nil {
+	level, err := parseServiceFlags(fs, args, &f.listen, &f.logLevel)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("cannot parse flags: unexpected argument %q", fs.Arg(0))
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("cannot parse --log-level: %w", err)
 	}
 	if f.maxBody <= 0 || f.maxInFlight <= 0 {
 		return errors.New("cannot use --max-body and --max-inflight: both must be positive")
-	}
-	if _, _, err := net.SplitHostPort(f.listen); err != nil {
-		return fmt.Errorf("cannot parse --listen %q: %w", f.listen, err)
 	}
 	if f.diameter != "" {
 		if _, _, err := net.SplitHostPort(f.diameter); err != nil {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"time"
 
@@ -45,18 +44,9 @@ func runOCP(args []string) error {
 		fs.PrintDefaults()
 	}
 	tracing := chassis.TelemetryFlags(fs)
-	if err := chassis.ParseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("cannot parse flags: unexpected argument %q", fs.Arg(0))
-	}
-	level, err := abmLogLevel(f.logLevel)
+	level, err := parseServiceFlags(fs, args, &f.listen, &f.logLevel)
 	if err != nil {
 		return err
-	}
-	if _, _, err := net.SplitHostPort(f.listen); err != nil {
-		return fmt.Errorf("cannot parse --listen %q: %w", f.listen, err)
 	}
 	if f.maxInFlight <= 0 {
 		return fmt.Errorf("cannot use --max-inflight %d: must be positive", f.maxInFlight)
