@@ -2,15 +2,13 @@ package abm
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	as "github.com/aerospike/aerospike-client-go/v7"
 
-	"github.com/chf-testbed/testbed/abm/aslite"
+	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -27,30 +25,7 @@ func (c *fakeClock) AdvanceSeconds(s int64) { c.sec.Add(s) }
 
 // startStore starts an in-process aslite and returns an official client
 // connected to it; both are closed at the end of the test.
-func startStore(t testing.TB) *as.Client {
-	t.Helper()
-	srv, err := aslite.New(aslite.Config{Namespaces: []string{"chf"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	host, port, err := net.SplitHostPort(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := strconv.Atoi(port)
-	cp := as.NewClientPolicy()
-	cp.Timeout = 5 * time.Second
-	cl, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
+func startStore(t testing.TB) *as.Client { return aslitetest.Start(t) }
 
 func provision(t testing.TB, cl *as.Client, first string, n int, balance int64) {
 	t.Helper()

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,37 +13,14 @@ import (
 	as "github.com/aerospike/aerospike-client-go/v7"
 
 	"github.com/chf-testbed/testbed/abm"
-	"github.com/chf-testbed/testbed/abm/aslite"
+	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/ocp"
 )
 
 // startStore starts an in-process aslite and returns an official client
 // connected to it; both are closed at the end of the test.
-func startStore(t testing.TB) *as.Client {
-	t.Helper()
-	srv, err := aslite.New(aslite.Config{Namespaces: []string{"chf"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	host, port, err := net.SplitHostPort(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := strconv.Atoi(port)
-	cp := as.NewClientPolicy()
-	cp.Timeout = 5 * time.Second
-	cl, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
+func startStore(t testing.TB) *as.Client { return aslitetest.Start(t) }
 
 // env is a charging core in process: the default tariff over an ABM on
 // aslite.

@@ -3,16 +3,12 @@ package diameter
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	as "github.com/aerospike/aerospike-client-go/v7"
 
 	"github.com/chf-testbed/testbed/abm"
-	"github.com/chf-testbed/testbed/abm/aslite"
+	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/gy"
 	"github.com/chf-testbed/testbed/ocp"
@@ -22,23 +18,7 @@ import (
 // ocp.Processor (default tariff) over abm.Service over aslite.
 func realCore(t testing.TB, accounts int, balance int64) chf.Charger {
 	t.Helper()
-	srv, err := aslite.New(aslite.Config{Namespaces: []string{"chf"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	host, port, _ := net.SplitHostPort(srv.Addr())
-	p, _ := strconv.Atoi(port)
-	cp := as.NewClientPolicy()
-	cp.Timeout = 5 * time.Second
-	cl, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	t.Cleanup(cl.Close)
+	cl := aslitetest.Start(t)
 	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{First: supi1, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
