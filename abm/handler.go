@@ -3,6 +3,8 @@ package abm
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -16,20 +18,34 @@ import (
 // record stayed contended, 500 when the database failed.
 const ApplyPath = "/abm/v1/apply"
 
+// ApplyBatchPath takes a batch of ApplyRequests (see chf.AppendBatchHeader)
+// and answers 200 with one item per request, each with the status
+// ApplyPath would have answered it with. 400 when the batch cannot be
+// decoded.
+const ApplyBatchPath = "/abm/v1/apply-batch"
+
 // exchange is the pooled request/response pair of one HTTP call.
 type exchange struct {
 	req  chf.ApplyRequest
 	resp chf.ChargeResponse
 	buf  []byte
+
+	// batches
+	reqs   []chf.ApplyRequest
+	resps  []chf.ChargeResponse
+	preqs  []*chf.ApplyRequest
+	presps []*chf.ChargeResponse
+	errs   []error
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
 
-// Handler returns the fasthttp handler serving ApplyPath on s. Other paths
-// answer 404, other methods 405.
+// Handler returns the fasthttp handler serving ApplyPath and ApplyBatchPath
+// on s. Other paths answer 404, other methods 405.
 func (s *Service) Handler() fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		if string(ctx.Path()) != ApplyPath {
+		path := string(ctx.Path())
+		if path != ApplyPath && path != ApplyBatchPath {
 			ctx.Error("not found", fasthttp.StatusNotFound)
 			return
 		}
@@ -40,21 +56,69 @@ func (s *Service) Handler() fasthttp.RequestHandler {
 		}
 		x := exchangePool.Get().(*exchange)
 		defer exchangePool.Put(x)
+		if path == ApplyBatchPath {
+			x.serveBatch(ctx, s)
+			return
+		}
 		x.req.Reset()
 		if _, err := x.req.UnmarshalMsg(ctx.PostBody()); err != nil {
 			ctx.Error("cannot decode apply request: "+err.Error(), fasthttp.StatusBadRequest)
 			return
 		}
 		if err := s.Apply(chassis.Context(ctx), &x.req, &x.resp); err != nil {
-			code := fasthttp.StatusInternalServerError
-			if errors.Is(err, ErrContention) || errors.Is(err, context.DeadlineExceeded) {
-				code = fasthttp.StatusServiceUnavailable
-			}
-			ctx.Error(err.Error(), code)
+			ctx.Error(err.Error(), statusFor(err))
 			return
 		}
 		x.buf, _ = x.resp.MarshalMsg(x.buf[:0])
 		ctx.SetContentType("application/msgpack")
 		ctx.SetBody(x.buf)
 	}
+}
+
+// statusFor maps an Apply error to the HTTP status the ABM answers.
+func statusFor(err error) int {
+	if errors.Is(err, ErrContention) || errors.Is(err, context.DeadlineExceeded) {
+		return fasthttp.StatusServiceUnavailable
+	}
+	return fasthttp.StatusInternalServerError
+}
+
+func (x *exchange) serveBatch(ctx *fasthttp.RequestCtx, s *Service) {
+	n, b, err := chf.ReadBatchHeader(ctx.PostBody())
+	if err != nil {
+		ctx.Error("cannot decode apply batch: "+err.Error(), fasthttp.StatusBadRequest)
+		return
+	}
+	x.reqs = slices.Grow(x.reqs[:0], n)[:n]
+	x.resps = slices.Grow(x.resps[:0], n)[:n]
+	x.preqs, x.presps, x.errs = x.preqs[:0], x.presps[:0], x.errs[:0]
+	for i := range n {
+		r := &x.reqs[i]
+		r.Reset()
+		if b, err = r.UnmarshalMsg(b); err != nil {
+			ctx.Error("cannot decode apply batch: request "+strconv.Itoa(i)+": "+err.Error(), fasthttp.StatusBadRequest)
+			return
+		}
+		x.preqs = append(x.preqs, r)
+		x.presps = append(x.presps, &x.resps[i])
+		x.errs = append(x.errs, nil)
+	}
+	if len(b) != 0 {
+		ctx.Error("cannot decode apply batch: trailing bytes", fasthttp.StatusBadRequest)
+		return
+	}
+	s.ApplyBatch(chassis.Context(ctx), x.preqs, x.presps, x.errs)
+	x.buf = chf.AppendBatchHeader(x.buf[:0], n)
+	for i := range n {
+		if e := x.errs[i]; e != nil {
+			x.buf, _ = chf.AppendBatchItem(x.buf, statusFor(e), e.Error(), nil)
+		} else {
+			x.buf, _ = chf.AppendBatchItem(x.buf, 0, "", x.presps[i])
+		}
+	}
+	clear(x.preqs)
+	clear(x.presps)
+	clear(x.errs)
+	ctx.SetContentType("application/msgpack")
+	ctx.SetBody(x.buf)
 }

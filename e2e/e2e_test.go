@@ -85,10 +85,10 @@ func startCHF(t *testing.T) *env {
 	svc := abm.New(asc, abm.Config{Now: clk.now})
 	abmSrv := startService(t, "abm", svc.Handler())
 	abmCl := newClient(t, "abm", abmSrv.Addr())
-	proc := ocp.NewProcessor(nil, abm.NewClient(abmCl))
+	proc := ocp.NewProcessor(nil, abm.NewClient(abmCl, chassis.BatchConfig{}))
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
-	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: ocp.NewClient(ocpCl), MaxBody: 8192}})
+	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: ocp.NewClient(ocpCl, chassis.BatchConfig{}), MaxBody: 8192}})
 	if err != nil {
 		t.Fatal(err)
 	}

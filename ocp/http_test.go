@@ -3,7 +3,9 @@ package ocp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,9 +54,9 @@ func TestThroughHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	abmAddr := startServer(t, "abm", abm.New(cl, abm.Config{}).Handler())
-	proc := ocp.NewProcessor(nil, abm.NewClient(newChassisClient(t, "abm", abmAddr)))
+	proc := ocp.NewProcessor(nil, abm.NewClient(newChassisClient(t, "abm", abmAddr), chassis.BatchConfig{}))
 	ocpAddr := startServer(t, "ocp", ocp.Handler(proc))
-	var charger chf.Charger = ocp.NewClient(newChassisClient(t, "ocp", ocpAddr))
+	var charger chf.Charger = ocp.NewClient(newChassisClient(t, "ocp", ocpAddr), chassis.BatchConfig{})
 
 	ctx := context.Background()
 	charge := func(req chf.ChargeRequest) chf.ChargeResponse {
@@ -135,4 +137,134 @@ func TestHandlerRejects(t *testing.T) {
 	// A semantically invalid request is answered 200 with ResultInvalid.
 	body, _ := (&chf.ChargeRequest{Op: chf.OpCreate}).MarshalMsg(nil)
 	f("POST", ocp.ChargePath, body, fasthttp.StatusOK)
+}
+
+// TestBatchesThroughHTTP: with one batch in flight per hop, a burst of
+// concurrent requests travels in batches on both hops (CGW side → OCP,
+// OCP → ABM) and every charge reconciles to the minor unit; invalid and
+// unknown-subscriber requests inside a batch get their own answers.
+func TestBatchesThroughHTTP(t *testing.T) {
+	cl := startStore(t)
+	const accounts = 8
+	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{First: supi, Count: accounts, Balance: 100_000, Overwrite: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var abmBatches, ocpBatches atomic.Int64
+	counting := func(path string, n *atomic.Int64, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+		return func(ctx *fasthttp.RequestCtx) {
+			if string(ctx.Path()) == path {
+				n.Add(1)
+			}
+			h(ctx)
+		}
+	}
+	one := chassis.BatchConfig{MaxInFlight: 1}
+	abmAddr := startServer(t, "abm", counting(abm.ApplyBatchPath, &abmBatches, abm.New(cl, abm.Config{AccountCache: 100}).Handler()))
+	proc := ocp.NewProcessor(nil, abm.NewClient(newChassisClient(t, "abm", abmAddr), one))
+	ocpAddr := startServer(t, "ocp", counting(ocp.ChargeBatchPath, &ocpBatches, ocp.Handler(proc)))
+	charger := ocp.NewClient(newChassisClient(t, "ocp", ocpAddr), one)
+
+	ctx := context.Background()
+	const workers, each = 32, 20
+	var mu sync.Mutex
+	charged := map[string]int64{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				s := fmt.Sprintf("imsi-00101%010d", (w+i)%accounts+1)
+				var resp chf.ChargeResponse
+				req := chf.ChargeRequest{Op: chf.OpEvent, SUPI: s, Lines: []chf.UsageLine{{RatingGroup: 30, Request: true}}}
+				switch i % 10 {
+				case 3:
+					req.SUPI = "imsi-001019999999999"
+				case 7:
+					req.Lines = nil // invalid: an event without a rating group
+				}
+				for {
+					err := charger.Charge(ctx, &req, &resp)
+					var se *chassis.StatusError
+					if errors.As(err, &se) && se.Code == fasthttp.StatusServiceUnavailable {
+						continue // contended record: nothing was charged, send again
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					break
+				}
+				switch i % 10 {
+				case 3:
+					if resp.Result != chf.ResultUserUnknown {
+						t.Errorf("unknown subscriber: %+v", resp)
+					}
+				case 7:
+					if resp.Result != chf.ResultInvalid {
+						t.Errorf("invalid event: %+v", resp)
+					}
+				default:
+					if resp.Result != chf.ResultSuccess || resp.Charged != 5 {
+						t.Errorf("event: %+v", resp)
+					}
+				}
+				mu.Lock()
+				charged[req.SUPI] += resp.Charged
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if abmBatches.Load() == 0 || ocpBatches.Load() == 0 {
+		t.Errorf("no batches: %d to the OCP, %d to the ABM", ocpBatches.Load(), abmBatches.Load())
+	}
+	var total int64
+	for a := range accounts {
+		s := fmt.Sprintf("imsi-00101%010d", a+1)
+		var r chf.ChargeResponse
+		if err := charger.Charge(ctx, &chf.ChargeRequest{Op: chf.OpBalance, SUPI: s}, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Balance != 100_000-charged[s] || r.Debited != charged[s] {
+			t.Errorf("%s: balance %d debited %d, charged %d", s, r.Balance, r.Debited, charged[s])
+		}
+		total += charged[s]
+	}
+	if want := int64(workers * each * 8 / 10 * 5); total != want {
+		t.Errorf("charged %d in all, want %d", total, want)
+	}
+	t.Logf("batches: %d to the OCP, %d to the ABM", ocpBatches.Load(), abmBatches.Load())
+}
+
+func TestBatchHandlerRejects(t *testing.T) {
+	h := ocp.Handler(ocp.NewProcessor(nil, nil))
+	post := func(body []byte) *fasthttp.RequestCtx {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetRequestURI(ocp.ChargeBatchPath)
+		ctx.Request.SetBody(body)
+		h(&ctx)
+		return &ctx
+	}
+	for _, body := range [][]byte{{0xc1}, chf.AppendBatchHeader(nil, 0), chf.AppendBatchHeader(nil, 2)} {
+		if got := post(body).Response.StatusCode(); got != fasthttp.StatusBadRequest {
+			t.Errorf("batch %x: %d, want 400", body, got)
+		}
+	}
+	// Two invalid requests: 200, one item each.
+	body := chf.AppendBatchHeader(nil, 2)
+	body, _ = (&chf.ChargeRequest{Op: chf.OpCreate}).MarshalMsg(body)
+	body, _ = (&chf.ChargeRequest{Op: chf.OpEvent, SUPI: supi}).MarshalMsg(body)
+	ctx := post(body)
+	if ctx.Response.StatusCode() != fasthttp.StatusOK {
+		t.Fatalf("batch of invalid requests: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	got := make([]chf.ChargeResponse, 2)
+	if err := chf.ReadBatchReply(ctx.Response.Body(), 2, func(i int) *chf.ChargeResponse { return &got[i] }, func(i, st int, msg string) { t.Errorf("item %d failed: %d %s", i, st, msg) }); err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Result != chf.ResultInvalid || got[1].Result != chf.ResultInvalid {
+		t.Fatalf("answers %+v", got)
+	}
 }

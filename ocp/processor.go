@@ -7,6 +7,7 @@ package ocp
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/chf-testbed/testbed/chf"
@@ -17,6 +18,14 @@ import (
 // implement it.
 type Accounts interface {
 	Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.ChargeResponse) error
+}
+
+// BatchAccounts is implemented by Accounts that apply several events in
+// one call (abm.Client merges them into one round trip, abm.Service into
+// batched database commands). errs[i] is what Apply would have returned
+// for reqs[i].
+type BatchAccounts interface {
+	ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resps []*chf.ChargeResponse, errs []error)
 }
 
 // Processor rates charging requests and applies them through Accounts. It
@@ -49,6 +58,53 @@ func (p *Processor) Charge(ctx context.Context, req *chf.ChargeRequest, resp *ch
 	defer applyPool.Put(ar)
 	p.Rate(req, ar)
 	return p.accounts.Apply(ctx, ar, resp)
+}
+
+// batchScratch is the working memory of one ChargeBatch, pooled.
+type batchScratch struct {
+	ars   []chf.ApplyRequest
+	reqs  []*chf.ApplyRequest
+	resps []*chf.ChargeResponse
+	errs  []error
+	idx   []int
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batchScratch) }}
+
+// ChargeBatch runs reqs like Charge, as one batch towards the accounts
+// when they implement BatchAccounts: resps[i] and errs[i] are what Charge
+// would have answered for reqs[i].
+func (p *Processor) ChargeBatch(ctx context.Context, reqs []*chf.ChargeRequest, resps []*chf.ChargeResponse, errs []error) {
+	sc := batchPool.Get().(*batchScratch)
+	defer batchPool.Put(sc)
+	sc.ars = slices.Grow(sc.ars[:0], len(reqs))[:len(reqs)]
+	sc.reqs, sc.resps, sc.errs, sc.idx = sc.reqs[:0], sc.resps[:0], sc.errs[:0], sc.idx[:0]
+	for i, req := range reqs {
+		errs[i] = nil
+		if res, detail := validate(req); res != chf.ResultSuccess {
+			*resps[i] = chf.ChargeResponse{Result: res, Detail: detail, Lines: resps[i].Lines[:0]}
+			continue
+		}
+		ar := &sc.ars[i]
+		p.Rate(req, ar)
+		sc.reqs = append(sc.reqs, ar)
+		sc.resps = append(sc.resps, resps[i])
+		sc.errs = append(sc.errs, nil)
+		sc.idx = append(sc.idx, i)
+	}
+	if ba, ok := p.accounts.(BatchAccounts); ok && len(sc.reqs) > 0 {
+		ba.ApplyBatch(ctx, sc.reqs, sc.resps, sc.errs)
+	} else {
+		for j := range sc.reqs {
+			sc.errs[j] = p.accounts.Apply(ctx, sc.reqs[j], sc.resps[j])
+		}
+	}
+	for j, i := range sc.idx {
+		errs[i] = sc.errs[j]
+	}
+	clear(sc.reqs)
+	clear(sc.resps)
+	clear(sc.errs)
 }
 
 // validate rejects requests no account could apply.

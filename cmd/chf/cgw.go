@@ -66,6 +66,7 @@ func runCGW(args []string) error {
 		fs.PrintDefaults()
 	}
 	tracing := chassis.TelemetryFlags(fs)
+	batch, checkBatch := batchFlags(fs, "ocp")
 	level, err := parseServiceFlags(fs, args, &f.listen, &f.logLevel)
 	if err != nil {
 		return err
@@ -91,9 +92,12 @@ func runCGW(args []string) error {
 	if err := checkTracing(tracing); err != nil {
 		return err
 	}
+	if err := checkBatch(); err != nil {
+		return err
+	}
 	if f.checkFlags {
-		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s ocp=%s diameter=%s diameter-origin-host=%s diameter-origin-realm=%s diameter-allow-host=%s diameter-allow-realm=%s max-body=%d max-inflight=%d pprof=%s cpuprofile=%s\n",
-			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.ocp, f.diameter, f.originHost, f.originRealm, f.allowHosts, f.allowRealms, f.maxBody, f.maxInFlight, f.pprof, f.cpuProfile)
+		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s ocp=%s diameter=%s diameter-origin-host=%s diameter-origin-realm=%s diameter-allow-host=%s diameter-allow-realm=%s max-body=%d max-inflight=%d pprof=%s cpuprofile=%s batch-inflight=%d batch-max=%d\n",
+			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.ocp, f.diameter, f.originHost, f.originRealm, f.allowHosts, f.allowRealms, f.maxBody, f.maxInFlight, f.pprof, f.cpuProfile, batch.MaxInFlight, batch.MaxItems)
 		return nil
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", "cgw")
@@ -125,7 +129,7 @@ func runCGW(args []string) error {
 		return fmt.Errorf("cannot create OCP client: %w", err)
 	}
 	defer client.Close()
-	charger := ocp.NewClient(client)
+	charger := ocp.NewClient(client, *batch)
 	srv, err := cgw.NewServer(cgw.Config{
 		Listen:  f.listen,
 		Handler: cgw.HandlerConfig{Charger: charger, MaxBody: f.maxBody, MaxInFlight: f.maxInFlight, Logger: log},

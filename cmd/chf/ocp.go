@@ -44,6 +44,7 @@ func runOCP(args []string) error {
 		fs.PrintDefaults()
 	}
 	tracing := chassis.TelemetryFlags(fs)
+	batch, checkBatch := batchFlags(fs, "abm")
 	level, err := parseServiceFlags(fs, args, &f.listen, &f.logLevel)
 	if err != nil {
 		return err
@@ -62,9 +63,12 @@ func runOCP(args []string) error {
 	if err := checkTracing(tracing); err != nil {
 		return err
 	}
+	if err := checkBatch(); err != nil {
+		return err
+	}
 	if f.checkFlags {
-		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s abm=%s tariff=%s rating-groups=%d max-inflight=%d pprof=%s\n",
-			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.abm, f.tariff, len(tariff.RatingGroups), f.maxInFlight, f.pprof)
+		fmt.Printf("listen=%s discovery=%s k8s-namespace=%s network=%s log-level=%s abm=%s tariff=%s rating-groups=%d max-inflight=%d pprof=%s batch-inflight=%d batch-max=%d\n",
+			f.listen, f.discovery, f.k8sNamespace, f.network, level, f.abm, f.tariff, len(tariff.RatingGroups), f.maxInFlight, f.pprof, batch.MaxInFlight, batch.MaxItems)
 		return nil
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", "ocp")
@@ -90,7 +94,7 @@ func runOCP(args []string) error {
 		return fmt.Errorf("cannot create ABM client: %w", err)
 	}
 	defer client.Close()
-	proc := ocp.NewProcessor(tariff, abm.NewClient(client))
+	proc := ocp.NewProcessor(tariff, abm.NewClient(client, *batch))
 	srv, err := chassis.NewServer(chassis.ServerConfig{
 		Service: "ocp", Listen: f.listen, Handler: ocp.Handler(proc), MaxInFlight: f.maxInFlight, Logger: log,
 		Ready: func(ctx context.Context) error {
