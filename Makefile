@@ -16,7 +16,7 @@ BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
 # Debian packages some tests and measurements drive as independent peers.
 DEB_PKGS := nghttp2-client tshark
 
-.PHONY: all build run test test-go fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate
+.PHONY: all build run test test-go fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest
 
 all: build
 
@@ -71,18 +71,43 @@ generate:
 	cd chf && $(GO) generate ./...
 
 ## perf-gate: build chf at REF (a git ref) and at the working tree, then gate
-## the working tree against REF with interleaved loadgen trials on this machine.
-## Exit 0 pass, 4 regression, 5 unmeasurable (see loadgen/README.md).
+## the working tree against REF on this machine: GATE_ARGS pairs of trials,
+## a baseline and a candidate trial back to back (order alternating), each on
+## a fresh local CHF; about 6 minutes with the defaults. Exit 0 pass,
+## 4 regression, 5 unmeasurable (loadgen/README.md, "The gate"). Both chf
+## binaries and loadgen are built into a temporary directory, so a bin/
+## rebuilt meanwhile does not change a running gate. PERF_LOCK=FILE runs the
+## trials (not the builds) under `flock FILE`.
 REF ?= HEAD
-GATE_ARGS ?= --trials 5 --rate 1000 --duration 10s --accounts 20000
-perf-gate: build
+GATE_ARGS ?= --trials 12 --rate 1000 --duration 8s --warmup 2s --ramp-up 1s --accounts 20000
+PERF_LOCK ?=
+# perf_gate_run(candidate build flags, env, verdict check): build chf at REF
+# into $$tmp/chf-base, loadgen and the candidate chf into $$tmp, run the gate.
+define perf_gate_run
 	@set -e; tmp=$$(mktemp -d); trap 'git worktree remove --force '"$$tmp"'/src >/dev/null 2>&1; rm -rf '"$$tmp" EXIT; \
 	git worktree add --detach $$tmp/src $(REF) >/dev/null; \
-	echo "perf-gate: building chf at $(REF)"; \
+	echo "perf-gate: building chf at $(REF) (baseline) and $(2) (candidate)"; \
 	(cd $$tmp/src && $(GO) build -o $$tmp/chf-base ./cmd/chf); \
+	$(1); \
+	$(GO) build -o $$tmp/loadgen ./cmd/loadgen; \
 	start=$$(date +%s); \
-	rc=0; $(BIN)/loadgen gate --baseline-chf $$tmp/chf-base --candidate-chf $(BIN)/chf $(GATE_ARGS) || rc=$$?; \
-	echo "perf-gate: $$(( $$(date +%s) - start )) s, exit $$rc"; exit $$rc
+	rc=0; $(3) $(if $(PERF_LOCK),flock $(PERF_LOCK)) $$tmp/loadgen gate --baseline-chf $$tmp/chf-base --candidate-chf $$tmp/chf-cand $(GATE_ARGS) || rc=$$?; \
+	echo "perf-gate: $$(( $$(date +%s) - start )) s, exit $$rc"; \
+	$(4)
+endef
+perf-gate:
+	$(call perf_gate_run,$(GO) build -o $$tmp/chf-cand ./cmd/chf,the working tree,,exit $$rc)
+
+## perf-gate-selftest: check that the gate catches a deliberate slowdown:
+## chf at REF against the same source built with -tags perfgate_slowdown
+## (cmd/chf/slowdown_perfgate.go: SLOWDOWN of CPU work in every request the
+## OCP serves; 100us is about +12% SUT CPU per transaction at 1000 TPS).
+## Succeeds only when the gate reports a regression (exit 4).
+SLOWDOWN ?= 100us
+perf-gate-selftest:
+	$(call perf_gate_run,test -f $$tmp/src/cmd/chf/slowdown_perfgate.go || cp cmd/chf/slowdown_perfgate.go $$tmp/src/cmd/chf/; \
+	  (cd $$tmp/src && $(GO) build -tags perfgate_slowdown -o $$tmp/chf-cand ./cmd/chf),$(REF) + a $(SLOWDOWN) slowdown per OCP request,PERFGATE_SLOWDOWN=$(SLOWDOWN),\
+	  if [ $$rc -eq 4 ]; then echo "perf-gate-selftest: the slowdown was caught"; else echo "perf-gate-selftest: the slowdown was NOT caught (exit $$rc, want 4)"; exit 1; fi)
 
 ## fuzz: a short run of every network-facing decoder's fuzz target.
 FUZZTIME ?= 30s

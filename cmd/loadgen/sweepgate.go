@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/chf-testbed/testbed/loadgen/cpu"
-	"github.com/chf-testbed/testbed/loadgen/gate"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
@@ -22,22 +20,7 @@ import (
 
 func init() {
 	register("sweep", "step the offered TPS to find the knee within a latency SLO (capacity curves)", sweepCmd)
-	register("gate", "decide whether a candidate regressed against a baseline from interleaved trials", gateCmd)
 }
-
-// Exit codes of gate.
-const (
-	exitRegression   = 4
-	exitUnmeasurable = 5
-)
-
-// gateExit carries a gate verdict's exit code.
-type gateExit struct {
-	code int
-	msg  string
-}
-
-func (g gateExit) Error() string { return g.msg }
 
 // target is where runs go: a deployed CHF (--target) or local testbeds.
 type target struct {
@@ -224,167 +207,4 @@ func (t *target) close() {
 	if t.tb != nil {
 		t.tb.Stop()
 	}
-}
-
-func gateCmd(args []string) error {
-	fs := flag.NewFlagSet("loadgen gate", flag.ContinueOnError)
-	var f runFlags
-	f.register(fs)
-	baseFiles := fs.String("baseline-files", "", "decide from existing results: comma-separated baseline trial JSON files")
-	candFiles := fs.String("candidate-files", "", "decide from existing results: comma-separated candidate trial JSON files")
-	baseCHF := fs.String("baseline-chf", "", "run trials: chf binary of the baseline (each trial starts a fresh local CHF)")
-	candCHF := fs.String("candidate-chf", "", "run trials: chf binary of the candidate")
-	trials := fs.Int("trials", 5, "trials per side when running them (interleaved A B A B ...)")
-	accounts := fs.Int("accounts", 100_000, "accounts provisioned per trial")
-	balance := fs.Int64("balance", 100_000_000, "initial balance provisioned per trial")
-	tol := fs.Float64("tolerance", 0.05, "relative change tolerated (0.05 = 5%)")
-	conf := fs.Float64("confidence", 0.95, "confidence of the bootstrap interval")
-	maxP99 := fs.Duration("max-p99", 0, "guardrail: the candidate's median p99 must not exceed this (0 = none)")
-	minTPS := fs.Float64("min-tps", 0, "guardrail: the candidate's median TPS must reach this (0 = none)")
-	mdOut := fs.String("gate-md", "", "write the Markdown summary to this file")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadgen gate --baseline-chf A --candidate-chf B [--trials 5] [--rate N --duration D] [flags]\n"+
-			"       loadgen gate --baseline-files a1.json,a2.json,... --candidate-files b1.json,...\n\n"+
-			"Compares TPS, p99 and SUT CPU µs per transaction. Exit codes: 0 pass, 4 regression, 5 unmeasurable\n"+
-			"(noise wider than the tolerance), 1 error, 2 usage.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var base, cand []*report.Result
-	switch {
-	case *baseFiles != "" && *candFiles != "":
-		var err error
-		if base, err = readResults(*baseFiles); err != nil {
-			return err
-		}
-		if cand, err = readResults(*candFiles); err != nil {
-			return err
-		}
-	case *baseCHF != "" && *candCHF != "":
-		if f.outDir == "" {
-			f.outDir = filepath.Join("results", "gate-"+time.Now().UTC().Format("20060102-150405"))
-		}
-		if err := os.MkdirAll(f.outDir, 0o755); err != nil {
-			return fmt.Errorf("cannot create %s: %w", f.outDir, err)
-		}
-		if f.duration == 0 {
-			f.duration = 10 * time.Second
-		}
-		if f.rate == 0 && f.sessionsPerSec == 0 {
-			f.rate = 1000
-		}
-		if f.progress == run.ProgressAuto {
-			f.progress = run.ProgressOff
-		}
-		var err error
-		base, cand, err = runTrials(*baseCHF, *candCHF, *trials, *accounts, *balance, &f)
-		if err != nil {
-			return err
-		}
-	default:
-		return usageError{errors.New("give --baseline-files and --candidate-files, or --baseline-chf and --candidate-chf")}
-	}
-	metrics := []gate.Metric{gate.TPS, gate.P99, gate.SUTCPUTxn}
-	bv, cv := series(base), series(cand)
-	var guards []gate.Guardrail
-	if *maxP99 > 0 {
-		guards = append(guards, gate.Guardrail{Metric: gate.P99, Limit: float64(*maxP99) / 1e6})
-	}
-	if *minTPS > 0 {
-		guards = append(guards, gate.Guardrail{Metric: gate.TPS, Limit: *minTPS})
-	}
-	rep, err := gate.Evaluate(metrics, bv, cv, guards, gate.Config{Tolerance: *tol, Confidence: *conf, Seed: 1})
-	if err != nil {
-		return err
-	}
-	rep.WriteMarkdown(os.Stdout)
-	if *mdOut != "" {
-		out, err := os.Create(*mdOut)
-		if err != nil {
-			return fmt.Errorf("cannot create %s: %w", *mdOut, err)
-		}
-		rep.WriteMarkdown(out)
-		out.Close()
-	}
-	if f.jsonOut != "" {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(f.jsonOut, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("cannot write %s: %w", f.jsonOut, err)
-		}
-	}
-	switch rep.Verdict {
-	case gate.Regression:
-		return gateExit{exitRegression, "regression"}
-	case gate.Unmeasurable:
-		return gateExit{exitUnmeasurable, "unmeasurable: noise wider than the tolerance"}
-	}
-	return nil
-}
-
-func readResults(list string) ([]*report.Result, error) {
-	var out []*report.Result
-	for _, p := range strings.Split(list, ",") {
-		r, err := report.ReadJSON(strings.TrimSpace(p))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// series extracts the gate's metrics from trial results.
-func series(rs []*report.Result) map[string][]float64 {
-	m := map[string][]float64{}
-	for _, r := range rs {
-		m[gate.TPS.Name] = append(m[gate.TPS.Name], r.TPS)
-		m[gate.P99.Name] = append(m[gate.P99.Name], r.LatencyMs.P99)
-		m[gate.SUTCPUTxn.Name] = append(m[gate.SUTCPUTxn.Name], r.SUTCPUUsTxn)
-	}
-	return m
-}
-
-// runTrials runs baseline and candidate trials interleaved, each on a
-// freshly started local CHF, and keeps every trial's result file.
-func runTrials(baseCHF, candCHF string, n, accounts int, balance int64, f *runFlags) (base, cand []*report.Result, err error) {
-	ctx, stop := signalContext()
-	defer stop()
-	if f.subscribers == 0 || f.subscribers > accounts {
-		f.subscribers = accounts
-	}
-	f.initialBalance = balance
-	for i := 0; i < n; i++ {
-		for _, side := range []struct {
-			name, chf string
-			out       *[]*report.Result
-		}{{"baseline", baseCHF, &base}, {"candidate", candCHF, &cand}} {
-			tb, err := startTestbed(ctx, side.chf, accounts, balance, f)
-			if err != nil {
-				return nil, nil, err
-			}
-			f.balanceURL = "" // this trial's CHF
-			o, err := f.options(f.localTargets(tb))
-			if err != nil {
-				tb.Stop()
-				return nil, nil, err
-			}
-			o.CPU = append(o.CPU, tb.CPU()...)
-			o.Label = fmt.Sprintf("%s trial %d", side.name, i+1)
-			res, err := run.Execute(ctx, o)
-			tb.Stop()
-			if res == nil {
-				return nil, nil, err
-			}
-			path := filepath.Join(f.outDir, fmt.Sprintf("%s-%d.json", side.name, i+1))
-			if werr := res.WriteJSON(path); werr != nil {
-				return nil, nil, werr
-			}
-			fmt.Printf("%s trial %d: %.0f TPS p99 %.3f ms SUT %.1f µs/txn errors %d audit ok=%v\n",
-				side.name, i+1, res.TPS, res.LatencyMs.P99, res.SUTCPUUsTxn, res.Errors, res.Audit.OK)
-			*side.out = append(*side.out, res)
-		}
-	}
-	return base, cand, nil
 }

@@ -1,15 +1,31 @@
 // Package gate decides whether a candidate regressed against a baseline
-// from repeated trials of each (run interleaved, A B A B ..., at a fixed
-// offered load, so that drift on a shared machine hits both alike).
+// from repeated trials of each, run at a fixed offered load.
 //
-// For each metric the statistic is the ratio of the candidate's median to
-// the baseline's, oriented so that above 1 is worse ("badness"), with a
-// percentile-bootstrap confidence interval. A metric regresses only when
-// the regression is both statistically clear (the interval lies above 1)
-// and beyond the tolerance (the point estimate exceeds 1 + tolerance). A
-// metric whose interval is wider than the tolerance on either side, and
-// which did not regress, is unmeasurable: the noise hides any change the
-// gate is meant to catch. Improvements pass.
+// Trials come in pairs (one baseline and one candidate trial run back to
+// back, the order alternating A B, B A, ...) so that slow drift of a shared
+// machine hits both members of a pair alike and cancels in their ratio.
+// For each metric the statistic is the candidate/baseline ratio, estimated
+// in log space by Hodges-Lehmann with the exact distribution-free
+// confidence interval of the Wilcoxon signed-rank test over the pairs
+// (Mann-Whitney when the trials are not paired). It is oriented so that
+// above 1 is worse ("badness": the ratio, or its inverse for metrics where
+// higher is better).
+//
+// The decision, per metric with tolerance t (Metric.Tolerance, else
+// Config.Tolerance) and the badness estimate b in [lo, hi]:
+//
+//   - regression: lo > 1 and b > 1 + t (statistically clear and beyond the
+//     tolerance);
+//   - unmeasurable: not a regression, hi > 1 + t (a regression beyond the
+//     tolerance is not ruled out) and the interval's half-width
+//     (hi - lo) / 2 exceeds t (the noise is wider than the tolerance);
+//   - pass otherwise (no change, a change within the tolerance measured
+//     with noise narrower than it, or an improvement).
+//
+// The gate is a regression when any deciding metric regressed or a
+// guardrail failed, whatever the other metrics say; else unmeasurable when
+// any deciding metric is unmeasurable; else pass. Informational metrics
+// are reported the same way but never decide.
 package gate
 
 import (
@@ -17,7 +33,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 )
@@ -43,22 +58,47 @@ var ErrTrials = errors.New("gate: too few trials")
 type Metric struct {
 	Name           string
 	HigherIsBetter bool
+	// Tolerance is this metric's relative tolerance; 0 = Config.Tolerance.
+	Tolerance float64
+	// Info marks a metric that is reported but never decides the gate.
+	Info bool
 }
 
-// Standard metrics of a load run.
+// Standard metrics of a load run. P99's default tolerance is wider than
+// the others': on a shared machine the p99 of one trial varies far more
+// between adjacent trials than CPU or throughput do (loadgen/README.md,
+// "The gate").
 var (
-	TPS       = Metric{Name: "tps", HigherIsBetter: true}
-	P99       = Metric{Name: "p99_ms"}
+	TPS = Metric{Name: "tps", HigherIsBetter: true}
+	P99 = Metric{Name: "p99_ms", Tolerance: 0.25}
+	// SUTCPUTxn is the SUT's CPU µs per transaction as measured.
 	SUTCPUTxn = Metric{Name: "sut_cpu_us_per_txn"}
+	// SUTCPUAdj is the SUT's CPU per transaction relative to loadgen's own
+	// in the same trial (see AdjustedCPU).
+	SUTCPUAdj = Metric{Name: "sut_cpu_adj"}
 )
+
+// AdjustedCPU is the SUT's CPU per transaction divided by loadgen's CPU
+// per transaction in the same trial, times ref (a fixed reference, so the
+// figure keeps µs units). loadgen does the same work in every trial of a
+// gate (same scenario, rate and seed), so its CPU per transaction tracks
+// how slow the shared machine's cores are during the trial; dividing by it
+// removes the part of the SUT's variation that all processes share.
+func AdjustedCPU(sutUsTxn, loadgenUsTxn, ref float64) float64 {
+	if loadgenUsTxn <= 0 {
+		return math.NaN()
+	}
+	return sutUsTxn / loadgenUsTxn * ref
+}
 
 // Config tunes the decision.
 type Config struct {
-	Tolerance  float64 // relative, default 0.05
+	Tolerance  float64 // relative, for metrics without their own; default 0.05
 	Confidence float64 // two-sided, default 0.95
-	Resamples  int     // bootstrap resamples, default 4000
-	MinTrials  int     // per side, default 3
-	Seed       uint64
+	// Paired says baseline[i] and candidate[i] ran back to back: the
+	// interval is then the signed-rank interval of the per-pair log
+	// ratios, else the Mann-Whitney interval of the two samples.
+	Paired bool
 }
 
 func (c *Config) defaults() {
@@ -68,88 +108,112 @@ func (c *Config) defaults() {
 	if c.Confidence <= 0 || c.Confidence >= 1 {
 		c.Confidence = 0.95
 	}
-	if c.Resamples <= 0 {
-		c.Resamples = 4000
-	}
-	if c.MinTrials <= 0 {
-		c.MinTrials = 3
-	}
 }
 
 // Decision is the outcome for one metric.
 type Decision struct {
 	Metric    string    `json:"metric"`
+	Info      bool      `json:"informational,omitempty"`
 	Baseline  []float64 `json:"baseline"`
 	Candidate []float64 `json:"candidate"`
-	// Ratio is median(candidate)/median(baseline); Low and High bound it.
-	Ratio float64 `json:"ratio"`
-	Low   float64 `json:"low"`
-	High  float64 `json:"high"`
-	// Badness is Ratio oriented so that above 1 is worse.
-	Badness float64 `json:"badness"`
-	Verdict Verdict `json:"-"`
-	Result  string  `json:"verdict"`
-	Reason  string  `json:"reason"`
+	// PairRatios are candidate[i]/baseline[i] when paired.
+	PairRatios []float64 `json:"pair_ratios,omitempty"`
+	Method     string    `json:"method"`
+	// Ratio is the Hodges-Lehmann estimate of candidate/baseline; Low and
+	// High bound it with the achieved Confidence.
+	Ratio      float64 `json:"ratio"`
+	Low        float64 `json:"low"`
+	High       float64 `json:"high"`
+	Confidence float64 `json:"confidence"`
+	// Badness is Ratio oriented so that above 1 is worse, in
+	// [BadLow, BadHigh]; Noise is that interval's half-width.
+	Badness   float64 `json:"badness"`
+	BadLow    float64 `json:"badness_low"`
+	BadHigh   float64 `json:"badness_high"`
+	Noise     float64 `json:"noise"`
+	Tolerance float64 `json:"tolerance"`
+	Verdict   Verdict `json:"-"`
+	Result    string  `json:"verdict"`
+	Reason    string  `json:"reason"`
 }
 
 // Decide judges one metric.
 func Decide(m Metric, base, cand []float64, cfg Config) (Decision, error) {
 	cfg.defaults()
-	if len(base) < cfg.MinTrials || len(cand) < cfg.MinTrials {
-		return Decision{}, fmt.Errorf("%w: %s has %d baseline and %d candidate trials, need %d each", ErrTrials, m.Name, len(base), len(cand), cfg.MinTrials)
+	d := Decision{Metric: m.Name, Info: m.Info, Baseline: base, Candidate: cand, Tolerance: m.Tolerance}
+	if d.Tolerance <= 0 {
+		d.Tolerance = cfg.Tolerance
 	}
-	d := Decision{Metric: m.Name, Baseline: base, Candidate: cand}
-	mb, mc := median(base), median(cand)
-	if mb == 0 {
-		mb = math.SmallestNonzeroFloat64
+	lb, lc, err := logs(m.Name, base, cand)
+	if err != nil {
+		return d, err
 	}
-	d.Ratio = mc / mb
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
-	ratios := make([]float64, cfg.Resamples)
-	bs, cs := make([]float64, len(base)), make([]float64, len(cand))
-	for i := range ratios {
-		for j := range bs {
-			bs[j] = base[rng.IntN(len(base))]
+	var iv interval
+	if cfg.Paired {
+		if len(base) != len(cand) {
+			return d, fmt.Errorf("gate: %s: paired trials need as many baseline as candidate trials (%d and %d)", m.Name, len(base), len(cand))
 		}
-		for j := range cs {
-			cs[j] = cand[rng.IntN(len(cand))]
+		diff := make([]float64, len(base))
+		d.PairRatios = make([]float64, len(base))
+		for i := range diff {
+			diff[i] = lc[i] - lb[i]
+			d.PairRatios[i] = math.Exp(diff[i])
 		}
-		b := median(bs)
-		if b == 0 {
-			b = math.SmallestNonzeroFloat64
-		}
-		ratios[i] = median(cs) / b
+		d.Method = "signed-rank"
+		iv = signedRank(diff, cfg.Confidence)
+	} else {
+		d.Method = "mann-whitney"
+		iv = mannWhitney(lb, lc, cfg.Confidence)
 	}
-	slices.Sort(ratios)
-	alpha := (1 - cfg.Confidence) / 2
-	d.Low = quantile(ratios, alpha)
-	d.High = quantile(ratios, 1-alpha)
-	bad, badLo, badHi := d.Ratio, d.Low, d.High
+	if !iv.ok {
+		return d, fmt.Errorf("%w: %s has %d baseline and %d candidate trials (%s), too few for a %.0f%% interval", ErrTrials, m.Name, len(base), len(cand), d.Method, 100*cfg.Confidence)
+	}
+	d.Ratio, d.Low, d.High, d.Confidence = math.Exp(iv.est), math.Exp(iv.lo), math.Exp(iv.hi), iv.conf
+	d.Badness, d.BadLow, d.BadHigh = d.Ratio, d.Low, d.High
 	if m.HigherIsBetter {
-		bad, badLo, badHi = inv(d.Ratio), inv(d.High), inv(d.Low)
+		d.Badness, d.BadLow, d.BadHigh = 1/d.Ratio, 1/d.High, 1/d.Low
 	}
-	d.Badness = bad
-	tol := cfg.Tolerance
-	switch {
-	case badLo > 1 && bad > 1+tol:
-		d.Verdict = Regression
-		d.Reason = fmt.Sprintf("%.1f%% worse (interval %.1f%%..%.1f%%), beyond the %.0f%% tolerance", 100*(bad-1), 100*(badLo-1), 100*(badHi-1), 100*tol)
-	case badHi-badLo > 2*tol:
-		d.Verdict = Unmeasurable
-		d.Reason = fmt.Sprintf("noise too wide: interval %.1f%%..%.1f%% spans more than ±%.0f%%", 100*(badLo-1), 100*(badHi-1), 100*tol)
-	default:
-		d.Verdict = Pass
-		d.Reason = fmt.Sprintf("%+.1f%% (interval %+.1f%%..%+.1f%%)", 100*(bad-1), 100*(badLo-1), 100*(badHi-1))
-	}
+	d.Noise = (d.BadHigh - d.BadLow) / 2
+	d.Verdict, d.Reason = judge(d.Badness, d.BadLow, d.BadHigh, d.Tolerance)
 	d.Result = d.Verdict.String()
 	return d, nil
 }
 
-func inv(x float64) float64 {
-	if x == 0 {
-		return math.Inf(1)
+// judge applies the package's rule to one metric's oriented estimate.
+func judge(b, lo, hi, tol float64) (Verdict, string) {
+	span := fmt.Sprintf("%+.1f%% (interval %+.1f%%..%+.1f%%)", 100*(b-1), 100*(lo-1), 100*(hi-1))
+	noise := (hi - lo) / 2
+	switch {
+	case lo > 1 && b > 1+tol:
+		return Regression, fmt.Sprintf("%s: worse, clearly and beyond the %.0f%% tolerance", span, 100*tol)
+	case hi > 1+tol && noise > tol:
+		return Unmeasurable, fmt.Sprintf("%s: noise ±%.1f%% wider than the %.0f%% tolerance", span, 100*noise, 100*tol)
+	case lo > 1:
+		return Pass, fmt.Sprintf("%s: worse, but within the %.0f%% tolerance", span, 100*tol)
+	case hi < 1:
+		return Pass, span + ": better"
 	}
-	return 1 / x
+	return Pass, fmt.Sprintf("%s: no clear change", span)
+}
+
+// logs takes the logarithms of both samples, refusing values a ratio
+// cannot use.
+func logs(name string, base, cand []float64) (lb, lc []float64, err error) {
+	conv := func(v []float64) ([]float64, error) {
+		out := make([]float64, len(v))
+		for i, x := range v {
+			if !(x > 0) || math.IsInf(x, 0) {
+				return nil, fmt.Errorf("gate: %s: trial value %v is not a positive number", name, x)
+			}
+			out[i] = math.Log(x)
+		}
+		return out, nil
+	}
+	if lb, err = conv(base); err != nil {
+		return nil, nil, err
+	}
+	lc, err = conv(cand)
+	return lb, lc, err
 }
 
 func median(v []float64) float64 {
@@ -165,19 +229,6 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	pos := q * float64(len(sorted)-1)
-	i := int(pos)
-	if i+1 >= len(sorted) {
-		return sorted[len(sorted)-1]
-	}
-	f := pos - float64(i)
-	return sorted[i]*(1-f) + sorted[i+1]*f
-}
-
 // Guardrail is an absolute limit on the candidate's median.
 type Guardrail struct {
 	Metric Metric
@@ -189,22 +240,24 @@ type Report struct {
 	Verdict    Verdict    `json:"-"`
 	Result     string     `json:"verdict"`
 	Tolerance  float64    `json:"tolerance"`
+	Confidence float64    `json:"confidence"`
+	Paired     bool       `json:"paired"`
 	Decisions  []Decision `json:"decisions"`
 	Guardrails []string   `json:"guardrail_failures,omitempty"`
 }
 
-// Evaluate decides every metric; series maps metric name to the baseline
-// and candidate trial values.
+// Evaluate decides every metric; base and cand map a metric's name to its
+// trial values (in pair order when cfg.Paired).
 func Evaluate(metrics []Metric, base, cand map[string][]float64, guards []Guardrail, cfg Config) (*Report, error) {
 	cfg.defaults()
-	r := &Report{Tolerance: cfg.Tolerance}
+	r := &Report{Tolerance: cfg.Tolerance, Confidence: cfg.Confidence, Paired: cfg.Paired}
 	for _, m := range metrics {
 		d, err := Decide(m, base[m.Name], cand[m.Name], cfg)
 		if err != nil {
 			return nil, err
 		}
 		r.Decisions = append(r.Decisions, d)
-		if d.Verdict > r.Verdict {
+		if !d.Info && d.Verdict > r.Verdict {
 			r.Verdict = d.Verdict
 		}
 	}
@@ -222,10 +275,31 @@ func Evaluate(metrics []Metric, base, cand map[string][]float64, guards []Guardr
 // WriteMarkdown writes the gate's summary.
 func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "## Performance gate: **%s**\n\n", strings.ToUpper(r.Result))
-	fmt.Fprintf(w, "Tolerance %.0f%%; ratio = median(candidate) / median(baseline) with a bootstrap confidence interval.\n\n", 100*r.Tolerance)
-	fmt.Fprintf(w, "| metric | baseline median | candidate median | ratio | interval | verdict | why |\n|---|---:|---:|---:|---|---|---|\n")
+	how := "trials in pairs (A B, B A, ...), ratio per pair, Hodges-Lehmann estimate with the exact Wilcoxon signed-rank interval"
+	if !r.Paired {
+		how = "unpaired trials, Hodges-Lehmann estimate of the ratio with the exact Mann-Whitney interval"
+	}
+	fmt.Fprintf(w, "Ratio = candidate / baseline; %s (%.0f%% requested). "+
+		"A metric regresses when its interval lies above no-change on the bad side and the estimate is beyond its tolerance; "+
+		"it is unmeasurable when, without regressing, its interval reaches beyond the tolerance and is wider than ±tolerance.\n\n", how, 100*r.Confidence)
+	fmt.Fprintf(w, "| metric | baseline median | candidate median | ratio | interval (conf.) | tolerance | verdict | why |\n|---|---:|---:|---:|---|---:|---|---|\n")
 	for _, d := range r.Decisions {
-		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f..%.3f | %s | %s |\n", d.Metric, median(d.Baseline), median(d.Candidate), d.Ratio, d.Low, d.High, d.Result, d.Reason)
+		name := d.Metric
+		if d.Info {
+			name += " (info)"
+		}
+		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f..%.3f (%.1f%%) | %.0f%% | %s | %s |\n", name, median(d.Baseline), median(d.Candidate),
+			d.Ratio, d.Low, d.High, 100*d.Confidence, 100*d.Tolerance, d.Result, d.Reason)
+	}
+	if r.Paired && len(r.Decisions) > 0 {
+		fmt.Fprintf(w, "\nPer-pair ratios (candidate / baseline):\n\n")
+		for _, d := range r.Decisions {
+			parts := make([]string, len(d.PairRatios))
+			for i, x := range d.PairRatios {
+				parts[i] = fmt.Sprintf("%.3f", x)
+			}
+			fmt.Fprintf(w, "- %s: %s\n", d.Metric, strings.Join(parts, " "))
+		}
 	}
 	for _, g := range r.Guardrails {
 		fmt.Fprintf(w, "\n- guardrail: %s\n", g)
