@@ -1,68 +1,84 @@
-//go:build perfgate_slowdown
+//go:build perfgate_slowdown && linux
 
 // A deliberate slowdown for checking that the performance gate catches a
 // regression (make perf-gate-selftest). Built only with
 // `-tags perfgate_slowdown`; an ordinary build has none of this.
 //
-// The OCP process burns a fixed amount of CPU work in every request it
-// serves: about $PERFGATE_SLOWDOWN (a Go duration, default 100µs)
-// measured on this machine at start-up. It hooks in through the chassis's
-// tracing entry point: a tracer provider whose Start does the work and
-// returns a non-recording span, so nothing else changes (no span is
-// recorded, no traceparent leaves). OCP's server spans are started for
-// every request when a provider with root sampling is installed
-// (chassis/context.go); its client spans towards the ABM are left alone,
-// so the cost is paid once per OCP request.
+// The OCP process does extra CPU work in proportion to its own: for every
+// CPU second its other threads use serving requests, a burner thread spins
+// for $PERFGATE_SLOWDOWN of a second (a fraction, "0.5", or a percentage,
+// "50%"; default 50%). So the OCP costs that much more CPU per transaction
+// whatever the rate and however the CGW batches its calls (a fixed cost
+// per OCP request would shrink per transaction as batches grow), nothing
+// needs calibrating against a clock on a noisy machine, and the burner
+// competes for the same cores as the request path, as real extra work
+// would. The OCP is about a quarter of the SUT's CPU at 1000 TPS, so 50%
+// is about +12% SUT CPU per transaction.
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
-
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
-
-	"github.com/chf-testbed/testbed/chassis/telemetry"
+	"unsafe"
 )
 
-// slowdownEnv names the environment variable holding the CPU time burnt
-// per OCP request. It is not CHF_*: the local testbed does not pass those
-// on to the services.
+// slowdownEnv names the environment variable holding the fraction. It is
+// not CHF_*: the local testbed does not pass those on to the services.
 const slowdownEnv = "PERFGATE_SLOWDOWN"
 
 func init() {
 	if len(os.Args) < 2 || os.Args[1] != "ocp" {
 		return
 	}
-	per := 100 * time.Microsecond
-	if v := os.Getenv(slowdownEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			fmt.Fprintf(os.Stderr, "chf ocp: cannot parse %s=%q: want a duration such as 100us\n", slowdownEnv, v)
-			os.Exit(2)
-		}
-		per = d
+	frac, err := parseFraction(os.Getenv(slowdownEnv))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chf ocp: %v\n", err)
+		os.Exit(2)
 	}
-	iters := int(float64(per) / float64(spinCost()))
-	fmt.Fprintf(os.Stderr, "chf ocp: perfgate_slowdown build: %d spin iterations (~%s of CPU) per request\n", iters, per)
-	telemetry.SetTracerProvider(slowProvider{iters: iters}, true)
+	fmt.Fprintf(os.Stderr, "chf ocp: perfgate_slowdown build: %.0f%% extra CPU on top of the OCP's own\n", 100*frac)
+	if frac > 0 {
+		go burn(frac)
+	}
 }
 
-// spinCost measures the time of one spin iteration: the fastest of a few
-// timed rounds, so that a round preempted by other work does not count.
-func spinCost() time.Duration {
-	const n = 1 << 20
-	best := time.Duration(1<<63 - 1)
-	for range 7 {
-		start := time.Now()
-		spin(n)
-		if d := time.Since(start); d < best {
-			best = d
-		}
+func parseFraction(v string) (float64, error) {
+	if v == "" {
+		return 0.5, nil
 	}
-	return max(best/n, time.Nanosecond/8)
+	s, div := v, 1.0
+	if strings.HasSuffix(s, "%") {
+		s, div = strings.TrimSuffix(s, "%"), 100
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f/div > 10 {
+		return 0, fmt.Errorf("cannot parse %s=%q: want a fraction (0.5) or a percentage (50%%) up to 1000%%", slowdownEnv, v)
+	}
+	return f / div, nil
+}
+
+// burn runs on its own OS thread: every 2 ms it adds frac times the CPU the
+// rest of the process used since the last round to its debt, and spins
+// until its own thread's CPU time has paid it.
+func burn(frac float64) {
+	runtime.LockOSThread()
+	proc, self := processCPU(), threadCPU()
+	debt := time.Duration(0)
+	for range time.Tick(2 * time.Millisecond) {
+		p, t := processCPU(), threadCPU()
+		debt += time.Duration(frac * float64((p-proc)-(t-self)))
+		for start := t; debt > 0; {
+			spin(1 << 10)
+			now := threadCPU()
+			debt -= now - start
+			start = now
+		}
+		proc, self = processCPU(), threadCPU()
+	}
 }
 
 var spinSink uint64
@@ -78,25 +94,21 @@ func spin(n int) {
 	spinSink = x
 }
 
-type slowProvider struct {
-	noop.TracerProvider
-	iters int
-}
-
-func (p slowProvider) Tracer(string, ...trace.TracerOption) trace.Tracer {
-	return slowTracer{iters: p.iters}
-}
-
-type slowTracer struct {
-	noop.Tracer
-	iters int
-}
-
-// Start burns the CPU of one request for server spans and returns the
-// parent's (non-recording) span, as the no-op tracer does.
-func (t slowTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if cfg := trace.NewSpanStartConfig(opts...); cfg.SpanKind() == trace.SpanKindServer {
-		spin(t.iters)
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
 	}
-	return t.Tracer.Start(ctx, name, opts...)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// clockThreadCPUTimeID is CLOCK_THREAD_CPUTIME_ID of Linux.
+const clockThreadCPUTimeID = 3
+
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
