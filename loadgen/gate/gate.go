@@ -74,7 +74,8 @@ var (
 	// SUTCPUTxn is the SUT's CPU µs per transaction as measured.
 	SUTCPUTxn = Metric{Name: "sut_cpu_us_per_txn"}
 	// SUTCPUAdj is the SUT's CPU per transaction relative to loadgen's own
-	// in the same trial (see AdjustedCPU).
+	// in the same trial (see AdjustedCPU); loadgen gate shows it for
+	// information only.
 	SUTCPUAdj = Metric{Name: "sut_cpu_adj"}
 )
 
@@ -83,7 +84,12 @@ var (
 // figure keeps µs units). loadgen does the same work in every trial of a
 // gate (same scenario, rate and seed), so its CPU per transaction tracks
 // how slow the shared machine's cores are during the trial; dividing by it
-// removes the part of the SUT's variation that all processes share.
+// removes the part of the SUT's variation that all processes share. But
+// loadgen's CPU per transaction also depends on the SUT's latency (slower
+// answers coalesce into fewer reads): against a slowed-down candidate it
+// fell by a quarter, so the adjusted figure exaggerates a regression and
+// could hide one that comes with lower latency. It is a diagnostic, not a
+// deciding metric.
 func AdjustedCPU(sutUsTxn, loadgenUsTxn, ref float64) float64 {
 	if loadgenUsTxn <= 0 {
 		return math.NaN()
