@@ -27,6 +27,8 @@ func localCmd(args []string) error {
 	results := fs.String("results", "results", "directory under which a <timestamp>/ directory receives every report file")
 	chfLogs := fs.Bool("chf-logs", false, "copy the CHF services' logs to stderr (default: into chf.log in the results directory)")
 	cgwArgs := fs.String("cgw-args", "", "extra flags for the cgw process, space-separated")
+	ocpArgs := fs.String("ocp-args", "", "extra flags for the ocp process, space-separated")
+	abmArgs := fs.String("abm-args", "", "extra flags for the abm process, space-separated")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadgen local [--duration 30s] [--rate N] [--json FILE] [flags]\n\n"+
 			"Starts the CHF's services locally (aslite, abm with provisioned accounts, ocp, cgw; with\n"+
@@ -71,7 +73,7 @@ func localCmd(args []string) error {
 	t0 := time.Now()
 	tb, err := testbed.Start(ctx, testbed.Options{
 		CHF: *chfBin, Accounts: *accounts, Balance: *balance, First: o.Scenario.Subscribers.First,
-		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), Diameter: f.proto == "gy",
+		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), OCPArgs: strings.Fields(*ocpArgs), ABMArgs: strings.Fields(*abmArgs), Diameter: f.proto == "gy",
 	})
 	if err != nil {
 		return err
