@@ -13,10 +13,11 @@ import (
 	"github.com/chf-testbed/testbed/chf"
 )
 
-// batchItem is one event of an ApplyBatch on its way through the batched
-// read and write.
-type batchItem struct {
-	i      int // index in the batch
+// batchGroup is the events of one account in an ApplyBatch, applied in
+// batch order to one in-memory copy of the account and written once.
+type batchGroup struct {
+	supi   string
+	idx    []int // the events, in batch order
 	key    *as.Key
 	acc    account
 	gen    uint32 // generation the write expects
@@ -30,26 +31,28 @@ type batchItem struct {
 
 // batchState is the working memory of one ApplyBatch, pooled.
 type batchState struct {
-	items  []batchItem
-	seen   map[string]struct{}
-	reads  []*batchItem
-	writes []*batchItem
+	groups []batchGroup
+	byKey  map[string]int // supi → index in groups
+	reads  []*batchGroup
+	writes []*batchGroup
 	solo   []int
 	keys   []*as.Key
 	recs   []as.BatchRecordIfc
 	bp     as.BatchPolicy
 }
 
-var batchPool = sync.Pool{New: func() any { return &batchState{seen: make(map[string]struct{})} }}
+var batchPool = sync.Pool{New: func() any { return &batchState{byKey: make(map[string]int)} }}
 
-// ApplyBatch applies reqs like Apply with batched database commands: the
-// accounts not in the account cache are read with one batch read, and
-// every account that changed is written with one batch write in which each
-// record is still generation-checked (EXPECT_GEN_EQUAL), so the money
-// semantics are those of Apply. An event whose write meets a newer
-// generation, an event on an account already in the batch, and the sweep's
-// expiry go through Apply's read-modify-write loop one by one afterwards.
-// resps[i] and errs[i] are what Apply would have answered for reqs[i].
+// ApplyBatch applies reqs like Apply with batched database commands. The
+// events are grouped by account; each account's events are applied in
+// batch order to one copy of its record (from the account cache, else from
+// one batch read of every such account), and every account that changed is
+// written once, in one batch write in which each record is still
+// generation-checked (EXPECT_GEN_EQUAL). So the money semantics are those
+// of Apply one event after the other: an account whose write meets a newer
+// generation has its events applied again one by one through Apply's
+// read-modify-write loop, as are the sweep's expiry events. resps[i] and
+// errs[i] are what Apply would have answered for reqs[i].
 func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resps []*chf.ChargeResponse, errs []error) {
 	if len(reqs) == 1 {
 		errs[0] = s.Apply(ctx, reqs[0], resps[0])
@@ -57,7 +60,6 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	}
 	bs := batchPool.Get().(*batchState)
 	defer bs.release()
-	bs.items = slices.Grow(bs.items[:0], len(reqs))[:len(reqs)]
 	timeout := s.cfg.Timeout
 	if d, ok := ctx.Deadline(); ok {
 		left := time.Until(d)
@@ -73,34 +75,50 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	bs.bp.TotalTimeout, bs.bp.SocketTimeout = timeout, timeout
 	bs.bp.MaxRetries = 0
 
-	nowNs := time.Now().UnixNano()
-	now := s.cfg.Now().Unix()
+	// Group the events by account.
 	for i, req := range reqs {
 		errs[i] = nil
 		if req.SUPI == "" {
 			resps[i].Result, resps[i].Detail = chf.ResultInvalid, "missing subscriber"
 			continue
 		}
-		if _, dup := bs.seen[req.SUPI]; dup || req.Op == opExpire {
+		if req.Op == opExpire {
 			bs.solo = append(bs.solo, i)
 			continue
 		}
-		bs.seen[req.SUPI] = struct{}{}
-		key, err := as.NewKey(s.cfg.Namespace, s.cfg.Set, req.SUPI)
-		if err != nil {
-			errs[i] = fmt.Errorf("cannot build account key: %w", err)
-			continue
+		gi, ok := bs.byKey[req.SUPI]
+		if !ok {
+			key, err := as.NewKey(s.cfg.Namespace, s.cfg.Set, req.SUPI)
+			if err != nil {
+				errs[i] = fmt.Errorf("cannot build account key: %w", err)
+				continue
+			}
+			gi = len(bs.groups)
+			if gi < cap(bs.groups) {
+				bs.groups = bs.groups[:gi+1]
+			} else {
+				bs.groups = append(bs.groups, batchGroup{})
+			}
+			g := &bs.groups[gi]
+			g.supi, g.key, g.idx, g.cached = req.SUPI, key, g.idx[:0], false
+			bs.byKey[req.SUPI] = gi
 		}
-		it := &bs.items[i]
-		it.i, it.key, it.cached = i, key, false
-		if s.cache != nil && req.Op != chf.OpBalance {
-			if gen, ok := s.cache.load(req.SUPI, nowNs, &it.acc); ok && it.acc.apply(req, now, &s.lim, resps[i]) {
-				it.gen, it.cached = gen, true
-				bs.writes = append(bs.writes, it)
+		bs.groups[gi].idx = append(bs.groups[gi].idx, i)
+	}
+
+	// Accounts in the cache skip the read when all their events write.
+	nowNs := time.Now().UnixNano()
+	now := s.cfg.Now().Unix()
+	for gi := range bs.groups {
+		g := &bs.groups[gi]
+		if s.cache != nil {
+			if gen, ok := s.cache.load(g.supi, nowNs, &g.acc); ok && s.applyCachedGroup(g, reqs, resps, now) {
+				g.gen, g.cached = gen, true
+				bs.writes = append(bs.writes, g)
 				continue
 			}
 		}
-		bs.reads = append(bs.reads, it)
+		bs.reads = append(bs.reads, g)
 	}
 
 	s.batchRead(bs, reqs, resps, errs, now)
@@ -113,6 +131,18 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	}
 }
 
+// applyCachedGroup applies g's events to the cached state in g.acc. Like
+// Apply, it gives up (false) when an event would write nothing: replays,
+// refusals and inquiries are answered from a fresh read.
+func (s *Service) applyCachedGroup(g *batchGroup, reqs []*chf.ApplyRequest, resps []*chf.ChargeResponse, now int64) bool {
+	for _, i := range g.idx {
+		if reqs[i].Op == chf.OpBalance || !g.acc.apply(reqs[i], now, &s.lim, resps[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // batchRead reads the accounts of bs.reads in one batch command and
 // applies their events; those that changed join bs.writes.
 func (s *Service) batchRead(bs *batchState, reqs []*chf.ApplyRequest, resps []*chf.ChargeResponse, errs []error, now int64) {
@@ -120,116 +150,147 @@ func (s *Service) batchRead(bs *batchState, reqs []*chf.ApplyRequest, resps []*c
 	case 0:
 		return
 	case 1:
-		// A batch of one costs more than a plain read: let Apply do it.
-		bs.solo = append(bs.solo, bs.reads[0].i)
-		return
+		if len(bs.reads[0].idx) == 1 {
+			// One event on one account: a plain read-modify-write costs
+			// less than a batch.
+			bs.solo = append(bs.solo, bs.reads[0].idx[0])
+			return
+		}
 	}
 	bs.keys = bs.keys[:0]
-	for _, it := range bs.reads {
-		bs.keys = append(bs.keys, it.key)
+	for _, g := range bs.reads {
+		bs.keys = append(bs.keys, g.key)
 	}
 	recs, aerr := s.client.BatchGet(&bs.bp, bs.keys)
-	for j, it := range bs.reads {
-		req, resp := reqs[it.i], resps[it.i]
+	for j, g := range bs.reads {
 		if aerr != nil {
-			errs[it.i] = fmt.Errorf("cannot read account %s: %w", req.SUPI, aerr)
+			for _, i := range g.idx {
+				errs[i] = fmt.Errorf("cannot read account %s: %w", g.supi, aerr)
+			}
 			continue
 		}
 		rec := recs[j]
 		if rec == nil {
-			*resp = chf.ChargeResponse{Result: chf.ResultUserUnknown, Detail: "no such subscriber", Lines: resp.Lines[:0]}
-			s.applied.Add(1)
+			for _, i := range g.idx {
+				*resps[i] = chf.ChargeResponse{Result: chf.ResultUserUnknown, Detail: "no such subscriber", Lines: resps[i].Lines[:0]}
+			}
+			s.applied.Add(uint64(len(g.idx)))
 			continue
 		}
-		if err := decodeAccount(rec.Bins, &it.acc); err != nil {
-			errs[it.i] = fmt.Errorf("cannot decode account %s: %w", req.SUPI, err)
+		if err := decodeAccount(rec.Bins, &g.acc); err != nil {
+			for _, i := range g.idx {
+				errs[i] = fmt.Errorf("cannot decode account %s: %w", g.supi, err)
+			}
 			continue
 		}
-		if !it.acc.apply(req, now, &s.lim, resp) {
-			s.applied.Add(1)
+		write := false
+		for _, i := range g.idx {
+			if g.acc.apply(reqs[i], now, &s.lim, resps[i]) {
+				write = true
+			}
+		}
+		if !write {
+			s.applied.Add(uint64(len(g.idx)))
 			continue
 		}
-		it.gen = rec.Generation
-		bs.writes = append(bs.writes, it)
+		g.gen = rec.Generation
+		bs.writes = append(bs.writes, g)
 	}
 }
 
-// batchWrite writes the accounts of bs.writes in one batch command, each
-// expecting its generation. Conflicts go to bs.solo.
+// batchWrite writes the accounts of bs.writes in one batch command (a
+// plain write when there is one), each expecting its generation. The
+// events of an account whose record changed meanwhile go to bs.solo.
 func (s *Service) batchWrite(bs *batchState, reqs []*chf.ApplyRequest, errs []error, nowNs int64) {
 	if len(bs.writes) == 0 {
 		return
 	}
-	bs.recs = bs.recs[:0]
-	for _, it := range bs.writes {
-		it.blob = it.acc.appendSessions(it.blob[:0])
-		it.wpol = *as.NewBatchWritePolicy()
-		it.wpol.GenerationPolicy = as.EXPECT_GEN_EQUAL
-		it.wpol.Generation = it.gen
-		it.wpol.RecordExistsAction = as.UPDATE_ONLY
-		it.wpol.SendKey = true
-		it.bins[0] = as.Bin{Name: BinBalance, Value: as.IntegerValue(it.acc.balance)}
-		it.bins[1] = as.Bin{Name: BinDebited, Value: as.IntegerValue(it.acc.debited)}
-		it.bins[2] = as.Bin{Name: BinSessions, Value: as.BytesValue(it.blob)}
-		for k := range it.bins {
-			it.ops[k] = as.PutOp(&it.bins[k])
-		}
-		it.write = as.NewBatchWrite(&it.wpol, it.key, it.ops[:]...)
-		bs.recs = append(bs.recs, it.write)
+	var aerr as.Error
+	if len(bs.writes) == 1 {
+		g := bs.writes[0]
+		sc := scratchPool.Get().(*scratch)
+		aerr = s.write(g.key, g.gen, bs.bp.TotalTimeout, &g.acc, sc)
+		g.blob = append(g.blob[:0], sc.blob...)
+		scratchPool.Put(sc)
+		s.wrote(g, aerr, types.OK, bs, errs, nowNs)
+		return
 	}
-	aerr := s.client.BatchOperate(&bs.bp, bs.recs)
-	for _, it := range bs.writes {
-		req := reqs[it.i]
-		br := it.write.BatchRec()
-		switch br.ResultCode {
-		case types.OK:
-			s.applied.Add(1)
-			if it.cached {
-				s.cacheHits.Add(1)
-			}
-			if s.cache != nil {
-				s.cache.store(req.SUPI, it.gen, nowNs, &it.acc, it.blob)
-			}
-			continue
-		case types.GENERATION_ERROR:
-			if s.cache != nil {
-				s.cache.drop(req.SUPI)
-			}
-			if it.cached {
-				s.cacheStale.Add(1)
-			} else {
-				s.conflicts.Add(1)
-			}
-			// Apply again on a fresh read, alone.
-			bs.solo = append(bs.solo, it.i)
-			continue
+	bs.recs = bs.recs[:0]
+	for _, g := range bs.writes {
+		g.blob = g.acc.appendSessions(g.blob[:0])
+		g.wpol = *as.NewBatchWritePolicy()
+		g.wpol.GenerationPolicy = as.EXPECT_GEN_EQUAL
+		g.wpol.Generation = g.gen
+		g.wpol.RecordExistsAction = as.UPDATE_ONLY
+		g.wpol.SendKey = true
+		g.bins[0] = as.Bin{Name: BinBalance, Value: as.IntegerValue(g.acc.balance)}
+		g.bins[1] = as.Bin{Name: BinDebited, Value: as.IntegerValue(g.acc.debited)}
+		g.bins[2] = as.Bin{Name: BinSessions, Value: as.BytesValue(g.blob)}
+		for k := range g.bins {
+			g.ops[k] = as.PutOp(&g.bins[k])
 		}
-		if s.cache != nil {
-			s.cache.drop(req.SUPI)
-		}
-		// Failed or in doubt: like Apply, report it; the caller retries
-		// with the same sequence number, which charges once.
+		g.write = as.NewBatchWrite(&g.wpol, g.key, g.ops[:]...)
+		bs.recs = append(bs.recs, g.write)
+	}
+	aerr = s.client.BatchOperate(&bs.bp, bs.recs)
+	for _, g := range bs.writes {
+		br := g.write.BatchRec()
 		err := br.Err
-		if err == nil {
+		if err == nil && br.ResultCode != types.OK {
 			err = aerr
 		}
-		if err == nil {
-			errs[it.i] = fmt.Errorf("cannot write account %s: result %v", req.SUPI, br.ResultCode)
-			continue
+		s.wrote(g, err, br.ResultCode, bs, errs, nowNs)
+	}
+}
+
+// wrote settles the events of g after its write: counted and cached when
+// it landed, sent to bs.solo on a generation conflict, failed otherwise.
+func (s *Service) wrote(g *batchGroup, err as.Error, rc types.ResultCode, bs *batchState, errs []error, nowNs int64) {
+	if err == nil && rc == types.OK {
+		n := uint64(len(g.idx))
+		s.applied.Add(n)
+		if g.cached {
+			s.cacheHits.Add(n)
 		}
-		errs[it.i] = fmt.Errorf("cannot write account %s: %w", req.SUPI, err)
+		if s.cache != nil {
+			s.cache.store(g.supi, g.gen, nowNs, &g.acc, g.blob)
+		}
+		return
+	}
+	if s.cache != nil {
+		s.cache.drop(g.supi)
+	}
+	if rc == types.GENERATION_ERROR || (err != nil && err.Matches(types.GENERATION_ERROR)) {
+		if g.cached {
+			s.cacheStale.Add(1)
+		} else {
+			s.conflicts.Add(1)
+		}
+		// Apply again on a fresh read, one by one.
+		bs.solo = append(bs.solo, g.idx...)
+		return
+	}
+	// Failed or in doubt: like Apply, report it; the caller retries with
+	// the same sequence number, which charges once.
+	for _, i := range g.idx {
+		if err != nil {
+			errs[i] = fmt.Errorf("cannot write account %s: %w", g.supi, err)
+		} else {
+			errs[i] = fmt.Errorf("cannot write account %s: result %v", g.supi, rc)
+		}
 	}
 }
 
 // release clears bs and returns it to the pool.
 func (bs *batchState) release() {
-	for i := range bs.items {
-		it := &bs.items[i]
-		it.key, it.write = nil, nil
-		it.bins = [3]as.Bin{}
-		it.ops = [3]*as.Operation{}
+	for i := range bs.groups {
+		g := &bs.groups[i]
+		g.supi, g.key, g.write = "", nil, nil
+		g.bins = [3]as.Bin{}
+		g.ops = [3]*as.Operation{}
 	}
-	clear(bs.seen)
+	bs.groups = bs.groups[:0]
+	clear(bs.byKey)
 	clear(bs.reads)
 	clear(bs.writes)
 	clear(bs.keys)
