@@ -101,7 +101,7 @@ perf-gate:
 ## perf-gate-selftest: check that the gate catches a deliberate slowdown:
 ## chf at REF against the same source built with -tags perfgate_slowdown
 ## (cmd/chf/slowdown_perfgate.go: the OCP spins SLOWDOWN of extra CPU on
-## top of its own; 50% is about +12% SUT CPU per transaction at 1000 TPS).
+## top of its own; 50% measured +18% SUT CPU per transaction at 1000 TPS).
 ## Succeeds only when the gate reports a regression (exit 4).
 SLOWDOWN ?= 50%
 perf-gate-selftest:
