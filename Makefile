@@ -16,7 +16,7 @@ BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
 # Debian packages some tests and measurements drive as independent peers.
 DEB_PKGS := nghttp2-client tshark
 
-.PHONY: all build run test test-go fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest
+.PHONY: all build run test test-go fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates
 
 all: build
 
@@ -48,6 +48,13 @@ lint: fmt-check vet
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-creates: h2load posting Nchf creates to `chf local`: creates/s and
+## each process's CPU per create (local/bench-creates.sh explains the
+## arguments), e.g. CREATES_ARGS="session 320 100" PARALLEL=16 INFLIGHT=4.
+CREATES_ARGS ?= sms 8 8000
+bench-creates: build deb-deps
+	local/bench-creates.sh $(CREATES_ARGS)
 
 ## tools: install the pinned tools tests need (helm from the module proxy,
 ## h2load and tshark from Debian) when they are missing.

@@ -7,7 +7,7 @@ import (
 
 // Batch defaults.
 const (
-	DefaultBatchInFlight = 2
+	DefaultBatchInFlight = 1
 	DefaultBatchItems    = 64
 )
 
