@@ -101,6 +101,10 @@ type Conn struct {
 	closeAt bool   // close once no stream is active
 
 	pendingCB []cbCall // reader goroutine only
+
+	// polled connections (NewPolledConn), owner's goroutine only
+	feed    feedReader
+	partial []byte // an incomplete frame from the last Feed
 }
 
 // cstream is one client stream; pooled.
@@ -142,29 +146,9 @@ func Dial(ctx context.Context, addr string, opts *ClientOptions) (*Conn, error) 
 // NewConn performs the HTTP/2 handshake on an established connection and
 // returns once the server's SETTINGS have been received. The Conn owns nc.
 func NewConn(ctx context.Context, nc net.Conn, opts *ClientOptions) (*Conn, error) {
-	c := &Conn{settings: make(chan struct{}), readDone: make(chan struct{}), nextID: 1}
-	if opts != nil {
-		c.opts = *opts
-	}
-	if c.opts.InitialWindowSize == 0 {
-		c.opts.InitialWindowSize = 1 << 20
-	}
-	c.opts.InitialWindowSize = min(c.opts.InitialWindowSize, maxWindow)
+	c := newConn(opts)
 	c.l.init(nc, nil)
-	c.l.rf.SetMaxReadFrameSize(defaultMaxFrameSize)
-	c.dec = hpack.NewDecoder(4096, c.emit)
-	c.dec.SetMaxStringLength(1 << 20)
-
-	l := &c.l
-	l.mu.Lock()
-	l.ob.b = append(l.ob.b, ClientPreface...)
-	l.wf.WriteSettings(
-		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.opts.InitialWindowSize},
-	)
-	l.wf.WriteWindowUpdate(0, connRecvWindow-defaultInitialWindow)
-	l.kickLocked()
-	l.mu.Unlock()
+	c.start0()
 	go c.readLoop()
 
 	timeout := c.opts.HandshakeTimeout
@@ -187,6 +171,37 @@ func NewConn(ctx context.Context, nc net.Conn, opts *ClientOptions) (*Conn, erro
 		c.Close()
 		return nil, fmt.Errorf("cannot complete HTTP/2 handshake: %w", context.DeadlineExceeded)
 	}
+}
+
+// newConn returns a client connection without its link's I/O set up.
+func newConn(opts *ClientOptions) *Conn {
+	c := &Conn{settings: make(chan struct{}), readDone: make(chan struct{}), nextID: 1}
+	if opts != nil {
+		c.opts = *opts
+	}
+	if c.opts.InitialWindowSize == 0 {
+		c.opts.InitialWindowSize = 1 << 20
+	}
+	c.opts.InitialWindowSize = min(c.opts.InitialWindowSize, maxWindow)
+	return c
+}
+
+// start0 queues the connection preface, SETTINGS and the connection
+// window once the link is set up.
+func (c *Conn) start0() {
+	c.l.rf.SetMaxReadFrameSize(defaultMaxFrameSize)
+	c.dec = hpack.NewDecoder(4096, c.emit)
+	c.dec.SetMaxStringLength(1 << 20)
+	l := &c.l
+	l.mu.Lock()
+	l.ob.b = append(l.ob.b, ClientPreface...)
+	l.wf.WriteSettings(
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.opts.InitialWindowSize},
+	)
+	l.wf.WriteWindowUpdate(0, connRecvWindow-defaultInitialWindow)
+	l.kickLocked()
+	l.mu.Unlock()
 }
 
 // Err returns the error that made the connection unusable, or nil.
@@ -223,9 +238,15 @@ func (c *Conn) MaxStreams() int {
 }
 
 // Close sends GOAWAY, fails streams in flight with ErrClosed and closes
-// the connection. It waits for the connection's goroutines to end.
+// the connection. It waits for the connection's goroutines to end. On a
+// polled connection it only queues the GOAWAY and fails the streams (their
+// callbacks run before it returns); the owner writes and closes the socket.
 func (c *Conn) Close() error {
 	l := &c.l
+	if l.polled {
+		c.closePolled()
+		return nil
+	}
 	l.mu.Lock()
 	l.goAwayLocked(0, http2.ErrCodeNo, "")
 	l.mu.Unlock()
@@ -268,6 +289,9 @@ func (c *Conn) Flush() {
 // returns ErrStreamLimit without waiting when the concurrent stream limit
 // is reached.
 func (c *Conn) Do(ctx context.Context, req *ClientRequest, resp *ClientResponse) error {
+	if c.l.polled {
+		return errPolledDo
+	}
 	st, err := c.start(req, resp, nil, true)
 	if err != nil {
 		return err
@@ -402,6 +426,8 @@ func (c *Conn) completeLocked(st *cstream, err error) {
 	st.wait <- err
 }
 
+var errPolledDo = errors.New("h2c: Do on a polled connection (use RoundTrip)")
+
 type cbCall struct {
 	cb   func(*ClientResponse, error)
 	resp *ClientResponse
@@ -419,7 +445,12 @@ func (c *Conn) runCallbacks() {
 
 func (c *Conn) readLoop() {
 	defer close(c.readDone)
-	err := c.readFrames()
+	c.end(c.readFrames())
+}
+
+// end fails every stream once the connection can no longer be read (err:
+// why) and runs their callbacks.
+func (c *Conn) end(err error) {
 	l := &c.l
 	l.mu.Lock()
 	if err != nil && l.err == nil {
@@ -453,38 +484,46 @@ func (c *Conn) readFrames() error {
 		if l.br.Buffered() == 0 {
 			l.throttle()
 		}
-		f, err := l.rf.ReadFrame()
-		if err != nil {
-			var se http2.StreamError
-			var ce http2.ConnectionError
-			switch {
-			case errors.As(err, &se):
-				c.resetStream(se.StreamID, se.Code, fmt.Errorf("%w: %v", ErrStreamReset, se.Code))
-				continue
-			case errors.As(err, &ce):
-				return c.fail(http2.ErrCode(ce), "")
-			case errors.Is(err, http2.ErrFrameTooLarge):
-				return c.fail(http2.ErrCodeFrameSize, "frame too large")
-			}
+		if err := c.onFrame(l.rf.ReadFrame()); err != nil {
 			return err
-		}
-		if !c.gotSet {
-			sf, ok := f.(*http2.SettingsFrame)
-			if !ok || sf.IsAck() {
-				return c.fail(http2.ErrCodeProtocol, "first frame is not SETTINGS")
-			}
-		}
-		if err := c.processFrame(f); err != nil {
-			return err
-		}
-		if !c.gotSet {
-			c.gotSet = true
-			close(c.settings)
-		}
-		if len(c.pendingCB) > 0 {
-			c.runCallbacks()
 		}
 	}
+}
+
+// onFrame handles one frame read (or the error reading it) and runs the
+// completion callbacks it caused. A non-nil result ends the connection.
+func (c *Conn) onFrame(f http2.Frame, err error) error {
+	if err != nil {
+		var se http2.StreamError
+		var ce http2.ConnectionError
+		switch {
+		case errors.As(err, &se):
+			c.resetStream(se.StreamID, se.Code, fmt.Errorf("%w: %v", ErrStreamReset, se.Code))
+			return nil
+		case errors.As(err, &ce):
+			return c.fail(http2.ErrCode(ce), "")
+		case errors.Is(err, http2.ErrFrameTooLarge):
+			return c.fail(http2.ErrCodeFrameSize, "frame too large")
+		}
+		return err
+	}
+	if !c.gotSet {
+		sf, ok := f.(*http2.SettingsFrame)
+		if !ok || sf.IsAck() {
+			return c.fail(http2.ErrCodeProtocol, "first frame is not SETTINGS")
+		}
+	}
+	if err := c.processFrame(f); err != nil {
+		return err
+	}
+	if !c.gotSet {
+		c.gotSet = true
+		close(c.settings)
+	}
+	if len(c.pendingCB) > 0 {
+		c.runCallbacks()
+	}
+	return nil
 }
 
 func (c *Conn) processFrame(f http2.Frame) error {

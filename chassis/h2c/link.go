@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"runtime"
 	"sync"
@@ -102,6 +103,10 @@ type link struct {
 	wake       chan struct{}
 	flushed    chan struct{} // poked after every write (backpressure)
 	writerDone chan struct{}
+
+	// polled: no writer goroutine and no net.Conn; the owner of a polled
+	// client Conn takes ob itself (see NewPolledConn).
+	polled bool
 }
 
 func (l *link) init(nc net.Conn, br *bufio.Reader) {
@@ -110,7 +115,14 @@ func (l *link) init(nc net.Conn, br *bufio.Reader) {
 		br = bufio.NewReaderSize(nc, readBufSize)
 	}
 	l.br = br
-	l.rf = http2.NewFramer(nil, br)
+	l.initFrames(br)
+	go l.writeLoop()
+}
+
+// initFrames sets up everything but the connection and the writer
+// goroutine; frames are read from r.
+func (l *link) initFrames(r io.Reader) {
+	l.rf = http2.NewFramer(nil, r)
 	l.rf.SetReuseFrames()
 	l.wf = http2.NewFramer(&l.ob, nil)
 	l.enc = hpack.NewEncoder(&l.hbuf)
@@ -122,12 +134,14 @@ func (l *link) init(nc net.Conn, br *bufio.Reader) {
 	l.wake = make(chan struct{}, 1)
 	l.flushed = make(chan struct{}, 1)
 	l.writerDone = make(chan struct{})
-	go l.writeLoop()
 }
 
 // kickLocked wakes the writer goroutine. Called with mu held after
 // appending frames.
 func (l *link) kickLocked() {
+	if l.polled {
+		return // the owner flushes
+	}
 	select {
 	case l.wake <- struct{}{}:
 	default:

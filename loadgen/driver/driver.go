@@ -1,6 +1,9 @@
 // Package driver sends the load generator's requests over a protocol: HTTP/2
 // cleartext with prior knowledge ("h2c", the project's lean chassis/h2c
-// client; "h2c-std", golang.org/x/net/http2.Transport, for comparison),
+// client, driven by the caller's event loop where the platform allows, see
+// Looper; "h2c-async", the same client with a reader and a writer
+// goroutine per connection; "h2c-std", golang.org/x/net/http2.Transport,
+// for comparison),
 // HTTP/1.1 ("http1", fasthttp) or Diameter Gy ("gy", loadgen/gy; it takes
 // protocol-neutral Request.Charge descriptions, see Charging). Every
 // driver balances requests over several targets (CGW addresses) as the
@@ -51,6 +54,10 @@ type Response struct {
 	// present and valid.
 	Charged    int64
 	HasCharged bool
+	// Received, when set (event-loop drivers, see Loop), is when the
+	// response reached the client's socket; zero means when Do returned
+	// or the done callback ran.
+	Received time.Time
 	// Class, set by Charging drivers, names why an answered request
 	// failed ("gy_5030", "rg_4012"); empty = success. HTTP drivers leave
 	// it empty: the engine classifies their status and body.
@@ -61,6 +68,7 @@ type Response struct {
 	h2     h2c.ClientResponse // reused by the h2c driver
 	h2req  h2c.ClientRequest  // the request in flight (async h2c)
 	h2cb   func(*h2c.ClientResponse, error)
+	h2lcb  func(*h2c.ClientResponse, error) // h2cb behind an event loop's arrival stamp
 	h2done func(error)
 }
 
@@ -72,6 +80,7 @@ func (r *Response) Reset() {
 	r.Charged = 0
 	r.HasCharged = false
 	r.Class = ""
+	r.Received = time.Time{}
 }
 
 // Driver sends requests.
@@ -101,7 +110,7 @@ type Async interface {
 
 // Config selects and tunes a driver.
 type Config struct {
-	Proto   string   // "h2c" (default), "h2c-std", "http1" or "gy"
+	Proto   string   // "h2c" (default), "h2c-async", "h2c-std", "http1" or "gy"
 	Targets []string // host:port (the CGW's Nchf port, or its Diameter port for gy)
 	// Conns is the number of connections per target (HTTP/2: streams are
 	// multiplexed on them; HTTP/1.1: the pool size; gy: Diameter peers,
@@ -148,6 +157,12 @@ func New(cfg Config) (Driver, error) {
 	switch cfg.Proto {
 	case "", "h2c":
 		return newH2C(cfg)
+	case "h2c-async":
+		d, err := newH2C(cfg)
+		if d != nil {
+			d.noLoop = true
+		}
+		return d, err
 	case "h2c-std":
 		return newStdH2(cfg)
 	case "http1":
@@ -155,7 +170,7 @@ func New(cfg Config) (Driver, error) {
 	case "gy":
 		return newGy(cfg)
 	}
-	return nil, fmt.Errorf("%w %q (want h2c, h2c-std, http1 or gy)", ErrProto, cfg.Proto)
+	return nil, fmt.Errorf("%w %q (want h2c, h2c-async, h2c-std, http1 or gy)", ErrProto, cfg.Proto)
 }
 
 // classify wraps a transport error as timeout or connection.

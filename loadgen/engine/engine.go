@@ -18,7 +18,13 @@
 // every request due in one pacing tick is queued and flushed in one
 // write) and the driver's callbacks stamp the completion time and append
 // to the worker's completion queue, waking the worker only when it would
-// not wake within the pacing interval anyway. A request that finds the pool full waits in the backlog; it is
+// not wake within the pacing interval anyway. With a driver.Looper (h2c
+// on Linux) each worker owns an event loop with its own connections: it
+// waits in the loop's Poll instead of on a timer, and the callbacks run
+// inside Poll on the worker's goroutine, stamped with the time the
+// response reached the socket; paced, the worker sleeps to the next tick
+// and takes the responses then (one wake-up per tick). A request that
+// finds the pool full waits in the backlog; it is
 // counted late if it leaves more than LateThreshold after its due time, and
 // a new flow that cannot leave within LateDrop is dropped and counted.
 // Workers publish one interval summary per second to an aggregator that

@@ -99,6 +99,7 @@ type worker struct {
 	complete chan *flow
 	// async path (driver.Async): no sender goroutines
 	async    driver.Async
+	loop     driver.Loop    // the worker's own event loop (driver.Looper); also async and batch
 	batch    driver.Batcher // async driver that sends queued requests on Flush; nil otherwise
 	queued   bool           // requests queued since the last Flush
 	charging bool           // the driver takes driver.Charge, not Nchf over HTTP
@@ -166,7 +167,13 @@ func newWorker(id, n int, cfg *Config, first scenario.SUPI, start time.Time, sch
 		w.ops[i].Service = histogram.New()
 	}
 	w.iv.hist = agg.getHist()
-	if a, ok := cfg.Driver.(driver.Async); ok && !cfg.NoAsync {
+	if lp, ok := cfg.Driver.(driver.Looper); ok && !cfg.NoAsync {
+		if loop, err := lp.NewLoop(); err == nil {
+			w.loop = loop
+			w.async, w.batch = loop, loop
+		}
+	}
+	if a, ok := cfg.Driver.(driver.Async); ok && !cfg.NoAsync && w.loop == nil {
 		w.async = a
 		w.batch, _ = a.(driver.Batcher)
 	}
@@ -179,6 +186,9 @@ func (w *worker) now() int64 { return int64(time.Since(w.start)) }
 
 func (w *worker) run(ctx context.Context) {
 	defer close(w.dispatch)
+	if w.loop != nil {
+		defer w.loop.Close()
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	done := ctx.Done()
@@ -237,6 +247,30 @@ func (w *worker) run(ctx context.Context) {
 		if p := w.pacing; p > 0 {
 			next = (next + p - 1) / p * p // wake on pacing ticks: sends batch
 		}
+		if w.loop != nil {
+			// Event loop: completions are handled inside Poll, on this
+			// goroutine; it returns at the next due time or earlier.
+			select {
+			case <-done:
+				done = nil
+				w.stopEarly()
+				continue
+			default:
+			}
+			wait := time.Duration(next - now)
+			if w.pendingDone() {
+				wait = 0
+			}
+			// Paced, the loop sleeps to the next tick and takes the
+			// responses then (they carry their arrival time); it wakes
+			// for them when it would sleep longer than a tick or a
+			// backlog waits for their slots.
+			wake := w.pacing <= 0 || next-now > w.pacing || w.bhead < len(w.backlog)
+			if err := w.loop.Poll(wait, wake); err != nil {
+				time.Sleep(wait) // not expected; avoid spinning
+			}
+			continue
+		}
 		if w.async != nil {
 			// Completions wake the worker at once unless it wakes within
 			// the pacing interval anyway and has no backlog waiting for
@@ -266,13 +300,18 @@ func (w *worker) run(ctx context.Context) {
 		case <-timer.C:
 		case <-done:
 			done = nil
-			now := w.now()
-			if now < w.stopAt {
-				w.stopAt = now
-				w.stoppedEarly = true
-				w.stopTime = w.start.Add(time.Duration(now))
-			}
+			w.stopEarly()
 		}
+	}
+}
+
+// stopEarly ends the generation of new flows now (the run was cancelled).
+func (w *worker) stopEarly() {
+	now := w.now()
+	if now < w.stopAt {
+		w.stopAt = now
+		w.stoppedEarly = true
+		w.stopTime = w.start.Add(time.Duration(now))
 	}
 }
 
@@ -652,6 +691,11 @@ func (w *worker) build(f *flow) {
 // finish classifies the outcome of f's request; err is the driver's.
 func (w *worker) finish(f *flow, err error) {
 	f.done = w.now()
+	if rx := f.resp.Received; err == nil && !rx.IsZero() {
+		// When the answer reached the socket (event loop), not when
+		// the loop got round to it.
+		f.done = min(f.done, max(int64(rx.Sub(w.start)), f.sent))
+	}
 	if err != nil {
 		f.errKind = err
 		if errors.Is(err, driver.ErrTimeout) {
