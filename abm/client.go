@@ -19,12 +19,7 @@ type Client struct {
 	b *chassis.Batcher[*applyCall]
 }
 
-// applyCall is one event waiting in a batch.
-type applyCall struct {
-	req  *chf.ApplyRequest
-	resp *chf.ChargeResponse
-	err  error
-}
+type applyCall = chf.Call[*chf.ApplyRequest]
 
 var callPool = sync.Pool{New: func() any { return new(applyCall) }}
 
@@ -37,9 +32,9 @@ func NewClient(c *chassis.Client, bc chassis.BatchConfig) *Client {
 }
 
 type clientBufs struct {
-	body, reply []byte
-	calls       []applyCall
-	pcalls      []*applyCall
+	chf.CallBuffers
+	calls  []applyCall
+	pcalls []*applyCall
 }
 
 var bufPool = sync.Pool{New: func() any { return new(clientBufs) }}
@@ -48,9 +43,9 @@ var bufPool = sync.Pool{New: func() any { return new(clientBufs) }}
 // reused).
 func (c *Client) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.ChargeResponse) error {
 	call := callPool.Get().(*applyCall)
-	call.req, call.resp = req, resp
+	call.Req, call.Resp = req, resp
 	c.b.Do(ctx, call)
-	err := call.err
+	err := call.Err
 	*call = applyCall{}
 	callPool.Put(call)
 	return err
@@ -62,12 +57,12 @@ func (c *Client) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resps
 	defer bufPool.Put(b)
 	b.calls, b.pcalls = slices.Grow(b.calls[:0], len(reqs))[:len(reqs)], b.pcalls[:0]
 	for i := range reqs {
-		b.calls[i] = applyCall{req: reqs[i], resp: resps[i]}
+		b.calls[i] = applyCall{Req: reqs[i], Resp: resps[i]}
 		b.pcalls = append(b.pcalls, &b.calls[i])
 	}
 	c.b.DoMany(ctx, b.pcalls)
 	for i := range reqs {
-		errs[i] = b.calls[i].err
+		errs[i] = b.calls[i].Err
 		b.calls[i] = applyCall{}
 	}
 	clear(b.pcalls)
@@ -76,48 +71,12 @@ func (c *Client) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resps
 // send posts one batch: alone on ApplyPath, else on ApplyBatchPath.
 func (c *Client) send(ctx context.Context, calls []*applyCall) {
 	b := bufPool.Get().(*clientBufs)
-	defer bufPool.Put(b)
-	fail := func(err error) {
-		for _, call := range calls {
-			call.err = err
-		}
-	}
-	var err error
-	path := ApplyPath
-	if len(calls) == 1 {
-		b.body, err = calls[0].req.MarshalMsg(b.body[:0])
-	} else {
-		path = ApplyBatchPath
-		b.body = chf.AppendBatchHeader(b.body[:0], len(calls))
-		for _, call := range calls {
-			if b.body, err = call.req.MarshalMsg(b.body); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		fail(fmt.Errorf("cannot encode apply request: %w", err))
-		return
-	}
-	b.reply, err = c.c.Do(ctx, path, b.body, b.reply[:0])
-	if err != nil {
-		fail(fmt.Errorf("cannot apply on abm: %w", err))
-		return
-	}
-	if len(calls) == 1 {
-		resp := calls[0].resp
-		resp.Lines = resp.Lines[:0]
-		if _, err := resp.UnmarshalMsg(b.reply); err != nil {
-			fail(fmt.Errorf("cannot decode apply response: %w", err))
-		}
-		return
-	}
-	err = chf.ReadBatchReply(b.reply, len(calls),
-		func(i int) *chf.ChargeResponse { return calls[i].resp },
-		func(i, status int, msg string) {
-			calls[i].err = fmt.Errorf("cannot apply on abm: %w", &chassis.StatusError{Peer: "abm", Code: status, Body: []byte(msg)})
-		})
-	if err != nil {
-		fail(fmt.Errorf("cannot decode apply batch response: %w", err))
-	}
+	chf.SendCalls(ctx, c.c.Do, ApplyPath, ApplyBatchPath, calls, &b.CallBuffers, wrapErr, failedCall)
+	bufPool.Put(b)
+}
+
+func wrapErr(err error) error { return fmt.Errorf("cannot apply on abm: %w", err) }
+
+func failedCall(status int, msg string) error {
+	return &chassis.StatusError{Peer: "abm", Code: status, Body: []byte(msg)}
 }

@@ -3,8 +3,6 @@ package abm
 import (
 	"context"
 	"errors"
-	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -30,12 +28,7 @@ type exchange struct {
 	resp chf.ChargeResponse
 	buf  []byte
 
-	// batches
-	reqs   []chf.ApplyRequest
-	resps  []chf.ChargeResponse
-	preqs  []*chf.ApplyRequest
-	presps []*chf.ChargeResponse
-	errs   []error
+	batch chf.Batch[chf.ApplyRequest, *chf.ApplyRequest]
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -84,41 +77,12 @@ func statusFor(err error) int {
 }
 
 func (x *exchange) serveBatch(ctx *fasthttp.RequestCtx, s *Service) {
-	n, b, err := chf.ReadBatchHeader(ctx.PostBody())
-	if err != nil {
+	if err := x.batch.Decode(ctx.PostBody()); err != nil {
 		ctx.Error("cannot decode apply batch: "+err.Error(), fasthttp.StatusBadRequest)
 		return
 	}
-	x.reqs = slices.Grow(x.reqs[:0], n)[:n]
-	x.resps = slices.Grow(x.resps[:0], n)[:n]
-	x.preqs, x.presps, x.errs = x.preqs[:0], x.presps[:0], x.errs[:0]
-	for i := range n {
-		r := &x.reqs[i]
-		r.Reset()
-		if b, err = r.UnmarshalMsg(b); err != nil {
-			ctx.Error("cannot decode apply batch: request "+strconv.Itoa(i)+": "+err.Error(), fasthttp.StatusBadRequest)
-			return
-		}
-		x.preqs = append(x.preqs, r)
-		x.presps = append(x.presps, &x.resps[i])
-		x.errs = append(x.errs, nil)
-	}
-	if len(b) != 0 {
-		ctx.Error("cannot decode apply batch: trailing bytes", fasthttp.StatusBadRequest)
-		return
-	}
-	s.ApplyBatch(chassis.Context(ctx), x.preqs, x.presps, x.errs)
-	x.buf = chf.AppendBatchHeader(x.buf[:0], n)
-	for i := range n {
-		if e := x.errs[i]; e != nil {
-			x.buf, _ = chf.AppendBatchItem(x.buf, statusFor(e), e.Error(), nil)
-		} else {
-			x.buf, _ = chf.AppendBatchItem(x.buf, 0, "", x.presps[i])
-		}
-	}
-	clear(x.preqs)
-	clear(x.presps)
-	clear(x.errs)
+	s.ApplyBatch(chassis.Context(ctx), x.batch.Reqs, x.batch.Resps, x.batch.Errs)
+	x.buf = x.batch.AppendReply(x.buf[:0], statusFor)
 	ctx.SetContentType("application/msgpack")
 	ctx.SetBody(x.buf)
 }

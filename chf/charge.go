@@ -88,6 +88,11 @@ type ChargeRequest struct {
 	Lines []UsageLine `msg:"l"`
 }
 
+// Reset empties r, keeping the capacity of Lines.
+func (r *ChargeRequest) Reset() {
+	*r = ChargeRequest{Lines: r.Lines[:0]}
+}
+
 // GrantLine is the answer for one rating group.
 type GrantLine struct {
 	RatingGroup      uint32 `msg:"rg"`

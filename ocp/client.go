@@ -22,12 +22,7 @@ type Client struct {
 	b *chassis.Batcher[*chargeCall]
 }
 
-// chargeCall is one Charge waiting in a batch.
-type chargeCall struct {
-	req  *chf.ChargeRequest
-	resp *chf.ChargeResponse
-	err  error
-}
+type chargeCall = chf.Call[*chf.ChargeRequest]
 
 var callPool = sync.Pool{New: func() any { return new(chargeCall) }}
 
@@ -39,16 +34,14 @@ func NewClient(c *chassis.Client, bc chassis.BatchConfig) *Client {
 	return cl
 }
 
-var bufPool = sync.Pool{New: func() any { return new(clientBufs) }}
-
-type clientBufs struct{ body, reply []byte }
+var bufPool = sync.Pool{New: func() any { return new(chf.CallBuffers) }}
 
 // Charge implements chf.Charger.
 func (c *Client) Charge(ctx context.Context, req *chf.ChargeRequest, resp *chf.ChargeResponse) error {
 	call := callPool.Get().(*chargeCall)
-	call.req, call.resp = req, resp
+	call.Req, call.Resp = req, resp
 	c.b.Do(ctx, call)
-	err := call.err
+	err := call.Err
 	*call = chargeCall{}
 	callPool.Put(call)
 	return err
@@ -56,51 +49,15 @@ func (c *Client) Charge(ctx context.Context, req *chf.ChargeRequest, resp *chf.C
 
 // send posts one batch: alone on ChargePath, else on ChargeBatchPath.
 func (c *Client) send(ctx context.Context, calls []*chargeCall) {
-	b := bufPool.Get().(*clientBufs)
-	defer bufPool.Put(b)
-	fail := func(err error) {
-		for _, call := range calls {
-			call.err = err
-		}
-	}
-	var err error
-	path := ChargePath
-	if len(calls) == 1 {
-		b.body, err = calls[0].req.MarshalMsg(b.body[:0])
-	} else {
-		path = ChargeBatchPath
-		b.body = chf.AppendBatchHeader(b.body[:0], len(calls))
-		for _, call := range calls {
-			if b.body, err = call.req.MarshalMsg(b.body); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		fail(fmt.Errorf("cannot encode charge request: %w", err))
-		return
-	}
-	b.reply, err = c.c.Do(ctx, path, b.body, b.reply[:0])
-	if err != nil {
-		fail(fmt.Errorf("cannot charge through ocp: %w", err))
-		return
-	}
-	if len(calls) == 1 {
-		resp := calls[0].resp
-		resp.Lines = resp.Lines[:0]
-		if _, err := resp.UnmarshalMsg(b.reply); err != nil {
-			fail(fmt.Errorf("cannot decode charge response: %w", err))
-		}
-		return
-	}
-	err = chf.ReadBatchReply(b.reply, len(calls),
-		func(i int) *chf.ChargeResponse { return calls[i].resp },
-		func(i, status int, msg string) {
-			calls[i].err = fmt.Errorf("cannot charge through ocp: %w", &chassis.StatusError{Peer: "ocp", Code: status, Body: []byte(msg)})
-		})
-	if err != nil {
-		fail(fmt.Errorf("cannot decode charge batch response: %w", err))
-	}
+	b := bufPool.Get().(*chf.CallBuffers)
+	chf.SendCalls(ctx, c.c.Do, ChargePath, ChargeBatchPath, calls, b, wrapErr, failedCall)
+	bufPool.Put(b)
+}
+
+func wrapErr(err error) error { return fmt.Errorf("cannot charge through ocp: %w", err) }
+
+func failedCall(status int, msg string) error {
+	return &chassis.StatusError{Peer: "ocp", Code: status, Body: []byte(msg)}
 }
 
 // statusFor maps a charging failure to the HTTP status the OCP answers:

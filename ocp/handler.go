@@ -2,8 +2,6 @@ package ocp
 
 import (
 	"context"
-	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -35,12 +33,7 @@ type exchange struct {
 	resp chf.ChargeResponse
 	buf  []byte
 
-	// batches
-	reqs   []chf.ChargeRequest
-	resps  []chf.ChargeResponse
-	preqs  []*chf.ChargeRequest
-	presps []*chf.ChargeResponse
-	errs   []error
+	batch chf.Batch[chf.ChargeRequest, *chf.ChargeRequest]
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -67,7 +60,7 @@ func Handler(c chf.Charger) fasthttp.RequestHandler {
 			x.serveBatch(ctx, bc)
 			return
 		}
-		x.req.Lines = x.req.Lines[:0]
+		x.req.Reset()
 		if _, err := x.req.UnmarshalMsg(ctx.PostBody()); err != nil {
 			ctx.Error("cannot decode charge request: "+err.Error(), fasthttp.StatusBadRequest)
 			return
@@ -83,41 +76,12 @@ func Handler(c chf.Charger) fasthttp.RequestHandler {
 }
 
 func (x *exchange) serveBatch(ctx *fasthttp.RequestCtx, c BatchCharger) {
-	n, b, err := chf.ReadBatchHeader(ctx.PostBody())
-	if err != nil {
+	if err := x.batch.Decode(ctx.PostBody()); err != nil {
 		ctx.Error("cannot decode charge batch: "+err.Error(), fasthttp.StatusBadRequest)
 		return
 	}
-	x.reqs = slices.Grow(x.reqs[:0], n)[:n]
-	x.resps = slices.Grow(x.resps[:0], n)[:n]
-	x.preqs, x.presps, x.errs = x.preqs[:0], x.presps[:0], x.errs[:0]
-	for i := range n {
-		r := &x.reqs[i]
-		r.Lines = r.Lines[:0]
-		if b, err = r.UnmarshalMsg(b); err != nil {
-			ctx.Error("cannot decode charge batch: request "+strconv.Itoa(i)+": "+err.Error(), fasthttp.StatusBadRequest)
-			return
-		}
-		x.preqs = append(x.preqs, r)
-		x.presps = append(x.presps, &x.resps[i])
-		x.errs = append(x.errs, nil)
-	}
-	if len(b) != 0 {
-		ctx.Error("cannot decode charge batch: trailing bytes", fasthttp.StatusBadRequest)
-		return
-	}
-	c.ChargeBatch(chassis.Context(ctx), x.preqs, x.presps, x.errs)
-	x.buf = chf.AppendBatchHeader(x.buf[:0], n)
-	for i := range n {
-		if e := x.errs[i]; e != nil {
-			x.buf, _ = chf.AppendBatchItem(x.buf, statusFor(e), e.Error(), nil)
-		} else {
-			x.buf, _ = chf.AppendBatchItem(x.buf, 0, "", x.presps[i])
-		}
-	}
-	clear(x.preqs)
-	clear(x.presps)
-	clear(x.errs)
+	c.ChargeBatch(chassis.Context(ctx), x.batch.Reqs, x.batch.Resps, x.batch.Errs)
+	x.buf = x.batch.AppendReply(x.buf[:0], statusFor)
 	ctx.SetContentType("application/msgpack")
 	ctx.SetBody(x.buf)
 }
