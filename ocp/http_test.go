@@ -94,17 +94,9 @@ func TestThroughHTTP(t *testing.T) {
 			defer wg.Done()
 			var resp chf.ChargeResponse
 			req := chf.ChargeRequest{Op: chf.OpEvent, SUPI: supi, Lines: []chf.UsageLine{{RatingGroup: 30, Request: true}}}
-			for {
-				err := charger.Charge(ctx, &req, &resp)
-				var se *chassis.StatusError
-				if errors.As(err, &se) && se.Code == fasthttp.StatusServiceUnavailable {
-					continue // contended record: nothing was charged, send again
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				break
+			if err := chargeUntilUncontended(ctx, charger, &req, &resp); err != nil {
+				t.Error(err)
+				return
 			}
 			mu.Lock()
 			sum += resp.Charged
@@ -115,6 +107,19 @@ func TestThroughHTTP(t *testing.T) {
 	r = charge(chf.ChargeRequest{Op: chf.OpBalance, SUPI: supi})
 	if sum != 16*5 || r.Balance != 992-sum {
 		t.Fatalf("16 SMS charged %d, balance %d", sum, r.Balance)
+	}
+}
+
+// chargeUntilUncontended sends req again while the OCP answers 503 (a
+// contended record: nothing was charged).
+func chargeUntilUncontended(ctx context.Context, c chf.Charger, req *chf.ChargeRequest, resp *chf.ChargeResponse) error {
+	for {
+		err := c.Charge(ctx, req, resp)
+		var se *chassis.StatusError
+		if errors.As(err, &se) && se.Code == fasthttp.StatusServiceUnavailable {
+			continue
+		}
+		return err
 	}
 }
 
@@ -183,17 +188,9 @@ func TestBatchesThroughHTTP(t *testing.T) {
 				case 7:
 					req.Lines = nil // invalid: an event without a rating group
 				}
-				for {
-					err := charger.Charge(ctx, &req, &resp)
-					var se *chassis.StatusError
-					if errors.As(err, &se) && se.Code == fasthttp.StatusServiceUnavailable {
-						continue // contended record: nothing was charged, send again
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					break
+				if err := chargeUntilUncontended(ctx, charger, &req, &resp); err != nil {
+					t.Error(err)
+					return
 				}
 				switch i % 10 {
 				case 3:
