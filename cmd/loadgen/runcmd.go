@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/engine"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
@@ -79,11 +81,11 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxInFlight, "max-inflight", 0, "bound on requests in flight; overrides the scenario (default 4096)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "per-request timeout; overrides the scenario (default 2s)")
 	fs.IntVar(&f.workers, "workers", 0, "scheduler goroutines (0 = GOMAXPROCS)")
-	fs.DurationVar(&f.pacing, "pacing", 0, "wake the scheduler on multiples of this and send every request due by then together (fewer system calls per request; sends up to this late, which latency shows); 0 = each request at its own time")
-	fs.IntVar(&f.procs, "procs", 0, "GOMAXPROCS of the load generator (0 = Go's default, one per CPU); 1 costs the least CPU per request")
+	fs.DurationVar(&f.pacing, "pacing", time.Millisecond, "wake the scheduler on multiples of this and send every request due by then together (fewer wake-ups and system calls per request; sends up to this late, which the latency, measured from the due time, includes); 0 = each request at its own time")
+	fs.IntVar(&f.procs, "procs", 0, "GOMAXPROCS of the load generator; 0 = with --proto h2c one per scheduler worker the offered rate needs (1 up to 25,000 TPS: the cheapest per request), else Go's default (one per CPU)")
 	fs.BoolVar(&f.noAsync, "no-async", false, "h2c: send through a goroutine per request in flight instead of the connection's callbacks (for comparison)")
 	fs.IntVar(&f.conns, "conns", 0, "connections per target: h2c at most this many (dialed as streams fill, default 64), h2c-std exactly this many (default 2), http1 pool size (default 1024), gy Diameter peers each with its own Origin-Host (default 4)")
-	fs.StringVar(&f.proto, "proto", "h2c", "protocol: h2c (HTTP/2 cleartext, prior knowledge, chassis/h2c), h2c-std (golang.org/x/net/http2.Transport), http1 (HTTP/1.1, fasthttp) or gy (Diameter Gy credit control; implied by --target diameter://...)")
+	fs.StringVar(&f.proto, "proto", "h2c", "protocol: h2c (HTTP/2 cleartext, prior knowledge, chassis/h2c; on Linux one event loop per scheduler worker), h2c-async (the same client with a reader and a writer goroutine per connection), h2c-std (golang.org/x/net/http2.Transport), http1 (HTTP/1.1, fasthttp) or gy (Diameter Gy credit control; implied by --target diameter://...)")
 	fs.StringVar(&f.proto, "protocol", "h2c", "alias of --proto")
 	fs.Var(&f.cpus, "cpu", "CPU source of a SUT component, repeatable: NAME=pid:PID[,PID], NAME=proc:PROCESS, NAME=http://HOST:PORT/metrics (process_cpu_seconds_total), or a bare process name")
 	fs.StringVar(&f.auditMode, "audit", run.AuditAuto, "balance audit: auto (initial balances of the range read first when it has at most 200000 subscribers or --initial-balance states them; final balances of the touched subscribers), full (the whole range before and after), off")
@@ -223,8 +225,8 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 	if err != nil {
 		return run.Options{}, err
 	}
-	if f.procs > 0 {
-		runtime.GOMAXPROCS(f.procs)
+	if procs := f.gomaxprocs(sc); procs > 0 {
+		runtime.GOMAXPROCS(procs)
 	}
 	o := run.Options{
 		Scenario: sc, Targets: targets, Proto: f.proto, Conns: f.conns, Workers: f.workers, Pacing: f.pacing, NoAsync: f.noAsync,
@@ -254,6 +256,25 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 		o.CPU = append(o.CPU, src)
 	}
 	return o, nil
+}
+
+// gomaxprocs returns the GOMAXPROCS to set, 0 for Go's default. h2c
+// workers run event loops that keep their P between ticks (see
+// loadgen/driver.Loop): with one P per worker a loop yields it cheaply
+// before each wait, where spare Ps would cost a thread wake-up (futex)
+// at every yield, or a preemption signal every 10 ms without yields.
+func (f *runFlags) gomaxprocs(sc scenario.Scenario) int {
+	if f.procs > 0 {
+		return f.procs
+	}
+	if f.proto != "h2c" {
+		return 0
+	}
+	n := f.workers
+	if n <= 0 {
+		n = int(math.Ceil(sc.OfferedTPS() / engine.TxnPerWorker))
+	}
+	return max(1, min(n, runtime.NumCPU()))
 }
 
 // writeReports prints the summary and writes the requested files.
