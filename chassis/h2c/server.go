@@ -311,6 +311,7 @@ type serverConn struct {
 	drainReq    bool // drain requested before the link started
 
 	handlers sync.WaitGroup
+	workers  workers // handler goroutines, reused while the connection lives
 	log      *slog.Logger
 }
 
@@ -361,6 +362,7 @@ func (sc *serverConn) serve(c net.Conn) {
 	l.mu.Unlock()
 	l.waitWriter(time.Second)
 	sc.handlers.Wait()
+	sc.workers.stop()
 }
 
 // drain sends GOAWAY and closes the connection once no stream is active.
@@ -788,10 +790,10 @@ func (sc *serverConn) dispatch(st *sstream) {
 		return
 	}
 	sc.handlers.Add(1)
-	go func() {
+	sc.workers.run(func() {
 		defer sc.handlers.Done()
 		sc.runHandler(st)
-	}()
+	})
 }
 
 func (sc *serverConn) runHandler(st *sstream) {
