@@ -4,15 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
-	as "github.com/aerospike/aerospike-client-go/v7"
-
 	"github.com/chf-testbed/testbed/abm"
-	"github.com/chf-testbed/testbed/abm/aslite"
+	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/ocp"
@@ -24,23 +20,7 @@ import (
 func inProcessCHF(t *testing.T, accounts int, balance int64) (httpAddr, gyAddr string) {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := aslite.New(aslite.Config{Namespaces: []string{"chf"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	host, port, _ := net.SplitHostPort(db.Addr())
-	p, _ := strconv.Atoi(port)
-	cp := as.NewClientPolicy()
-	cp.Timeout = 5 * time.Second
-	cl, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	t.Cleanup(cl.Close)
+	cl := aslitetest.Start(t)
 	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{
 		First: "imsi-001010000000001", Count: accounts, Balance: balance, Overwrite: true,
 	}, nil); err != nil {
