@@ -29,7 +29,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/chf-testbed/testbed/abm"
-	"github.com/chf-testbed/testbed/abm/aslite"
+	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/nchfspec"
 	"github.com/chf-testbed/testbed/chassis"
@@ -61,23 +61,7 @@ type env struct {
 // accounts. Everything stops at the end of the test.
 func startCHF(t *testing.T) *env {
 	t.Helper()
-	store, err := aslite.New(aslite.Config{Namespaces: []string{"chf"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	host, port, _ := net.SplitHostPort(store.Addr())
-	p, _ := strconv.Atoi(port)
-	cp := as.NewClientPolicy()
-	cp.Timeout = 5 * time.Second
-	asc, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	t.Cleanup(asc.Close)
+	asc := aslitetest.Start(t)
 	if _, err := abm.Provision(context.Background(), asc, abm.ProvisionConfig{First: first, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
