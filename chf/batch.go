@@ -131,13 +131,13 @@ type Call[R Request] struct {
 // dst (chassis.Client.Do).
 type Poster func(ctx context.Context, path string, body, dst []byte) ([]byte, error)
 
-// CallBuffers is the reusable memory of SendCalls.
+// CallBuffers is the reusable memory of sendCalls.
 type CallBuffers struct{ body, reply []byte }
 
-// SendCalls sends calls as one round trip: alone on single, else as a
+// sendCalls sends calls as one round trip: alone on single, else as a
 // batch on batch. A failed round trip fails every call with wrap(err); an
 // item the peer failed gets failed(status, its error message).
-func SendCalls[R Request](ctx context.Context, post Poster, single, batch string, calls []*Call[R], b *CallBuffers,
+func sendCalls[R Request](ctx context.Context, post Poster, single, batch string, calls []*Call[R], b *CallBuffers,
 	wrap func(error) error, failed func(status int, msg string) error) {
 	fail := func(err error) {
 		for _, c := range calls {

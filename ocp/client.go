@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/valyala/fasthttp"
 
@@ -18,46 +17,19 @@ import (
 // earlier batches are out, see chassis.Batcher. It is safe for concurrent
 // use.
 type Client struct {
-	c *chassis.Client
-	b *chassis.Batcher[*chargeCall]
+	bc *chf.BatchClient[*chf.ChargeRequest]
 }
-
-type chargeCall = chf.Call[*chf.ChargeRequest]
-
-var callPool = sync.Pool{New: func() any { return new(chargeCall) }}
 
 // NewClient returns a Client over c, a chassis client for the "ocp" peer,
 // batching as bc says. c stays owned by the caller.
 func NewClient(c *chassis.Client, bc chassis.BatchConfig) *Client {
-	cl := &Client{c: c}
-	cl.b = chassis.NewBatcher(bc, cl.send)
-	return cl
+	return &Client{bc: chf.NewBatchClient[*chf.ChargeRequest](c, bc, "ocp", ChargePath, ChargeBatchPath,
+		func(err error) error { return fmt.Errorf("cannot charge through ocp: %w", err) })}
 }
-
-var bufPool = sync.Pool{New: func() any { return new(chf.CallBuffers) }}
 
 // Charge implements chf.Charger.
 func (c *Client) Charge(ctx context.Context, req *chf.ChargeRequest, resp *chf.ChargeResponse) error {
-	call := callPool.Get().(*chargeCall)
-	call.Req, call.Resp = req, resp
-	c.b.Do(ctx, call)
-	err := call.Err
-	*call = chargeCall{}
-	callPool.Put(call)
-	return err
-}
-
-// send posts one batch: alone on ChargePath, else on ChargeBatchPath.
-func (c *Client) send(ctx context.Context, calls []*chargeCall) {
-	b := bufPool.Get().(*chf.CallBuffers)
-	chf.SendCalls(ctx, c.c.Do, ChargePath, ChargeBatchPath, calls, b, wrapErr, failedCall)
-	bufPool.Put(b)
-}
-
-func wrapErr(err error) error { return fmt.Errorf("cannot charge through ocp: %w", err) }
-
-func failedCall(status int, msg string) error {
-	return &chassis.StatusError{Peer: "ocp", Code: status, Body: []byte(msg)}
+	return c.bc.Do(ctx, req, resp)
 }
 
 // statusFor maps a charging failure to the HTTP status the OCP answers:
