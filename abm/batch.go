@@ -71,9 +71,8 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 		}
 		timeout = min(timeout, left)
 	}
-	bs.bp = *as.NewBatchPolicy()
+	bs.bp = s.batchPolicy
 	bs.bp.TotalTimeout, bs.bp.SocketTimeout = timeout, timeout
-	bs.bp.MaxRetries = 0
 
 	// Group the events by account.
 	for i, req := range reqs {
@@ -218,11 +217,8 @@ func (s *Service) batchWrite(bs *batchState, reqs []*chf.ApplyRequest, errs []er
 	bs.recs = bs.recs[:0]
 	for _, g := range bs.writes {
 		g.blob = g.acc.appendSessions(g.blob[:0])
-		g.wpol = *as.NewBatchWritePolicy()
-		g.wpol.GenerationPolicy = as.EXPECT_GEN_EQUAL
+		g.wpol = s.batchWritePolicy
 		g.wpol.Generation = g.gen
-		g.wpol.RecordExistsAction = as.UPDATE_ONLY
-		g.wpol.SendKey = true
 		g.bins[0] = as.Bin{Name: BinBalance, Value: as.IntegerValue(g.acc.balance)}
 		g.bins[1] = as.Bin{Name: BinDebited, Value: as.IntegerValue(g.acc.debited)}
 		g.bins[2] = as.Bin{Name: BinSessions, Value: as.BytesValue(g.blob)}

@@ -137,7 +137,10 @@ type Service struct {
 
 	readPolicy  *as.BasePolicy
 	writePolicy as.WritePolicy // template: copied per write
-	cache       *accountCache  // nil = off
+	// Templates of ApplyBatch, copied per batch and per account.
+	batchPolicy      as.BatchPolicy
+	batchWritePolicy as.BatchWritePolicy
+	cache            *accountCache // nil = off
 
 	applied, conflicts, expired atomic.Uint64
 	cacheHits, cacheStale       atomic.Uint64
@@ -173,9 +176,27 @@ func New(client *as.Client, cfg Config) *Service {
 			maxSessions: cfg.MaxSessions,
 			maxClosed:   cfg.MaxClosed,
 		},
-		readPolicy:  rp,
-		writePolicy: *wp,
+		readPolicy:       rp,
+		writePolicy:      *wp,
+		batchPolicy:      batchPolicy(),
+		batchWritePolicy: batchWritePolicy(),
 	}
+}
+
+func batchPolicy() as.BatchPolicy {
+	bp := as.NewBatchPolicy()
+	// A write that failed in doubt is not replayed by the client: the
+	// events are answered with the error and retried by the caller.
+	bp.MaxRetries = 0
+	return *bp
+}
+
+func batchWritePolicy() as.BatchWritePolicy {
+	wp := as.NewBatchWritePolicy()
+	wp.GenerationPolicy = as.EXPECT_GEN_EQUAL
+	wp.RecordExistsAction = as.UPDATE_ONLY
+	wp.SendKey = true
+	return *wp
 }
 
 // Stats returns the service's counters.

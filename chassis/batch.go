@@ -50,7 +50,6 @@ type Batcher[T any] struct {
 	active   int // batches out
 	calls    sync.Pool
 	scratch  sync.Pool // *batchScratch[T]
-	disabled bool
 }
 
 type batchCall[T any] struct {
@@ -73,9 +72,6 @@ func NewBatcher[T any](cfg BatchConfig, send func(ctx context.Context, items []T
 	b := &Batcher[T]{send: send, inFlight: cfg.MaxInFlight, maxItems: cfg.MaxItems}
 	if b.inFlight == 0 {
 		b.inFlight = DefaultBatchInFlight
-	}
-	if b.inFlight < 0 {
-		b.disabled = true
 	}
 	if b.maxItems <= 0 {
 		b.maxItems = DefaultBatchItems
@@ -107,7 +103,7 @@ func (b *Batcher[T]) DoMany(ctx context.Context, items []T) {
 }
 
 func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
-	if b.disabled {
+	if b.inFlight < 0 { // no batching
 		b.send(ctx, items)
 		return
 	}
