@@ -22,11 +22,18 @@ import (
 // chassis.Batcher). It is safe for concurrent use.
 type BatchClient[R Request] struct {
 	c             *chassis.Client
-	b             *chassis.Batcher[*Call[R]]
+	b             *chassis.Batcher[*call[R]]
 	peer          string
 	single, batch string
 	wrap          func(error) error
 	calls, bufs   sync.Pool
+}
+
+// call is one request waiting in a batch.
+type call[R Request] struct {
+	req  R
+	resp *ChargeResponse
+	err  error
 }
 
 // NewBatchClient returns a BatchClient posting to the single and batch
@@ -34,27 +41,27 @@ type BatchClient[R Request] struct {
 // context to every error it returns.
 func NewBatchClient[R Request](c *chassis.Client, bc chassis.BatchConfig, peer, single, batch string, wrap func(error) error) *BatchClient[R] {
 	cl := &BatchClient[R]{c: c, peer: peer, single: single, batch: batch, wrap: wrap}
-	cl.calls.New = func() any { return new(Call[R]) }
+	cl.calls.New = func() any { return new(call[R]) }
 	cl.bufs.New = func() any { return new(clientScratch[R]) }
 	cl.b = chassis.NewBatcher(bc, cl.send)
 	return cl
 }
 
 type clientScratch[R Request] struct {
-	CallBuffers
-	calls  []Call[R]
-	pcalls []*Call[R]
+	body, reply []byte
+	calls       []call[R]
+	pcalls      []*call[R]
 }
 
 // Do runs req and decodes its answer into resp (Lines reused). A non-2xx
 // answer for req is a *chassis.StatusError inside the error.
 func (c *BatchClient[R]) Do(ctx context.Context, req R, resp *ChargeResponse) error {
-	call := c.calls.Get().(*Call[R])
-	call.Req, call.Resp = req, resp
-	c.b.Do(ctx, call)
-	err := call.Err
-	*call = Call[R]{}
-	c.calls.Put(call)
+	cl := c.calls.Get().(*call[R])
+	cl.req, cl.resp = req, resp
+	c.b.Do(ctx, cl)
+	err := cl.err
+	*cl = call[R]{}
+	c.calls.Put(cl)
 	return err
 }
 
@@ -65,26 +72,66 @@ func (c *BatchClient[R]) DoMany(ctx context.Context, reqs []R, resps []*ChargeRe
 	defer c.bufs.Put(sc)
 	sc.calls, sc.pcalls = slices.Grow(sc.calls[:0], len(reqs))[:len(reqs)], sc.pcalls[:0]
 	for i := range reqs {
-		sc.calls[i] = Call[R]{Req: reqs[i], Resp: resps[i]}
+		sc.calls[i] = call[R]{req: reqs[i], resp: resps[i]}
 		sc.pcalls = append(sc.pcalls, &sc.calls[i])
 	}
 	c.b.DoMany(ctx, sc.pcalls)
 	for i := range reqs {
-		errs[i] = sc.calls[i].Err
-		sc.calls[i] = Call[R]{}
+		errs[i] = sc.calls[i].err
+		sc.calls[i] = call[R]{}
 	}
 	clear(sc.pcalls)
 }
 
-// send posts one batch: alone on the single path, else on the batch path.
-func (c *BatchClient[R]) send(ctx context.Context, calls []*Call[R]) {
+// send posts one batch as one round trip: alone on the single path, else
+// on the batch path. A failed round trip fails every call; an item the
+// peer failed gets a *chassis.StatusError with its status and message.
+func (c *BatchClient[R]) send(ctx context.Context, calls []*call[R]) {
 	sc := c.bufs.Get().(*clientScratch[R])
-	sendCalls(ctx, c.c.Do, c.single, c.batch, calls, &sc.CallBuffers, c.wrap, c.failed)
-	c.bufs.Put(sc)
-}
-
-func (c *BatchClient[R]) failed(status int, msg string) error {
-	return &chassis.StatusError{Peer: c.peer, Code: status, Body: []byte(msg)}
+	defer c.bufs.Put(sc)
+	fail := func(err error) {
+		for _, cl := range calls {
+			cl.err = c.wrap(err)
+		}
+	}
+	var err error
+	path := c.single
+	if len(calls) == 1 {
+		sc.body, err = calls[0].req.MarshalMsg(sc.body[:0])
+	} else {
+		path = c.batch
+		sc.body = AppendBatchHeader(sc.body[:0], len(calls))
+		for _, cl := range calls {
+			if sc.body, err = cl.req.MarshalMsg(sc.body); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		fail(fmt.Errorf("cannot encode request: %w", err))
+		return
+	}
+	sc.reply, err = c.c.Do(ctx, path, sc.body, sc.reply[:0])
+	if err != nil {
+		fail(err)
+		return
+	}
+	if len(calls) == 1 {
+		resp := calls[0].resp
+		resp.Lines = resp.Lines[:0]
+		if _, err := resp.UnmarshalMsg(sc.reply); err != nil {
+			fail(fmt.Errorf("cannot decode response: %w", err))
+		}
+		return
+	}
+	err = ReadBatchReply(sc.reply, len(calls),
+		func(i int) *ChargeResponse { return calls[i].resp },
+		func(i, status int, msg string) {
+			calls[i].err = c.wrap(&chassis.StatusError{Peer: c.peer, Code: status, Body: []byte(msg)})
+		})
+	if err != nil {
+		fail(fmt.Errorf("cannot decode batch response: %w", err))
+	}
 }
 
 // exchange is the pooled memory of one call served by a BatchHandler.
@@ -95,7 +142,7 @@ type exchange[T any, R interface {
 	req   T
 	resp  ChargeResponse
 	buf   []byte
-	batch Batch[T, R]
+	batch batch[T, R]
 }
 
 // BatchHandler serves such an API: POST single runs one(req) and answers
@@ -146,4 +193,59 @@ func BatchHandler[T any, R interface {
 		ctx.SetContentType("application/msgpack")
 		ctx.SetBody(x.buf)
 	}
+}
+
+// batch is the server side of a batch call, reusable: Decode fills Reqs,
+// the service fills Resps and Errs, AppendReply encodes the answer.
+type batch[T any, R interface {
+	*T
+	Request
+}] struct {
+	reqs  []T
+	resps []ChargeResponse
+	Reqs  []R
+	Resps []*ChargeResponse
+	Errs  []error
+}
+
+// Decode reads a batch of requests from body.
+func (b *batch[T, R]) Decode(body []byte) error {
+	n, rest, err := ReadBatchHeader(body)
+	if err != nil {
+		return err
+	}
+	b.reqs = slices.Grow(b.reqs[:0], n)[:n]
+	b.resps = slices.Grow(b.resps[:0], n)[:n]
+	b.Reqs, b.Resps, b.Errs = b.Reqs[:0], b.Resps[:0], b.Errs[:0]
+	for i := range n {
+		r := R(&b.reqs[i])
+		r.Reset()
+		if rest, err = r.UnmarshalMsg(rest); err != nil {
+			return fmt.Errorf("request %d: %w", i, err)
+		}
+		b.Reqs = append(b.Reqs, r)
+		b.Resps = append(b.Resps, &b.resps[i])
+		b.Errs = append(b.Errs, nil)
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%d trailing bytes after %d requests", len(rest), n)
+	}
+	return nil
+}
+
+// AppendReply appends the answer: each request's response, or
+// status(its error) and the error's text.
+func (b *batch[T, R]) AppendReply(dst []byte, status func(error) int) []byte {
+	dst = AppendBatchHeader(dst, len(b.Reqs))
+	for i, e := range b.Errs {
+		if e != nil {
+			dst, _ = AppendBatchItem(dst, status(e), e.Error(), nil)
+		} else {
+			dst, _ = AppendBatchItem(dst, 0, "", b.Resps[i])
+		}
+	}
+	clear(b.Reqs)
+	clear(b.Resps)
+	clear(b.Errs)
+	return dst
 }
