@@ -51,7 +51,8 @@ var batchPool = sync.Pool{New: func() any { return &batchState{byKey: make(map[s
 // generation-checked (EXPECT_GEN_EQUAL). So the money semantics are those
 // of Apply one event after the other: an account whose write meets a newer
 // generation has its events applied again one by one through Apply's
-// read-modify-write loop, as are the sweep's expiry events. resps[i] and
+// read-modify-write loop, as are the sweep's expiry events and requests
+// without a subscriber. resps[i] and
 // errs[i] are what Apply would have answered for reqs[i].
 func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resps []*chf.ChargeResponse, errs []error) {
 	if len(reqs) == 1 {
@@ -77,11 +78,8 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	// Group the events by account.
 	for i, req := range reqs {
 		errs[i] = nil
-		if req.SUPI == "" {
-			resps[i].Result, resps[i].Detail = chf.ResultInvalid, "missing subscriber"
-			continue
-		}
-		if req.Op == opExpire {
+		if req.SUPI == "" || req.Op == opExpire {
+			// Apply answers a missing subscriber; expiry is the sweep's.
 			bs.solo = append(bs.solo, i)
 			continue
 		}
