@@ -122,6 +122,14 @@ type Config struct {
 // ParseTargets splits "http://a:1,http://b:2" and checks every URL; the
 // returned values are host:port.
 func ParseTargets(s string) ([]string, error) {
+	return parseTargets(s, "http", "only http:// (cleartext) is supported", false)
+}
+
+// parseTargets splits a comma list of scheme://HOST:PORT (the scheme may
+// be omitted) and returns the host:port of each; wrong says what to use
+// instead when a target has another scheme; needHost refuses an empty
+// host.
+func parseTargets(s, scheme, wrong string, needHost bool) ([]string, error) {
 	var out []string
 	for _, t := range strings.Split(s, ",") {
 		t = strings.TrimSpace(t)
@@ -129,16 +137,19 @@ func ParseTargets(s string) ([]string, error) {
 			continue
 		}
 		if !strings.Contains(t, "://") {
-			t = "http://" + t
+			t = scheme + "://" + t
 		}
 		u, err := url.Parse(t)
 		if err != nil {
 			return nil, fmt.Errorf("cannot parse target %q: %w", t, err)
 		}
-		if u.Scheme != "http" {
-			return nil, fmt.Errorf("cannot use target %q: only http:// (cleartext) is supported", t)
+		if u.Scheme != scheme {
+			return nil, fmt.Errorf("cannot use target %q: %s", t, wrong)
 		}
-		if u.Port() == "" {
+		switch {
+		case needHost && (u.Port() == "" || u.Hostname() == ""):
+			return nil, fmt.Errorf("cannot use target %q: host or port missing", t)
+		case u.Port() == "":
 			return nil, fmt.Errorf("cannot use target %q: port missing", t)
 		}
 		out = append(out, u.Host)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -367,31 +366,7 @@ func gyClass(m map[uint32]string, other string, code uint32) string {
 // scheme may be omitted) and checks every address; the returned values
 // are host:port.
 func ParseDiameterTargets(s string) ([]string, error) {
-	var out []string
-	for _, t := range strings.Split(s, ",") {
-		t = strings.TrimSpace(t)
-		if t == "" {
-			continue
-		}
-		if !strings.Contains(t, "://") {
-			t = "diameter://" + t
-		}
-		u, err := url.Parse(t)
-		if err != nil {
-			return nil, fmt.Errorf("cannot parse target %q: %w", t, err)
-		}
-		if u.Scheme != "diameter" {
-			return nil, fmt.Errorf("cannot use target %q: want diameter://HOST:PORT", t)
-		}
-		if u.Port() == "" || u.Hostname() == "" {
-			return nil, fmt.Errorf("cannot use target %q: host or port missing", t)
-		}
-		out = append(out, u.Host)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("cannot use targets %q: none given", s)
-	}
-	return out, nil
+	return parseTargets(s, "diameter", "want diameter://HOST:PORT", true)
 }
 
 // IsDiameterTarget reports whether a --target value names Diameter peers.
