@@ -44,12 +44,12 @@ type Batcher[T any] struct {
 	inFlight int // max
 	maxItems int
 
-	mu       sync.Mutex
-	queue    []*batchCall[T]
-	queued   int // items in queue
-	active   int // batches out
-	calls    sync.Pool
-	scratch  sync.Pool // *batchScratch[T]
+	mu      sync.Mutex
+	queue   []*batchCall[T]
+	queued  int // items in queue
+	active  int // batches out
+	calls   sync.Pool
+	scratch sync.Pool // *batchScratch[T]
 }
 
 type batchCall[T any] struct {
