@@ -16,7 +16,7 @@ BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
 # Debian packages some tests and measurements drive as independent peers.
 DEB_PKGS := nghttp2-client tshark
 
-.PHONY: all build run test test-go fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates
+.PHONY: all build run test test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates
 
 all: build
 
@@ -31,11 +31,17 @@ RUN_ARGS ?=
 run: build
 	$(BIN)/loadgen local $(RUN_ARGS)
 
-## test: what CI runs: gofmt check, go vet, and every test with -race.
-test: fmt-check vet tools test-go
+## test: what CI runs: gofmt check, go vet, every test with -race, and the
+## allocation tests without it.
+test: fmt-check vet tools test-go test-alloc
 
 test-go:
 	$(GO) test -race -timeout 40m ./...
+
+## test-alloc: the zero-allocation tests of the hot paths (Test*Alloc*,
+## testing.AllocsPerRun), which skip under -race, run without it.
+test-alloc:
+	$(GO) test -count=1 -timeout 10m -run 'Alloc' ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -127,6 +133,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCCA -fuzztime $(FUZZTIME) ./loadgen/gy
 	$(GO) test -run '^$$' -fuzz FuzzNchfDecode -fuzztime $(FUZZTIME) ./chf
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSessions -fuzztime $(FUZZTIME) ./abm
+	$(GO) test -run '^$$' -fuzz FuzzChargeBatch -fuzztime $(FUZZTIME) ./chassis/rpc
+	$(GO) test -run '^$$' -fuzz FuzzApplyBatch -fuzztime $(FUZZTIME) ./chassis/rpc
+	$(GO) test -run '^$$' -fuzz FuzzBatchReply -fuzztime $(FUZZTIME) ./chassis/rpc
 
 ## charts-test: helm lint, template and strict decoding of every chart and values file.
 charts-test: $(TOOLS)/bin/helm

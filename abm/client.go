@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -13,13 +14,13 @@ import (
 // while earlier batches are out, see chassis.Batcher. It implements
 // ocp.Accounts and ocp.BatchAccounts and is safe for concurrent use.
 type Client struct {
-	bc *chf.BatchClient[*chf.ApplyRequest]
+	bc *rpc.BatchClient[*chf.ApplyRequest, *chf.ChargeResponse]
 }
 
 // NewClient returns a Client over c, a chassis client for the "abm" peer,
 // batching as bc says. c stays owned by the caller.
 func NewClient(c *chassis.Client, bc chassis.BatchConfig) *Client {
-	return &Client{bc: chf.NewBatchClient[*chf.ApplyRequest](c, bc, "abm", ApplyPath, ApplyBatchPath,
+	return &Client{bc: rpc.NewBatchClient[*chf.ApplyRequest, *chf.ChargeResponse](c, bc, "abm", ApplyPath, ApplyBatchPath,
 		func(err error) error { return fmt.Errorf("cannot apply on abm: %w", err) })}
 }
 

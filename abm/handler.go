@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -14,7 +15,7 @@ import (
 // record stayed contended, 500 when the database failed.
 const ApplyPath = "/abm/v1/apply"
 
-// ApplyBatchPath takes a batch of ApplyRequests (see chf.AppendBatchHeader)
+// ApplyBatchPath takes a batch of ApplyRequests (see rpc.AppendBatchHeader)
 // and answers 200 with one item per request, each with the status
 // ApplyPath would have answered it with. 400 when the batch cannot be
 // decoded.
@@ -23,7 +24,7 @@ const ApplyBatchPath = "/abm/v1/apply-batch"
 // Handler returns the fasthttp handler serving ApplyPath and ApplyBatchPath
 // on s. Other paths answer 404, other methods 405.
 func (s *Service) Handler() fasthttp.RequestHandler {
-	return chf.BatchHandler[chf.ApplyRequest](ApplyPath, ApplyBatchPath, "apply", s.Apply, s.ApplyBatch, statusFor)
+	return rpc.BatchHandler[chf.ApplyRequest, chf.ChargeResponse](ApplyPath, ApplyBatchPath, "apply", s.Apply, s.ApplyBatch, statusFor)
 }
 
 // statusFor maps an Apply error to the HTTP status the ABM answers.

@@ -27,8 +27,6 @@ var (
 	// ErrContention is returned when a record kept changing under a
 	// read-modify-write for every allowed attempt.
 	ErrContention = errors.New("abm: account record contention: retries exhausted")
-	// ErrInvalidRequest is returned for a request the ABM cannot apply.
-	ErrInvalidRequest = errors.New("abm: invalid request")
 )
 
 // Config configures a Service. Zero fields take the defaults listed.

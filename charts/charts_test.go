@@ -398,17 +398,28 @@ func checkChf(t *testing.T, m model, o *objects) {
 		if v, _ := envValue(ctr, "CHF_LISTEN"); v != fmt.Sprintf(":%d", port) {
 			t.Errorf("%s: CHF_LISTEN=%q does not listen on container port %d", what, v, port)
 		}
-		if v, _ := envValue(ctr, "CHF_DISCOVERY"); v != "kubernetes" {
-			t.Errorf("%s: CHF_DISCOVERY=%q, want kubernetes", what, v)
-		}
-		nsFromField := false
-		for _, e := range ctr.Env {
-			if e.Name == "CHF_K8S_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
-				nsFromField = true
+		// The ABM calls no peer service: it has no discovery flags, so the
+		// chart must not set them (chf abm would ignore them).
+		peerless := c == "abm"
+		if peerless {
+			for _, e := range ctr.Env {
+				if e.Name == "CHF_DISCOVERY" || e.Name == "CHF_K8S_NAMESPACE" || e.Name == "CHF_NETWORK" {
+					t.Errorf("%s: sets %s, but the ABM has no peer to discover", what, e.Name)
+				}
 			}
-		}
-		if !nsFromField {
-			t.Errorf("%s: CHF_K8S_NAMESPACE not from fieldRef metadata.namespace", what)
+		} else {
+			if v, _ := envValue(ctr, "CHF_DISCOVERY"); v != "kubernetes" {
+				t.Errorf("%s: CHF_DISCOVERY=%q, want kubernetes", what, v)
+			}
+			nsFromField := false
+			for _, e := range ctr.Env {
+				if e.Name == "CHF_K8S_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
+					nsFromField = true
+				}
+			}
+			if !nsFromField {
+				t.Errorf("%s: CHF_K8S_NAMESPACE not from fieldRef metadata.namespace", what)
+			}
 		}
 		// Probes on the chassis endpoints.
 		for _, p := range []struct {
@@ -490,7 +501,7 @@ func checkChf(t *testing.T, m model, o *objects) {
 			if sel[0].Name != "sriov-chf" || sel[0].Namespace != namespace || sel[0].Interface != "net1" {
 				t.Errorf("%s: networks annotation selects %+v", what, sel[0])
 			}
-			if chfNetwork != sel[0].Name {
+			if !peerless && chfNetwork != sel[0].Name {
 				t.Errorf("%s: CHF_NETWORK=%q, want the attached network %q", what, chfNetwork, sel[0].Name)
 			}
 			vf := corev1.ResourceName("intel.com/sriov_chf")

@@ -172,26 +172,6 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-func TestPeerSource(t *testing.T) {
-	for _, tc := range []struct {
-		mode, peer string
-		ok         bool
-	}{
-		{"static", "127.0.0.1:1,127.0.0.1:2", true},
-		{"", "127.0.0.1:1", true},
-		{"static", "nohostport", false},
-		{"static", "", false},
-		{"dns", "ocp.chf.svc:8081", true},
-		{"dns", "ocp.chf.svc", false},
-		{"carrier-pigeon", "x:1", false},
-	} {
-		_, err := PeerSource(tc.mode, tc.peer)
-		if (err == nil) != tc.ok {
-			t.Errorf("PeerSource(%q, %q) err = %v, want ok=%v", tc.mode, tc.peer, err, tc.ok)
-		}
-	}
-}
-
 type sourceFunc func(ctx context.Context, update func([]discovery.Endpoint)) error
 
 func (f sourceFunc) Run(ctx context.Context, update func([]discovery.Endpoint)) error {

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -17,13 +18,13 @@ import (
 // earlier batches are out, see chassis.Batcher. It is safe for concurrent
 // use.
 type Client struct {
-	bc *chf.BatchClient[*chf.ChargeRequest]
+	bc *rpc.BatchClient[*chf.ChargeRequest, *chf.ChargeResponse]
 }
 
 // NewClient returns a Client over c, a chassis client for the "ocp" peer,
 // batching as bc says. c stays owned by the caller.
 func NewClient(c *chassis.Client, bc chassis.BatchConfig) *Client {
-	return &Client{bc: chf.NewBatchClient[*chf.ChargeRequest](c, bc, "ocp", ChargePath, ChargeBatchPath,
+	return &Client{bc: rpc.NewBatchClient[*chf.ChargeRequest, *chf.ChargeResponse](c, bc, "ocp", ChargePath, ChargeBatchPath,
 		func(err error) error { return fmt.Errorf("cannot charge through ocp: %w", err) })}
 }
 

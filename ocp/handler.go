@@ -5,6 +5,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -13,7 +14,7 @@ import (
 // is unavailable or contended, 502 for other ABM failures.
 const ChargePath = "/ocp/v1/charge"
 
-// ChargeBatchPath takes a batch of ChargeRequests (see chf.AppendBatchHeader)
+// ChargeBatchPath takes a batch of ChargeRequests (see rpc.AppendBatchHeader)
 // and answers 200 with one item per request, each with the status
 // ChargePath would have answered it with. 400 when the batch cannot be
 // decoded.
@@ -33,5 +34,5 @@ func Handler(c chf.Charger) fasthttp.RequestHandler {
 	if bc, ok := c.(BatchCharger); ok {
 		many = bc.ChargeBatch
 	}
-	return chf.BatchHandler[chf.ChargeRequest](ChargePath, ChargeBatchPath, "charge", c.Charge, many, statusFor)
+	return rpc.BatchHandler[chf.ChargeRequest, chf.ChargeResponse](ChargePath, ChargeBatchPath, "charge", c.Charge, many, statusFor)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/ocp"
 )
@@ -244,13 +245,13 @@ func TestBatchHandlerRejects(t *testing.T) {
 		h(&ctx)
 		return &ctx
 	}
-	for _, body := range [][]byte{{0xc1}, chf.AppendBatchHeader(nil, 0), chf.AppendBatchHeader(nil, 2)} {
+	for _, body := range [][]byte{{0xc1}, rpc.AppendBatchHeader(nil, 0), rpc.AppendBatchHeader(nil, 2)} {
 		if got := post(body).Response.StatusCode(); got != fasthttp.StatusBadRequest {
 			t.Errorf("batch %x: %d, want 400", body, got)
 		}
 	}
 	// Two invalid requests: 200, one item each.
-	body := chf.AppendBatchHeader(nil, 2)
+	body := rpc.AppendBatchHeader(nil, 2)
 	body, _ = (&chf.ChargeRequest{Op: chf.OpCreate}).MarshalMsg(body)
 	body, _ = (&chf.ChargeRequest{Op: chf.OpEvent, SUPI: supi}).MarshalMsg(body)
 	ctx := post(body)
@@ -258,7 +259,7 @@ func TestBatchHandlerRejects(t *testing.T) {
 		t.Fatalf("batch of invalid requests: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
 	}
 	got := make([]chf.ChargeResponse, 2)
-	if err := chf.ReadBatchReply(ctx.Response.Body(), 2, func(i int) *chf.ChargeResponse { return &got[i] }, func(i, st int, msg string) { t.Errorf("item %d failed: %d %s", i, st, msg) }); err != nil {
+	if err := rpc.ReadBatchReply(ctx.Response.Body(), 2, func(i int) *chf.ChargeResponse { return &got[i] }, func(i, st int, msg string) { t.Errorf("item %d failed: %d %s", i, st, msg) }); err != nil {
 		t.Fatal(err)
 	}
 	if got[0].Result != chf.ResultInvalid || got[1].Result != chf.ResultInvalid {

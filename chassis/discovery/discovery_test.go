@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -69,5 +70,31 @@ func TestDNSBadTarget(t *testing.T) {
 	}
 	if _, err := DNS("_http._tcp.ocp.chf.svc", DNSConfig{}); err != nil {
 		t.Errorf("SRV target rejected: %v", err)
+	}
+}
+
+func TestNew(t *testing.T) {
+	for _, tc := range []struct {
+		mode, peer string
+		ok         bool
+	}{
+		{"static", "127.0.0.1:1,127.0.0.1:2", true},
+		{"", "127.0.0.1:1", true},
+		{"static", "nohostport", false},
+		{"static", "", false},
+		{"dns", "ocp.chf.svc:8081", true},
+		{"dns", "ocp.chf.svc", false},
+		{"carrier-pigeon", "x:1", false},
+		// Not linked into this test binary: the kubernetes package
+		// registers it.
+		{"kubernetes", "ocp:8081", false},
+	} {
+		_, err := New(tc.mode, tc.peer, Options{})
+		if (err == nil) != tc.ok {
+			t.Errorf("New(%q, %q) err = %v, want ok=%v", tc.mode, tc.peer, err, tc.ok)
+		}
+	}
+	if _, err := New("kubernetes", "ocp:8081", Options{}); !errors.Is(err, ErrUnknownMode) || !strings.Contains(err.Error(), "dns, static") {
+		t.Errorf("unregistered mode: err = %v, want ErrUnknownMode listing the modes", err)
 	}
 }

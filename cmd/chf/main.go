@@ -1,6 +1,11 @@
 // Command chf is the system under test: one binary with a subcommand per
 // service (cgw, ocp, abm), the embedded Aerospike-protocol store (aslite),
 // account provisioning (provision) and a local testbed runner (local).
+// Every subcommand's flags are its package's configuration type
+// (chassis.ParseCommand: --help, --check-flags, the CHF_* environment);
+// the services run in the chassis' run group (chassis.RunService).
+//
+// Exit codes: 0 success; 1 error; 2 usage (bad flags or values).
 package main
 
 import (
@@ -8,35 +13,55 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sort"
+
+	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/aslite"
+	"github.com/chf-testbed/testbed/cgw"
+	"github.com/chf-testbed/testbed/chassis"
+	// The cgw and ocp commands offer --discovery=kubernetes; this import
+	// registers it, and is what links client-go into chf.
+	_ "github.com/chf-testbed/testbed/chassis/discovery/kubernetes"
+	"github.com/chf-testbed/testbed/local"
+	"github.com/chf-testbed/testbed/ocp"
 )
 
-// command is one subcommand. run receives the arguments after the
-// subcommand name and returns an error to print and exit non-zero.
+// command is one subcommand: run receives the arguments after its name.
 type command struct {
-	summary string
-	run     func(args []string) error
+	name, summary string
+	run           func(args []string) error
 }
 
-var commands = map[string]command{}
-
-// register adds a subcommand; each subcommand's file calls it from init.
-func register(name, summary string, run func(args []string) error) {
-	if _, ok := commands[name]; ok {
-		panic("BUG: subcommand registered twice: " + name)
-	}
-	commands[name] = command{summary: summary, run: run}
+var commands = []command{
+	{"abm", "Account Balance Manager: balances, reservations and sessions on Aerospike", func(args []string) error {
+		cfg := abm.DefaultServiceConfig()
+		return chassis.RunService("abm", abm.About, &cfg, args)
+	}},
+	{"aslite", "in-memory Aerospike-protocol store (single node) for the ABM", func(args []string) error {
+		cfg := aslite.DefaultServiceConfig()
+		return chassis.RunService("aslite", aslite.About, &cfg, args)
+	}},
+	{"cgw", "Charging Gateway: Nchf_ConvergedCharging (h2c + HTTP/1.1), balance inquiry, Diameter Gy", func(args []string) error {
+		cfg := cgw.DefaultServiceConfig()
+		return chassis.RunService("cgw", cgw.About, &cfg, args)
+	}},
+	{"local", "run aslite, abm, ocp and cgw as local processes with provisioned accounts", func(args []string) error {
+		cfg := local.DefaultCommandConfig()
+		if run, err := chassis.ParseCommand("chf local", local.About, &cfg, args); !run {
+			return err
+		}
+		return cfg.Run()
+	}},
+	{"ocp", "Online Charging Processor: rating and quota, stateless, calls the ABM", func(args []string) error {
+		cfg := ocp.DefaultServiceConfig()
+		return chassis.RunService("ocp", ocp.About, &cfg, args)
+	}},
+	{"provision", "create subscriber accounts with a balance on Aerospike (or aslite)", runProvision},
 }
 
 func usage() {
 	fmt.Fprintf(os.Stderr, "usage: chf <command> [flags]\n\ncommands:\n")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+	for _, c := range commands {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(os.Stderr, "\nRun 'chf <command> --help' for the flags of a command.\n")
 }
@@ -49,17 +74,23 @@ func main() {
 		}
 		return
 	}
-	cmd, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "chf: unknown command %q\n\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	if err := cmd.run(os.Args[2:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
+	for _, c := range commands {
+		if c.name != os.Args[1] {
+			continue
 		}
-		fmt.Fprintf(os.Stderr, "chf %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+		err := c.run(os.Args[2:])
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			return
+		case errors.Is(err, chassis.ErrUsage):
+			fmt.Fprintf(os.Stderr, "chf %s: %v\n", c.name, err)
+			os.Exit(2)
+		default:
+			fmt.Fprintf(os.Stderr, "chf %s: %v\n", c.name, err)
+			os.Exit(1)
+		}
 	}
+	fmt.Fprintf(os.Stderr, "chf: unknown command %q\n\n", os.Args[1])
+	usage()
+	os.Exit(2)
 }

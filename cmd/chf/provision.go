@@ -14,54 +14,55 @@ import (
 	"github.com/chf-testbed/testbed/chassis"
 )
 
-func init() {
-	register("provision", "create subscriber accounts with a balance on Aerospike (or aslite)", runProvision)
+// provisionConfig is the configuration of `chf provision`: one field per flag.
+type provisionConfig struct {
+	abm.ProvisionConfig
+	Aerospike string
+	Quiet     bool
 }
 
-func runProvision(args []string) error {
-	fs := flag.NewFlagSet("provision", flag.ContinueOnError)
-	aerospike := fs.String("aerospike", "127.0.0.1:3000", "Aerospike seed nodes, comma-separated host:port (aslite or a real cluster)")
-	namespace := fs.String("as-namespace", "chf", "Aerospike namespace of the account records (set \"accounts\", key = SUPI)")
-	accounts := fs.Int("accounts", 100000, "number of accounts to create, from --first upward")
-	balance := fs.Int64("balance", 100000000, "balance of each account in minor units (100000000 = 1,000,000.00)")
-	first := fs.String("first", "imsi-001010000000001", "first SUPI (imsi- and up to 15 digits; the next ones count up)")
-	currency := fs.String("currency", "EUR", "ISO 4217 currency of the accounts")
-	overwrite := fs.Bool("overwrite", false, "replace existing accounts (balance reset, sessions dropped); default: leave them alone and count them as skipped")
-	workers := fs.Int("workers", 16, "parallel writers")
-	batch := fs.Int("batch", 256, "accounts per batch write request (1 = one request per account)")
-	quiet := fs.Bool("quiet", false, "no progress lines, only the summary")
-	checkFlags := fs.Bool("check-flags", false, "parse and validate flags and environment, print the resolved configuration and exit without writing")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: chf provision [flags]\n\nCreates accounts imsi-…001 upward with a balance. Every flag also reads CHF_<FLAG>\n(upper case, '-' → '_') from the environment when not given.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := chassis.ParseFlags(fs, args); err != nil {
+func (c *provisionConfig) RegisterFlags(fs *flag.FlagSet) {
+	abm.RegisterAerospikeFlags(fs, &c.Aerospike, &c.Namespace)
+	fs.IntVar(&c.Count, "accounts", c.Count, "number of accounts to create, from --first upward")
+	fs.Int64Var(&c.Balance, "balance", c.Balance, "balance of each account in minor units (100000000 = 1,000,000.00)")
+	fs.StringVar(&c.First, "first", c.First, "first SUPI (imsi- and up to 15 digits; the next ones count up)")
+	fs.StringVar(&c.Currency, "currency", c.Currency, "ISO 4217 currency of the accounts")
+	fs.BoolVar(&c.Overwrite, "overwrite", c.Overwrite, "replace existing accounts (balance reset, sessions dropped); default: leave them alone and count them as skipped")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "parallel writers")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "accounts per batch write request (1 = one request per account)")
+	fs.BoolVar(&c.Quiet, "quiet", c.Quiet, "no progress lines, only the summary")
+}
+
+func (c *provisionConfig) Validate() error {
+	if _, err := abm.ParseHosts(c.Aerospike); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("cannot parse flags: unexpected argument %q", fs.Arg(0))
-	}
-	hosts, err := aerospikeHosts(*aerospike)
-	if err != nil {
-		return err
-	}
-	if *accounts < 0 || *balance < 0 || *workers <= 0 || *batch <= 0 {
+	if c.Count < 0 || c.Balance < 0 || c.Workers <= 0 || c.Batch <= 0 {
 		return errors.New("cannot use --accounts, --balance, --workers: must not be negative (workers positive)")
 	}
-	if len(*currency) != 3 {
-		return fmt.Errorf("cannot use --currency %q: want a 3-letter ISO 4217 code", *currency)
+	if len(c.Currency) != 3 {
+		return fmt.Errorf("cannot use --currency %q: want a 3-letter ISO 4217 code", c.Currency)
 	}
-	if *accounts > 0 {
-		if _, err := abm.SUPI(*first, *accounts-1); err != nil {
+	if c.Count > 0 {
+		if _, err := abm.SUPI(c.First, c.Count-1); err != nil {
 			return fmt.Errorf("cannot use --first/--accounts: %w", err)
 		}
 	}
-	if *checkFlags {
-		fmt.Printf("aerospike=%s as-namespace=%s accounts=%d balance=%d first=%s currency=%s overwrite=%v workers=%d batch=%d\n",
-			*aerospike, *namespace, *accounts, *balance, *first, *currency, *overwrite, *workers, *batch)
-		return nil
+	return nil
+}
+
+const provisionAbout = "Creates accounts imsi-…001 upward with a balance."
+
+func runProvision(args []string) error {
+	c := provisionConfig{Aerospike: "127.0.0.1:3000", ProvisionConfig: abm.ProvisionConfig{
+		Namespace: "chf", Count: 100000, Balance: 100000000, First: "imsi-001010000000001",
+		Currency: "EUR", Workers: 16, Batch: 256,
+	}}
+	if run, err := chassis.ParseCommand("chf provision", provisionAbout, &c, args); !run {
+		return err
 	}
-	cl, err := dialAerospike(hosts)
+	hosts, _ := abm.ParseHosts(c.Aerospike) // validated
+	cl, err := abm.Dial(hosts)
 	if err != nil {
 		return err
 	}
@@ -70,21 +71,18 @@ func runProvision(args []string) error {
 	defer stop()
 	start := time.Now()
 	var progress func(done, total int)
-	if !*quiet {
+	if !c.Quiet {
 		progress = func(done, total int) {
 			el := time.Since(start).Seconds()
 			fmt.Fprintf(os.Stderr, "\rprovisioned %d/%d accounts (%.0f%%, %.0f/s)", done, total, 100*float64(done)/float64(max(total, 1)), float64(done)/max(el, 1e-9))
 		}
 	}
-	res, err := abm.Provision(ctx, cl, abm.ProvisionConfig{
-		Namespace: *namespace, First: *first, Count: *accounts, Balance: *balance,
-		Currency: *currency, Overwrite: *overwrite, Workers: *workers, Batch: *batch,
-	}, progress)
+	res, err := abm.Provision(ctx, cl, c.ProvisionConfig, progress)
 	if progress != nil {
 		fmt.Fprintln(os.Stderr)
 	}
 	el := time.Since(start)
 	fmt.Printf("provisioned %d accounts (%d created, %d already there) from %s with %d minor units %s in %s (%.0f accounts/s)\n",
-		res.Created+res.Skipped, res.Created, res.Skipped, *first, *balance, *currency, el.Round(time.Millisecond), float64(res.Created+res.Skipped)/el.Seconds())
+		res.Created+res.Skipped, res.Created, res.Skipped, c.First, c.Balance, c.Currency, el.Round(time.Millisecond), float64(res.Created+res.Skipped)/el.Seconds())
 	return err
 }

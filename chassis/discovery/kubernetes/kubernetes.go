@@ -9,7 +9,10 @@
 // when ready (a nil ready condition means ready); when no endpoint of the
 // service is ready, serving-and-terminating endpoints are used instead.
 //
-// This is the only package of the project that imports client-go.
+// This is the only package of the project that imports client-go. It
+// registers the "kubernetes" discovery mode when imported, so that only
+// the binaries offering that mode (chf, for cgw and ocp) import it and
+// link client-go; loadgen does not.
 package kubernetes
 
 import (
@@ -110,6 +113,21 @@ func New(cfg Config) (*Source, error) {
 		s.selector = sel
 	}
 	return s, nil
+}
+
+// Mode is the --discovery mode this package registers with
+// chassis/discovery: importing the package (blank import) is what makes
+// it available, and what links client-go into a binary.
+const Mode = "kubernetes"
+
+func init() {
+	discovery.Register(Mode, func(peer string, o discovery.Options) (discovery.Source, error) {
+		src, err := PeerSource(o.Namespace, peer, o.Network)
+		if err != nil {
+			return nil, fmt.Errorf("cannot build Kubernetes discovery for %s: %w", peer, err)
+		}
+		return src, nil
+	})
 }
 
 // PeerSource builds a Source for peer ("service[:port]") in namespace with

@@ -1,4 +1,4 @@
-package chf
+package rpc
 
 import (
 	"fmt"
@@ -7,13 +7,13 @@ import (
 )
 
 // Batches carry several requests of one kind in one internal call (CGW →
-// OCP: ChargeRequests, OCP → ABM: ApplyRequests), so that under load one
-// round trip serves many charging events.
+// OCP: chf.ChargeRequests, OCP → ABM: chf.ApplyRequests), so that under
+// load one round trip serves many charging events.
 //
 // Wire format (msgpack): a request batch is an array of the requests'
 // own encodings; the reply is an array with one entry per request, in
 // order, each a 3-array [status, error, response]: status 0 means the
-// request was served and response is its ChargeResponse; otherwise status
+// request was served and response is its response message; otherwise status
 // is the HTTP status the request alone would have been answered with
 // (400, 500, 502, 503, 504) and error says why.
 
@@ -40,7 +40,7 @@ func ReadBatchHeader(b []byte) (n int, rest []byte, err error) {
 
 // AppendBatchItem appends one reply item: resp when status is 0, else the
 // status and errMsg.
-func AppendBatchItem(b []byte, status int, errMsg string, resp *ChargeResponse) ([]byte, error) {
+func AppendBatchItem(b []byte, status int, errMsg string, resp Message) ([]byte, error) {
 	b = msgp.AppendArrayHeader(b, 3)
 	b = msgp.AppendUint16(b, uint16(status))
 	b = msgp.AppendString(b, errMsg)
@@ -50,9 +50,10 @@ func AppendBatchItem(b []byte, status int, errMsg string, resp *ChargeResponse) 
 	return resp.MarshalMsg(b)
 }
 
-// ReadBatchItem reads one reply item into resp (its Lines reused). errMsg
+// ReadBatchItem reads one reply item into resp (reset first, keeping its
+// buffers). errMsg
 // is empty when status is 0.
-func ReadBatchItem(b []byte, resp *ChargeResponse) (status int, errMsg string, rest []byte, err error) {
+func ReadBatchItem(b []byte, resp Message) (status int, errMsg string, rest []byte, err error) {
 	sz, b, err := msgp.ReadArrayHeaderBytes(b)
 	if err != nil {
 		return 0, "", b, fmt.Errorf("batch item: %w", err)
@@ -79,7 +80,7 @@ func ReadBatchItem(b []byte, resp *ChargeResponse) (status int, errMsg string, r
 		}
 		return int(st), string(msg), b, nil
 	}
-	resp.Lines = resp.Lines[:0]
+	resp.Reset()
 	b, err = resp.UnmarshalMsg(b)
 	if err != nil {
 		return 0, "", b, fmt.Errorf("batch item response: %w", err)
@@ -89,7 +90,7 @@ func ReadBatchItem(b []byte, resp *ChargeResponse) (status int, errMsg string, r
 
 // ReadBatchReply reads a reply of n items: each served item is decoded
 // into resp(i); for each failed one fail(i, status, errMsg) is called.
-func ReadBatchReply(b []byte, n int, resp func(i int) *ChargeResponse, fail func(i, status int, errMsg string)) error {
+func ReadBatchReply[P Message](b []byte, n int, resp func(i int) P, fail func(i, status int, errMsg string)) error {
 	got, b, err := ReadBatchHeader(b)
 	if err != nil {
 		return err
@@ -110,9 +111,10 @@ func ReadBatchReply(b []byte, n int, resp func(i int) *ChargeResponse, fail func
 	return nil
 }
 
-// Request is what a batch carries: ChargeRequest (CGW → OCP) or
-// ApplyRequest (OCP → ABM).
-type Request interface {
+// Message is what the RPC carries, requests and responses (chf's
+// ChargeRequest, ApplyRequest and ChargeResponse): msgp-encoded, with a
+// Reset that empties it and keeps its buffers for the next decode.
+type Message interface {
 	MarshalMsg([]byte) ([]byte, error)
 	UnmarshalMsg([]byte) ([]byte, error)
 	Reset()

@@ -1,4 +1,12 @@
-package chf
+// Package rpc is the batched internal RPC of the services, over the
+// chassis: POST one msgp request to a single path and get its msgp
+// response, or POST a batch (see AppendBatchHeader) to a batch path and get
+// one item per request. BatchClient and BatchHandler are its two ends.
+// The CHF's internal APIs (CGW → OCP: chf.ChargeRequest, OCP → ABM:
+// chf.ApplyRequest, both answered with a chf.ChargeResponse) use it; the
+// messages themselves are the domain's (package chf), which knows nothing
+// of the transport.
+package rpc
 
 import (
 	"context"
@@ -11,18 +19,12 @@ import (
 	"github.com/chf-testbed/testbed/chassis"
 )
 
-// The charging core's internal APIs (CGW → OCP: ChargeRequest, OCP → ABM:
-// ApplyRequest) have the same shape: POST one msgp request to a single
-// path and get its msgp ChargeResponse, or POST a batch (see
-// AppendBatchHeader) to a batch path and get one item per request.
-// BatchClient and BatchHandler are their two ends.
-
 // BatchClient calls one such API of a peer over the chassis. Concurrent
 // calls are merged into batches while earlier ones are out (see
 // chassis.Batcher). It is safe for concurrent use.
-type BatchClient[R Request] struct {
+type BatchClient[R, P Message] struct {
 	c             *chassis.Client
-	b             *chassis.Batcher[*call[R]]
+	b             *chassis.Batcher[*call[R, P]]
 	peer          string
 	single, batch string
 	wrap          func(error) error
@@ -30,55 +32,56 @@ type BatchClient[R Request] struct {
 }
 
 // call is one request waiting in a batch.
-type call[R Request] struct {
+type call[R, P Message] struct {
 	req  R
-	resp *ChargeResponse
+	resp P
 	err  error
 }
 
 // NewBatchClient returns a BatchClient posting to the single and batch
 // paths through c (owned by the caller), batching as bc says; wrap adds
 // context to every error it returns.
-func NewBatchClient[R Request](c *chassis.Client, bc chassis.BatchConfig, peer, single, batch string, wrap func(error) error) *BatchClient[R] {
-	cl := &BatchClient[R]{c: c, peer: peer, single: single, batch: batch, wrap: wrap}
-	cl.calls.New = func() any { return new(call[R]) }
-	cl.bufs.New = func() any { return new(clientScratch[R]) }
+func NewBatchClient[R, P Message](c *chassis.Client, bc chassis.BatchConfig, peer, single, batch string, wrap func(error) error) *BatchClient[R, P] {
+	cl := &BatchClient[R, P]{c: c, peer: peer, single: single, batch: batch, wrap: wrap}
+	cl.calls.New = func() any { return new(call[R, P]) }
+	cl.bufs.New = func() any { return new(clientScratch[R, P]) }
 	cl.b = chassis.NewBatcher(bc, cl.send)
 	return cl
 }
 
-type clientScratch[R Request] struct {
+type clientScratch[R, P Message] struct {
 	body, reply []byte
-	calls       []call[R]
-	pcalls      []*call[R]
+	calls       []call[R, P]
+	pcalls      []*call[R, P]
 }
 
-// Do runs req and decodes its answer into resp (Lines reused). A non-2xx
+// Do runs req and decodes its answer into resp (reset first, keeping its
+// buffers). A non-2xx
 // answer for req is a *chassis.StatusError inside the error.
-func (c *BatchClient[R]) Do(ctx context.Context, req R, resp *ChargeResponse) error {
-	cl := c.calls.Get().(*call[R])
+func (c *BatchClient[R, P]) Do(ctx context.Context, req R, resp P) error {
+	cl := c.calls.Get().(*call[R, P])
 	cl.req, cl.resp = req, resp
 	c.b.Do(ctx, cl)
 	err := cl.err
-	*cl = call[R]{}
+	*cl = call[R, P]{}
 	c.calls.Put(cl)
 	return err
 }
 
 // DoMany runs reqs in one batch (with whatever else is queued); errs[i]
 // is what Do would have returned for reqs[i].
-func (c *BatchClient[R]) DoMany(ctx context.Context, reqs []R, resps []*ChargeResponse, errs []error) {
-	sc := c.bufs.Get().(*clientScratch[R])
+func (c *BatchClient[R, P]) DoMany(ctx context.Context, reqs []R, resps []P, errs []error) {
+	sc := c.bufs.Get().(*clientScratch[R, P])
 	defer c.bufs.Put(sc)
 	sc.calls, sc.pcalls = slices.Grow(sc.calls[:0], len(reqs))[:len(reqs)], sc.pcalls[:0]
 	for i := range reqs {
-		sc.calls[i] = call[R]{req: reqs[i], resp: resps[i]}
+		sc.calls[i] = call[R, P]{req: reqs[i], resp: resps[i]}
 		sc.pcalls = append(sc.pcalls, &sc.calls[i])
 	}
 	c.b.DoMany(ctx, sc.pcalls)
 	for i := range reqs {
 		errs[i] = sc.calls[i].err
-		sc.calls[i] = call[R]{}
+		sc.calls[i] = call[R, P]{}
 	}
 	clear(sc.pcalls)
 }
@@ -86,8 +89,8 @@ func (c *BatchClient[R]) DoMany(ctx context.Context, reqs []R, resps []*ChargeRe
 // send posts one batch as one round trip: alone on the single path, else
 // on the batch path. A failed round trip fails every call; an item the
 // peer failed gets a *chassis.StatusError with its status and message.
-func (c *BatchClient[R]) send(ctx context.Context, calls []*call[R]) {
-	sc := c.bufs.Get().(*clientScratch[R])
+func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
+	sc := c.bufs.Get().(*clientScratch[R, P])
 	defer c.bufs.Put(sc)
 	fail := func(err error) {
 		for _, cl := range calls {
@@ -118,14 +121,14 @@ func (c *BatchClient[R]) send(ctx context.Context, calls []*call[R]) {
 	}
 	if len(calls) == 1 {
 		resp := calls[0].resp
-		resp.Lines = resp.Lines[:0]
+		resp.Reset()
 		if _, err := resp.UnmarshalMsg(sc.reply); err != nil {
 			fail(fmt.Errorf("cannot decode response: %w", err))
 		}
 		return
 	}
 	err = ReadBatchReply(sc.reply, len(calls),
-		func(i int) *ChargeResponse { return calls[i].resp },
+		func(i int) P { return calls[i].resp },
 		func(i, status int, msg string) {
 			calls[i].err = c.wrap(&chassis.StatusError{Peer: c.peer, Code: status, Body: []byte(msg)})
 		})
@@ -135,27 +138,36 @@ func (c *BatchClient[R]) send(ctx context.Context, calls []*call[R]) {
 }
 
 // exchange is the pooled memory of one call served by a BatchHandler.
-type exchange[T any, R interface {
+type exchange[T, U any, R interface {
 	*T
-	Request
+	Message
+}, P interface {
+	*U
+	Message
 }] struct {
 	req   T
-	resp  ChargeResponse
+	resp  U
 	buf   []byte
-	batch batch[T, R]
+	batch batch[T, U, R, P]
 }
 
 // BatchHandler serves such an API: POST single runs one(req) and answers
-// its ChargeResponse; POST batch (when many is not nil) runs many over the
+// its response; POST batch (when many is not nil) runs many over the
 // decoded batch and answers one item per request. 400 for an undecodable
 // body (what names the API in the message), status(err) for a failed
 // request, 404 for other paths, 405 for other methods.
-func BatchHandler[T any, R interface {
+//
+// T and U are the request and response types (R = *T and P = *U are
+// inferred).
+func BatchHandler[T, U any, R interface {
 	*T
-	Request
-}](single, batch, what string, one func(context.Context, R, *ChargeResponse) error,
-	many func(context.Context, []R, []*ChargeResponse, []error), status func(error) int) fasthttp.RequestHandler {
-	pool := sync.Pool{New: func() any { return new(exchange[T, R]) }}
+	Message
+}, P interface {
+	*U
+	Message
+}](single, batch, what string, one func(context.Context, R, P) error,
+	many func(context.Context, []R, []P, []error), status func(error) int) fasthttp.RequestHandler {
+	pool := sync.Pool{New: func() any { return new(exchange[T, U, R, P]) }}
 	return func(ctx *fasthttp.RequestCtx) {
 		path := string(ctx.Path())
 		isBatch := many != nil && path == batch
@@ -168,7 +180,7 @@ func BatchHandler[T any, R interface {
 			ctx.Error("method not allowed", fasthttp.StatusMethodNotAllowed)
 			return
 		}
-		x := pool.Get().(*exchange[T, R])
+		x := pool.Get().(*exchange[T, U, R, P])
 		defer pool.Put(x)
 		if isBatch {
 			if err := x.batch.Decode(ctx.PostBody()); err != nil {
@@ -184,11 +196,11 @@ func BatchHandler[T any, R interface {
 				ctx.Error(fmt.Sprintf("cannot decode %s request: %v", what, err), fasthttp.StatusBadRequest)
 				return
 			}
-			if err := one(chassis.Context(ctx), req, &x.resp); err != nil {
+			if err := one(chassis.Context(ctx), req, P(&x.resp)); err != nil {
 				ctx.Error(err.Error(), status(err))
 				return
 			}
-			x.buf, _ = x.resp.MarshalMsg(x.buf[:0])
+			x.buf, _ = P(&x.resp).MarshalMsg(x.buf[:0])
 		}
 		ctx.SetContentType("application/msgpack")
 		ctx.SetBody(x.buf)
@@ -197,19 +209,22 @@ func BatchHandler[T any, R interface {
 
 // batch is the server side of a batch call, reusable: Decode fills Reqs,
 // the service fills Resps and Errs, AppendReply encodes the answer.
-type batch[T any, R interface {
+type batch[T, U any, R interface {
 	*T
-	Request
+	Message
+}, P interface {
+	*U
+	Message
 }] struct {
 	reqs  []T
-	resps []ChargeResponse
+	resps []U
 	Reqs  []R
-	Resps []*ChargeResponse
+	Resps []P
 	Errs  []error
 }
 
 // Decode reads a batch of requests from body.
-func (b *batch[T, R]) Decode(body []byte) error {
+func (b *batch[T, U, R, P]) Decode(body []byte) error {
 	n, rest, err := ReadBatchHeader(body)
 	if err != nil {
 		return err
@@ -224,7 +239,7 @@ func (b *batch[T, R]) Decode(body []byte) error {
 			return fmt.Errorf("request %d: %w", i, err)
 		}
 		b.Reqs = append(b.Reqs, r)
-		b.Resps = append(b.Resps, &b.resps[i])
+		b.Resps = append(b.Resps, P(&b.resps[i]))
 		b.Errs = append(b.Errs, nil)
 	}
 	if len(rest) != 0 {
@@ -235,7 +250,7 @@ func (b *batch[T, R]) Decode(body []byte) error {
 
 // AppendReply appends the answer: each request's response, or
 // status(its error) and the error's text.
-func (b *batch[T, R]) AppendReply(dst []byte, status func(error) int) []byte {
+func (b *batch[T, U, R, P]) AppendReply(dst []byte, status func(error) int) []byte {
 	dst = AppendBatchHeader(dst, len(b.Reqs))
 	for i, e := range b.Errs {
 		if e != nil {

@@ -1,0 +1,178 @@
+package abm
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	as "github.com/aerospike/aerospike-client-go/v7"
+
+	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/telemetry"
+)
+
+// About is the help text of the abm command.
+const About = "Runs the Account Balance Manager."
+
+// ServiceConfig is the configuration of the abm command (`chf abm`): one
+// field per flag. Start from DefaultServiceConfig. The ABM calls no peer
+// service, so it has no discovery flags.
+type ServiceConfig struct {
+	chassis.Base
+	// Aerospike is the comma-separated host:port list of seed nodes.
+	Aerospike        string
+	Namespace        string
+	ReservationSweep time.Duration
+	MaxInFlight      int
+	// AccountCache is the cache size; 0 or negative = off.
+	AccountCache int
+}
+
+// DefaultServiceConfig returns the defaults of the abm flags.
+func DefaultServiceConfig() ServiceConfig {
+	return ServiceConfig{
+		Base:             chassis.Base{Listen: "127.0.0.1:8082", Tracing: true},
+		Aerospike:        "127.0.0.1:3000",
+		Namespace:        "chf",
+		ReservationSweep: time.Minute,
+		MaxInFlight:      4096,
+		AccountCache:     1 << 16,
+	}
+}
+
+// RegisterFlags registers the abm flags, c's values as defaults.
+func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
+	c.Base.RegisterFlags(fs, "host:port serving the ABM API (POST "+ApplyPath+", msgp), /healthz, /readyz and /metrics")
+	RegisterAerospikeFlags(fs, &c.Aerospike, &c.Namespace)
+	fs.DurationVar(&c.ReservationSweep, "reservation-sweep", c.ReservationSweep, "interval of the background scan releasing expired reservations and sessions; 0 = off (they are still released on the account's next access)")
+	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
+	fs.IntVar(&c.AccountCache, "account-cache", c.AccountCache, "accounts whose last written state the ABM keeps to skip the read of their next charging event (writes stay generation-checked); 0 or negative = off, which is required when account records may be deleted and re-created while the ABM runs")
+}
+
+// RegisterAerospikeFlags registers --aerospike and --as-namespace (the
+// abm and provision commands share them), the pointed-to values as
+// defaults.
+func RegisterAerospikeFlags(fs *flag.FlagSet, seeds, namespace *string) {
+	fs.StringVar(seeds, "aerospike", *seeds, "Aerospike seed nodes, comma-separated host:port (aslite or a real cluster)")
+	fs.StringVar(namespace, "as-namespace", *namespace, "Aerospike namespace of the account records (set \"accounts\", key = SUPI)")
+}
+
+// Validate checks the flags' values.
+func (c *ServiceConfig) Validate() error {
+	if err := c.Base.Validate(); err != nil {
+		return err
+	}
+	if _, err := ParseHosts(c.Aerospike); err != nil {
+		return err
+	}
+	if c.Namespace == "" {
+		return errors.New("cannot use --as-namespace: empty")
+	}
+	if c.ReservationSweep < 0 || c.MaxInFlight <= 0 {
+		return errors.New("cannot use --reservation-sweep / --max-inflight: must not be negative / must be positive")
+	}
+	return nil
+}
+
+// String is the configuration as name=value pairs of its flags.
+func (c ServiceConfig) String() string { return chassis.ConfigString(&c) }
+
+// Common implements chassis.Service.
+func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
+
+// AddTo adds the ABM's components to g: the Aerospike client, the server
+// and the reservation sweeper.
+func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
+	hosts, err := ParseHosts(c.Aerospike)
+	if err != nil {
+		return err
+	}
+	var cl *as.Client
+	g.Add("Aerospike client", func() error {
+		cl, err = Dial(hosts)
+		return err
+	}, func(context.Context) error { cl.Close(); return nil })
+	var svc *Service
+	var srv *chassis.Server
+	g.Add("ABM server", func() error {
+		cache := c.AccountCache
+		if cache <= 0 {
+			cache = -1 // Config: negative = off
+		}
+		svc = New(cl, Config{Namespace: c.Namespace, AccountCache: cache, Logger: log})
+		if err := svc.RegisterMetrics(telemetry.Meter()); err != nil {
+			return err
+		}
+		var err error
+		srv, err = chassis.NewServer(chassis.ServerConfig{
+			Service: "abm", Listen: c.Listen, Handler: svc.Handler(), Ready: svc.Ready, MaxInFlight: c.MaxInFlight, Logger: log,
+		})
+		if err != nil {
+			return fmt.Errorf("cannot create ABM server: %w", err)
+		}
+		if err := srv.Start(); err != nil {
+			return err
+		}
+		log.Info("serving", "addr", srv.Addr(), "aerospike", c.Aerospike, "namespace", c.Namespace)
+		return nil
+	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
+	var stopSweep context.CancelFunc
+	sweepDone := make(chan struct{})
+	g.Add("reservation sweeper", func() error {
+		var ctx context.Context
+		ctx, stopSweep = context.WithCancel(context.Background())
+		go func() { defer close(sweepDone); svc.RunSweeper(ctx, c.ReservationSweep) }()
+		return nil
+	}, func(ctx context.Context) error {
+		stopSweep()
+		select {
+		case <-sweepDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	return nil
+}
+
+// ParseHosts parses an --aerospike list of host:port seeds.
+func ParseHosts(list string) ([]*as.Host, error) {
+	var hosts []*as.Host
+	for _, a := range strings.Split(list, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		h, p, err := net.SplitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("cannot parse --aerospike %q: %w", a, err)
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil || port <= 0 || port > 65535 {
+			return nil, fmt.Errorf("cannot parse --aerospike %q: bad port", a)
+		}
+		hosts = append(hosts, as.NewHost(h, port))
+	}
+	if len(hosts) == 0 {
+		return nil, errors.New("cannot use --aerospike: no host:port given")
+	}
+	return hosts, nil
+}
+
+// Dial connects the official client to the seed hosts.
+func Dial(hosts []*as.Host) (*as.Client, error) {
+	cp := as.NewClientPolicy()
+	cp.Timeout = 10 * time.Second
+	cp.ConnectionQueueSize = 1024
+	cl, err := as.NewClientWithPolicyAndHost(cp, hosts...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to aerospike: %w", err)
+	}
+	return cl, nil
+}

@@ -1,0 +1,205 @@
+package cgw
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	rpprof "runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/chf-testbed/testbed/cgw/diameter"
+	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/rpc"
+	"github.com/chf-testbed/testbed/chassis/telemetry"
+	"github.com/chf-testbed/testbed/ocp"
+)
+
+// About is the help text of the cgw command.
+const About = "Runs the Charging Gateway."
+
+// ServiceConfig is the configuration of the cgw command (`chf cgw`): one
+// field per flag. Start from DefaultServiceConfig.
+type ServiceConfig struct {
+	chassis.Base
+	OCP                     chassis.Peer
+	Batch                   chassis.BatchConfig
+	Diameter                string
+	OriginHost, OriginRealm string
+	// AllowHosts and AllowRealms are comma-separated path.Match patterns.
+	AllowHosts, AllowRealms string
+	MaxBody, MaxInFlight    int
+	CPUProfile              string
+}
+
+// DefaultServiceConfig returns the defaults of the cgw flags.
+func DefaultServiceConfig() ServiceConfig {
+	return ServiceConfig{
+		Base:        chassis.Base{Listen: "127.0.0.1:8080", Tracing: true},
+		OCP:         chassis.Peer{Name: "ocp", Addr: "127.0.0.1:8081", Discovery: "static"},
+		Batch:       chassis.BatchConfig{MaxInFlight: chassis.DefaultBatchInFlight, MaxItems: chassis.DefaultBatchItems},
+		OriginHost:  "cgw.chf.test",
+		OriginRealm: "chf.test",
+		MaxBody:     64 << 10,
+		MaxInFlight: 4096,
+	}
+}
+
+// RegisterFlags registers the cgw flags, c's values as defaults.
+func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
+	c.Base.RegisterFlags(fs, "host:port for Nchf_ConvergedCharging over HTTP/2 cleartext (prior knowledge) and HTTP/1.1 on one port, plus the balance inquiry GET /chf/v1/accounts/{supi}, /healthz, /readyz and /metrics")
+	c.OCP.RegisterFlags(fs)
+	rpc.RegisterBatchFlags(fs, &c.Batch, "ocp")
+	fs.StringVar(&c.Diameter, "diameter", c.Diameter, "host:port to serve Diameter Gy (RFC 4006 credit control) on; empty = off")
+	fs.StringVar(&c.OriginHost, "diameter-origin-host", c.OriginHost, "Diameter Origin-Host of the CGW")
+	fs.StringVar(&c.OriginRealm, "diameter-origin-realm", c.OriginRealm, "Diameter Origin-Realm of the CGW")
+	fs.StringVar(&c.AllowHosts, "diameter-allow-host", c.AllowHosts,
+		"comma-separated Origin-Host patterns (path.Match: *.pgw.example) of the Diameter peers allowed to connect; others get DIAMETER_UNKNOWN_PEER at CER and are closed; empty = any host")
+	fs.StringVar(&c.AllowRealms, "diameter-allow-realm", c.AllowRealms,
+		"comma-separated Origin-Realm patterns (path.Match) of the Diameter peers allowed to connect; a peer must match both lists; empty = any realm")
+	fs.IntVar(&c.MaxBody, "max-body", c.MaxBody, "largest Nchf request body in bytes; larger ones get 413 ProblemDetails")
+	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "Nchf requests charged at once; beyond it requests get 503 (NF_CONGESTION) at once instead of queueing")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile of the whole run to this file (stopped at exit)")
+}
+
+// Validate checks the flags' values.
+func (c *ServiceConfig) Validate() error {
+	if err := c.Base.Validate(); err != nil {
+		return err
+	}
+	if c.MaxBody <= 0 || c.MaxInFlight <= 0 {
+		return errors.New("cannot use --max-body and --max-inflight: both must be positive")
+	}
+	if c.Diameter != "" {
+		if _, _, err := net.SplitHostPort(c.Diameter); err != nil {
+			return fmt.Errorf("cannot parse --diameter %q: %w", c.Diameter, err)
+		}
+	}
+	for _, p := range append(splitList(c.AllowHosts), splitList(c.AllowRealms)...) {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("cannot use --diameter-allow-host/--diameter-allow-realm pattern %q: %w", p, err)
+		}
+	}
+	if _, err := c.OCP.Source(); err != nil {
+		return err
+	}
+	return rpc.ValidateBatch(c.Batch)
+}
+
+// String is the configuration as name=value pairs of its flags.
+func (c ServiceConfig) String() string { return chassis.ConfigString(&c) }
+
+// Common implements chassis.Service.
+func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
+
+// AddTo adds the CGW's components to g: the CPU profile, the OCP client,
+// the Nchf server and the Diameter server (when --diameter is set).
+func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
+	if c.CPUProfile != "" {
+		var pf *os.File
+		g.Add("cpu profile", func() error {
+			var err error
+			if pf, err = os.Create(c.CPUProfile); err != nil {
+				return fmt.Errorf("cannot create --cpuprofile: %w", err)
+			}
+			if err := rpprof.StartCPUProfile(pf); err != nil {
+				pf.Close()
+				return fmt.Errorf("cannot start CPU profile: %w", err)
+			}
+			return nil
+		}, func(context.Context) error { rpprof.StopCPUProfile(); return pf.Close() })
+	}
+	var client *chassis.Client
+	var charger *ocp.Client
+	g.Add("OCP client", func() error {
+		src, err := c.OCP.Source()
+		if err != nil {
+			return err
+		}
+		if client, err = chassis.NewClient(chassis.ClientConfig{Peer: "ocp", Source: src, Logger: log}); err != nil {
+			return fmt.Errorf("cannot create OCP client: %w", err)
+		}
+		charger = ocp.NewClient(client, c.Batch)
+		return nil
+	}, func(context.Context) error { client.Close(); return nil })
+	var srv *Server
+	g.Add("CGW server", func() error {
+		var err error
+		srv, err = NewServer(Config{
+			Listen:  c.Listen,
+			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Logger: log},
+			Ready:   peerReady(client),
+			Logger:  log,
+		})
+		if err != nil {
+			return fmt.Errorf("cannot create CGW server: %w", err)
+		}
+		return srv.Start()
+	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
+	if c.Diameter != "" {
+		var dia *diameter.Server
+		g.Add("Diameter server", func() error {
+			var err error
+			dia, err = diameter.NewServer(diameter.Config{
+				OriginHost: c.OriginHost, OriginRealm: c.OriginRealm, MaxInFlight: c.MaxInFlight, Logger: log,
+				AllowHosts: splitList(c.AllowHosts), AllowRealms: splitList(c.AllowRealms),
+			}, charger)
+			if err != nil {
+				return fmt.Errorf("cannot create Diameter server: %w", err)
+			}
+			if err := dia.RegisterMetrics(telemetry.Meter()); err != nil {
+				return err
+			}
+			if err := dia.Listen(c.Diameter); err != nil {
+				return err
+			}
+			log.Info("serving Diameter Gy", "addr", dia.Addr())
+			return nil
+		}, func(ctx context.Context) error { return dia.Shutdown(ctx) })
+	}
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// peerReady reports ready once one OCP endpoint answers its /readyz.
+func peerReady(c *chassis.Client) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		eps := c.Endpoints()
+		if len(eps) == 0 {
+			return errors.New("no OCP endpoint known")
+		}
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(2 * time.Second)
+		}
+		var last error
+		for _, ep := range eps {
+			status, _, err := fasthttp.GetDeadline(nil, "http://"+ep+"/readyz", deadline)
+			if err == nil && status == fasthttp.StatusOK {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("OCP %s /readyz answered %d", ep, status)
+			}
+			last = err
+		}
+		return last
+	}
+}

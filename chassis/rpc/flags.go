@@ -1,0 +1,28 @@
+package rpc
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/chf-testbed/testbed/chassis"
+)
+
+// RegisterBatchFlags registers --batch-inflight and --batch-max, how the
+// calls to peer are merged into batches (chassis.Batcher), on fs, with
+// cfg's values as defaults.
+func RegisterBatchFlags(fs *flag.FlagSet, cfg *chassis.BatchConfig, peer string) {
+	fs.IntVar(&cfg.MaxInFlight, "batch-inflight", cfg.MaxInFlight,
+		"batches in flight to the "+peer+" at once; calls arriving while that many are out leave together in the next batch; -1 = no batching")
+	fs.IntVar(&cfg.MaxItems, "batch-max", cfg.MaxItems, fmt.Sprintf("most requests in one batch to the %s (1..%d)", peer, MaxBatch))
+}
+
+// ValidateBatch checks the values of the batch flags.
+func ValidateBatch(cfg chassis.BatchConfig) error {
+	if cfg.MaxInFlight == 0 || cfg.MaxInFlight < -1 {
+		return fmt.Errorf("cannot use --batch-inflight %d: want a positive number, or -1 for no batching", cfg.MaxInFlight)
+	}
+	if cfg.MaxItems < 1 || cfg.MaxItems > MaxBatch {
+		return fmt.Errorf("cannot use --batch-max %d: want 1..%d", cfg.MaxItems, MaxBatch)
+	}
+	return nil
+}

@@ -1,0 +1,113 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/chf-testbed/testbed/chassis"
+)
+
+// About is the help text of the local command.
+const About = `Starts aslite, abm, ocp and cgw as separate processes on loopback, provisions the
+accounts, prints the Nchf and balance URLs once ready, and stops every process on
+SIGINT/SIGTERM. Exits non-zero with the error of a service that dies early.`
+
+// CommandConfig is the configuration of the local command (`chf local`):
+// one field per flag. Start from DefaultCommandConfig.
+type CommandConfig struct {
+	Nchf, Diameter            string
+	OCP, ABM, Aerospike       string
+	Accounts                  int
+	Balance                   int64
+	First                     string
+	CGWArgs, OCPArgs, ABMArgs string
+	Quiet                     bool
+	LogLevel                  slog.Level
+}
+
+// DefaultCommandConfig returns the defaults of the local flags.
+func DefaultCommandConfig() CommandConfig {
+	return CommandConfig{Nchf: DefaultNchf, Accounts: DefaultAccounts, Balance: DefaultBalance, First: DefaultFirst}
+}
+
+// RegisterFlags registers the local flags, c's values as defaults.
+func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Nchf, "nchf", c.Nchf, "host:port of the CGW (Nchf over h2c and HTTP/1.1, balance inquiry); port 0 = any free port")
+	fs.StringVar(&c.Diameter, "diameter", c.Diameter, "host:port for the CGW's Diameter Gy front; empty = off")
+	fs.IntVar(&c.Accounts, "accounts", c.Accounts, "accounts to provision, from --first upward")
+	fs.Int64Var(&c.Balance, "balance", c.Balance, "balance of each provisioned account, in minor units")
+	fs.StringVar(&c.First, "first", c.First, "first SUPI to provision")
+	fs.StringVar(&c.OCP, "ocp", c.OCP, "host:port for the OCP; empty = a free loopback port")
+	fs.StringVar(&c.ABM, "abm", c.ABM, "host:port for the ABM; empty = a free loopback port")
+	fs.StringVar(&c.Aerospike, "aerospike", c.Aerospike, "host:port for aslite; empty = a free loopback port")
+	fs.StringVar(&c.CGWArgs, "cgw-args", c.CGWArgs, "extra flags for the cgw process, space-separated (e.g. \"--pprof 127.0.0.1:6060\")")
+	fs.StringVar(&c.OCPArgs, "ocp-args", c.OCPArgs, "extra flags for the ocp process, space-separated")
+	fs.StringVar(&c.ABMArgs, "abm-args", c.ABMArgs, "extra flags for the abm process, space-separated")
+	fs.BoolVar(&c.Quiet, "quiet", c.Quiet, "do not copy the services' logs to stderr")
+	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "log level of the runner: debug, info, warn or error")
+}
+
+// Validate checks the flags' values.
+func (c *CommandConfig) Validate() error {
+	if c.Accounts < 0 {
+		return errors.New("cannot use --accounts: must not be negative")
+	}
+	return nil
+}
+
+// String is the configuration as name=value pairs of its flags.
+func (c CommandConfig) String() string { return chassis.ConfigString(&c) }
+
+// Config returns the Config of Start for c.
+func (c *CommandConfig) Config(log *slog.Logger) Config {
+	cfg := Config{
+		Nchf: c.Nchf, Diameter: c.Diameter, OCP: c.OCP, ABM: c.ABM, Aerospike: c.Aerospike,
+		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log,
+		Args: map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs)},
+	}
+	if c.Accounts == 0 {
+		cfg.Accounts = -1
+	}
+	if c.Quiet {
+		cfg.Logs = io.Discard
+	}
+	return cfg
+}
+
+// Run starts a local CHF as c says, prints its addresses once ready and
+// runs it until SIGINT or SIGTERM (then stops it) or until a service dies
+// (then returns its error).
+func (c *CommandConfig) Run() error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel})).With("service", "local")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	chf, err := Start(ctx, c.Config(log))
+	if err != nil {
+		return err
+	}
+	if d := chf.Addrs["diameter"]; d != "" {
+		fmt.Printf("chf local ready: nchf %s balance %s{supi} diameter %s pids %v\n", chf.NchfURL, chf.BalanceURL, d, chf.Pids())
+	} else {
+		fmt.Printf("chf local ready: nchf %s balance %s{supi} pids %v\n", chf.NchfURL, chf.BalanceURL, chf.Pids())
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+		start := time.Now()
+		err := chf.Stop()
+		log.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
+		return err
+	case <-chf.Done():
+		chf.Stop()
+		return chf.Err()
+	}
+}

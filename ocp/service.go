@@ -1,0 +1,116 @@
+package ocp
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/rpc"
+)
+
+// About is the help text of the ocp command.
+const About = "Runs the Online Charging Processor."
+
+// ServiceConfig is the configuration of the ocp command (`chf ocp`): one
+// field per flag. Start from DefaultServiceConfig.
+type ServiceConfig struct {
+	chassis.Base
+	ABM         chassis.Peer
+	Batch       chassis.BatchConfig
+	Tariff      string
+	MaxInFlight int
+}
+
+// DefaultServiceConfig returns the defaults of the ocp flags.
+func DefaultServiceConfig() ServiceConfig {
+	return ServiceConfig{
+		Base:        chassis.Base{Listen: "127.0.0.1:8081", Tracing: true},
+		ABM:         chassis.Peer{Name: "abm", Addr: "127.0.0.1:8082", Discovery: "static"},
+		Batch:       chassis.BatchConfig{MaxInFlight: chassis.DefaultBatchInFlight, MaxItems: chassis.DefaultBatchItems},
+		MaxInFlight: 4096,
+	}
+}
+
+// RegisterFlags registers the ocp flags, c's values as defaults.
+func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
+	c.Base.RegisterFlags(fs, "host:port serving the OCP API (POST "+ChargePath+", msgp), /healthz, /readyz and /metrics")
+	c.ABM.RegisterFlags(fs)
+	rpc.RegisterBatchFlags(fs, &c.Batch, "abm")
+	fs.StringVar(&c.Tariff, "tariff", c.Tariff, "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md)")
+	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
+}
+
+// Validate checks the flags' values, the tariff file included.
+func (c *ServiceConfig) Validate() error {
+	if err := c.Base.Validate(); err != nil {
+		return err
+	}
+	if c.MaxInFlight <= 0 {
+		return fmt.Errorf("cannot use --max-inflight %d: must be positive", c.MaxInFlight)
+	}
+	if _, err := LoadTariff(c.Tariff); err != nil {
+		return err
+	}
+	if _, err := c.ABM.Source(); err != nil {
+		return err
+	}
+	return rpc.ValidateBatch(c.Batch)
+}
+
+// String is the configuration as name=value pairs of its flags.
+func (c ServiceConfig) String() string { return chassis.ConfigString(&c) }
+
+// Common implements chassis.Service.
+func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
+
+// AddTo adds the OCP's components to g: the ABM client and the server.
+func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
+	tariff, err := LoadTariff(c.Tariff)
+	if err != nil {
+		return err
+	}
+	var client *chassis.Client
+	g.Add("ABM client", func() error {
+		src, err := c.ABM.Source()
+		if err != nil {
+			return err
+		}
+		client, err = chassis.NewClient(chassis.ClientConfig{
+			Peer: "abm", Source: src, Logger: log,
+			// Only calls that never reached an ABM are retried: a repeated
+			// event is charged once but answered with Charged = 0, which would
+			// hide the debit from the front's X-Chf-Charged reconciliation.
+		})
+		if err != nil {
+			return fmt.Errorf("cannot create ABM client: %w", err)
+		}
+		return nil
+	}, func(context.Context) error { client.Close(); return nil })
+	var srv *chassis.Server
+	g.Add("OCP server", func() error {
+		proc := NewProcessor(tariff, abm.NewClient(client, c.Batch))
+		var err error
+		srv, err = chassis.NewServer(chassis.ServerConfig{
+			Service: "ocp", Listen: c.Listen, Handler: Handler(proc), MaxInFlight: c.MaxInFlight, Logger: log,
+			Ready: func(ctx context.Context) error {
+				if len(client.Endpoints()) == 0 {
+					return errors.New("no ABM endpoint known")
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("cannot create OCP server: %w", err)
+		}
+		if err := srv.Start(); err != nil {
+			return err
+		}
+		log.Info("serving", "addr", srv.Addr(), "abm", c.ABM.Addr, "tariff", c.Tariff)
+		return nil
+	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
+	return nil
+}
