@@ -184,8 +184,9 @@ func (p *Peer) Source() (discovery.Source, error) {
 // Group runs the components of a service: Run starts them in the order
 // they were added, waits for SIGINT or SIGTERM (or ctx, or Fail), then
 // stops the started ones in reverse order. All stops share one deadline
-// (StopTimeout), and a stop that outlives it is abandoned, so a stuck
-// component cannot keep the process from exiting.
+// (StopTimeout; a stop reached after it still gets lateStopGrace), and a
+// stop that outlives its deadline is abandoned, so a stuck component
+// cannot keep the process from exiting.
 type Group struct {
 	// Log receives the group's messages (default slog.Default()).
 	Log *slog.Logger
@@ -255,26 +256,43 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 		signal.Stop(sig)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	deadline := time.Now().Add(timeout)
 	errs := []error{runErr}
 	for i := started - 1; i >= 0; i-- {
 		p := g.parts[i]
 		if p.stop == nil {
 			continue
 		}
-		done := make(chan error, 1)
-		go func() { done <- p.stop(sctx) }()
-		select {
-		case err := <-done:
-			if err != nil {
-				errs = append(errs, fmt.Errorf("cannot stop %s: %w", p.name, err))
-			}
-		case <-sctx.Done():
-			errs = append(errs, fmt.Errorf("cannot stop %s within %s: %w", p.name, timeout, sctx.Err()))
+		if err := stopBy(p, deadline); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// lateStopGrace is what a stop gets once the group's stop deadline has
+// passed (an earlier stop used it up), to close its resources.
+const lateStopGrace = time.Second
+
+// stopBy runs p's stop with a context ending at deadline (in
+// lateStopGrace when deadline has passed) and waits for it no longer.
+func stopBy(p part, deadline time.Time) error {
+	if now := time.Now(); !now.Before(deadline) {
+		deadline = now.Add(lateStopGrace)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.stop(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("cannot stop %s: %w", p.name, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cannot stop %s in time: %w", p.name, ctx.Err())
+	}
 }
 
 // Service is a service command's configuration that can add its

@@ -1,0 +1,159 @@
+package chassis
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+type testConfig struct {
+	Base
+	Peer  Peer
+	Count int
+}
+
+func (c *testConfig) RegisterFlags(fs *flag.FlagSet) {
+	c.Base.RegisterFlags(fs, "where to listen")
+	c.Peer.RegisterFlags(fs)
+	fs.IntVar(&c.Count, "count", c.Count, "how many")
+}
+
+func (c *testConfig) Validate() error {
+	if err := c.Base.Validate(); err != nil {
+		return err
+	}
+	if c.Count < 0 {
+		return errors.New("cannot use --count: negative")
+	}
+	_, err := c.Peer.Source()
+	return err
+}
+
+func (c testConfig) String() string { return ConfigString(&c) }
+
+func defaultTestConfig() testConfig {
+	return testConfig{Base: Base{Listen: "127.0.0.1:1", Tracing: true}, Peer: Peer{Name: "ocp", Addr: "127.0.0.1:2", Discovery: "static"}, Count: 3}
+}
+
+func TestParseCommand(t *testing.T) {
+	t.Setenv("CHF_COUNT", "7")
+	t.Setenv("CHF_TRACE_RATIO", "0.5")
+	cfg := defaultTestConfig()
+	run, err := ParseCommand("chf test", "Tests.", &cfg, []string{"--ocp", "127.0.0.1:9,127.0.0.1:10", "--log-level", "debug"})
+	if !run || err != nil {
+		t.Fatalf("ParseCommand = %v, %v", run, err)
+	}
+	if cfg.Count != 7 || cfg.Telemetry.TraceRatio != 0.5 || cfg.Peer.Addr != "127.0.0.1:9,127.0.0.1:10" || cfg.LogLevel != slog.LevelDebug {
+		t.Fatalf("parsed %+v", cfg)
+	}
+	// String comes from the flag set: every flag, in name order, with the
+	// parsed values, the tracing flags included.
+	want := "count=7 discovery=static k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= trace-ratio=0.5"
+	if got := cfg.String(); got != want {
+		t.Fatalf("String() = %q, want %q", got, want)
+	}
+	// String leaves the config alone.
+	if cfg.Count != 7 || cfg.Peer.Addr != "127.0.0.1:9,127.0.0.1:10" {
+		t.Fatalf("String changed the config: %+v", cfg)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--count", "-1"}, "--count"},
+		{[]string{"--listen", "nohostport"}, "--listen"},
+		{[]string{"--trace-ratio", "2"}, "--trace-ratio"},
+		{[]string{"--discovery", "carrier-pigeon"}, "--ocp"},
+		{[]string{"--count", "x"}, "count"},
+		{[]string{"positional"}, "positional"},
+	} {
+		cfg := defaultTestConfig()
+		run, err := parseQuiet(&cfg, tc.args)
+		if run || !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%v: run %v err %v, want a usage error naming %s", tc.args, run, err, tc.flag)
+		}
+	}
+	cfg = defaultTestConfig()
+	if run, err := parseQuiet(&cfg, []string{"--help"}); run || !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("--help: run %v err %v", run, err)
+	}
+}
+
+// parseQuiet is ParseCommand without the flag package's own messages.
+func parseQuiet(cfg Configurable, args []string) (bool, error) {
+	return ParseCommand("chf test", "Tests.", quietConfig{cfg}, args)
+}
+
+type quietConfig struct{ Configurable }
+
+func (q quietConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.SetOutput(io.Discard)
+	q.Configurable.RegisterFlags(fs)
+}
+
+func TestGroup(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var events []string
+	add := func(g *Group, name string, startErr error) {
+		g.Add(name, func() error {
+			events = append(events, "start "+name)
+			return startErr
+		}, func(context.Context) error {
+			events = append(events, "stop "+name)
+			return nil
+		})
+	}
+
+	// Stopped by ctx: start in order, stop in reverse.
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Group{Log: quiet}
+	add(g, "a", nil)
+	add(g, "b", nil)
+	g.Add("c", func() error { cancel(); return nil }, nil)
+	if err := g.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"start a", "start b", "stop b", "stop a"}; !slices.Equal(events, want) {
+		t.Fatalf("events %v, want %v", events, want)
+	}
+
+	// A failed start stops what started before it, and is the error.
+	events = nil
+	g = &Group{Log: quiet}
+	add(g, "a", nil)
+	add(g, "b", errors.New("boom"))
+	add(g, "c", nil)
+	if err := g.Run(context.Background()); err == nil || err.Error() != "boom" {
+		t.Fatalf("Run = %v, want boom", err)
+	}
+	if want := []string{"start a", "start b", "stop a"}; !slices.Equal(events, want) {
+		t.Fatalf("events %v, want %v", events, want)
+	}
+
+	// Fail stops the group; a stop that hangs is abandoned at the
+	// deadline and reported.
+	events = nil
+	g = &Group{Log: quiet, StopTimeout: 50 * time.Millisecond}
+	add(g, "a", nil)
+	hang := make(chan struct{})
+	defer close(hang)
+	g.Add("stuck", func() error { go g.Fail(errors.New("died")); return nil }, func(context.Context) error { <-hang; return nil })
+	start := time.Now()
+	err := g.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "died") || !strings.Contains(err.Error(), "cannot stop stuck") {
+		t.Fatalf("Run = %v, want died and the stuck stop", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("Run took %s with a 50ms stop deadline", el)
+	}
+	if want := []string{"start a", "stop a"}; !slices.Equal(events, want) {
+		t.Fatalf("events %v, want %v", events, want)
+	}
+}
