@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	as "github.com/aerospike/aerospike-client-go/v7"
 	"github.com/aerospike/aerospike-client-go/v7/types"
+
+	"github.com/chf-testbed/testbed/chf"
 )
 
 // ErrBadSUPI is returned for a first SUPI that is not "imsi-" and digits.
@@ -44,22 +44,27 @@ type ProvisionResult struct {
 	Skipped int // accounts that already existed (Overwrite false)
 }
 
-// SUPI returns the SUPI i positions after first ("imsi-" + digits, width
-// kept). It fails when first is malformed or the range overflows its width.
+// SUPI returns the SUPI i positions after first ("imsi-" + up to 15
+// digits, width kept; see chf.SUPI). It fails when first is malformed or
+// the range overflows its width.
 func SUPI(first string, i int) (string, error) {
-	digits, ok := strings.CutPrefix(first, "imsi-")
-	if !ok || len(digits) == 0 || len(digits) > 15 {
-		return "", fmt.Errorf("%w: %q", ErrBadSUPI, first)
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
+	p, err := parseFirst(first)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q", ErrBadSUPI, first)
+		return "", err
 	}
-	s := strconv.FormatUint(n+uint64(i), 10)
-	if len(s) > len(digits) {
-		return "", fmt.Errorf("%w: %s + %d overflows %d digits", ErrBadSUPI, first, i, len(digits))
+	if !p.Fits(i) {
+		return "", fmt.Errorf("%w: %s + %d overflows %d digits", ErrBadSUPI, first, i, p.Width)
 	}
-	return "imsi-" + strings.Repeat("0", len(digits)-len(s)) + s, nil
+	return p.String(i), nil
+}
+
+// parseFirst parses a first SUPI of a provisioned range.
+func parseFirst(first string) (chf.SUPI, error) {
+	p, err := chf.ParseSUPI(first)
+	if err != nil || p.Prefix != "imsi-" || p.Width > 15 {
+		return chf.SUPI{}, fmt.Errorf("%w: %q", ErrBadSUPI, first)
+	}
+	return p, nil
 }
 
 // Provision creates cfg.Count accounts starting at cfg.First with
@@ -91,9 +96,7 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 	if _, err := SUPI(cfg.First, cfg.Count-1); err != nil {
 		return ProvisionResult{}, fmt.Errorf("cannot provision: %w", err)
 	}
-	digits := strings.TrimPrefix(cfg.First, "imsi-")
-	base, _ := strconv.ParseUint(digits, 10, 64)
-	width := len(digits)
+	first, _ := parseFirst(cfg.First) // checked by SUPI above
 
 	wp := as.NewWritePolicy(0, 0)
 	wp.SendKey = true
@@ -145,7 +148,7 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 				}
 				end := min(start+chunk, cfg.Count)
 				if chunk == 1 {
-					buf = appendSUPI(buf[:0], base+uint64(start), width)
+					buf = first.Append(buf[:0], start)
 					key, err := as.NewKey(cfg.Namespace, cfg.Set, string(buf))
 					if err != nil {
 						fail(fmt.Errorf("cannot build key: %w", err))
@@ -164,7 +167,7 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 				}
 				batch = batch[:0]
 				for i := start; i < end; i++ {
-					buf = appendSUPI(buf[:0], base+uint64(i), width)
+					buf = first.Append(buf[:0], i)
 					key, err := as.NewKey(cfg.Namespace, cfg.Set, string(buf))
 					if err != nil {
 						fail(fmt.Errorf("cannot build key: %w", err))
@@ -222,15 +225,4 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 		return res, fmt.Errorf("cannot provision: %w", err)
 	}
 	return res, nil
-}
-
-// appendSUPI appends "imsi-" and n zero-padded to width digits.
-func appendSUPI(dst []byte, n uint64, width int) []byte {
-	dst = append(dst, "imsi-"...)
-	var d [20]byte
-	s := strconv.AppendUint(d[:0], n, 10)
-	for i := len(s); i < width; i++ {
-		dst = append(dst, '0')
-	}
-	return append(dst, s...)
 }

@@ -15,11 +15,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/chf-testbed/testbed/chf"
 )
 
 // ErrInvalid wraps every validation error.
@@ -335,37 +335,9 @@ func (s *Scenario) OfferedTPS() float64 {
 	return s.Load.SessionsPerSecond * s.TxnsPerFlow()
 }
 
-// SUPI is a subscriber identity split into prefix and numeric part.
-type SUPI struct {
-	Prefix string // "imsi-"
-	Number uint64
-	Width  int // digits, zero-padded
-}
+// SUPI is a subscriber identity split into prefix and numeric part
+// (chf.SUPI, shared with provisioning).
+type SUPI = chf.SUPI
 
 // ParseSUPI splits "imsi-001010000000001".
-func ParseSUPI(s string) (SUPI, error) {
-	i := strings.LastIndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
-	digits := s[i+1:]
-	if digits == "" || len(digits) > 19 {
-		return SUPI{}, fmt.Errorf("SUPI %q must end in 1..19 digits", s)
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil {
-		return SUPI{}, fmt.Errorf("cannot parse SUPI %q: %w", s, err)
-	}
-	return SUPI{Prefix: s[:i+1], Number: n, Width: len(digits)}, nil
-}
-
-// Append appends the SUPI offset by i to dst.
-func (p SUPI) Append(dst []byte, i int) []byte {
-	dst = append(dst, p.Prefix...)
-	var tmp [20]byte
-	b := strconv.AppendUint(tmp[:0], p.Number+uint64(i), 10)
-	for n := len(b); n < p.Width; n++ {
-		dst = append(dst, '0')
-	}
-	return append(dst, b...)
-}
-
-// String returns the SUPI offset by i.
-func (p SUPI) String(i int) string { return string(p.Append(nil, i)) }
+func ParseSUPI(s string) (SUPI, error) { return chf.ParseSUPI(s) }
