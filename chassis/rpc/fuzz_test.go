@@ -24,15 +24,23 @@ func chargeSeeds() [][]byte {
 		{Op: 2, SUPI: "imsi-001010000000002", Session: "s2", Seq: 1, Lines: []chf.UsageLine{{RatingGroup: 10, Used: chf.Units{TotalVolume: 1000}, Request: true}, {RatingGroup: 20}}},
 		{Op: 4, SUPI: "imsi-001010000000003"},
 	}
+	return append(prefixBatches(reqs), AppendBatchHeader(nil, 0), AppendBatchHeader(nil, MaxBatch+1))
+}
+
+// prefixBatches encodes the batches of the first 1, 2, ... of reqs.
+func prefixBatches[T any, R interface {
+	*T
+	Message
+}](reqs []T) [][]byte {
 	var out [][]byte
 	for n := 1; n <= len(reqs); n++ {
 		b := AppendBatchHeader(nil, n)
 		for i := range n {
-			b, _ = reqs[i].MarshalMsg(b)
+			b, _ = R(&reqs[i]).MarshalMsg(b)
 		}
 		out = append(out, b)
 	}
-	return append(out, AppendBatchHeader(nil, 0), AppendBatchHeader(nil, MaxBatch+1))
+	return out
 }
 
 func applySeeds() [][]byte {
@@ -41,15 +49,7 @@ func applySeeds() [][]byte {
 		{Op: 2, SUPI: "imsi-001010000000002", Session: "s2", Seq: 1, Lines: []chf.RatedLine{{RatingGroup: 10, UsedUnits: 1000, UsedCost: 1}}},
 		{Op: 4, SUPI: "imsi-001010000000003"},
 	}
-	var out [][]byte
-	for n := 1; n <= len(reqs); n++ {
-		b := AppendBatchHeader(nil, n)
-		for i := range n {
-			b, _ = reqs[i].MarshalMsg(b)
-		}
-		out = append(out, b)
-	}
-	return out
+	return prefixBatches(reqs)
 }
 
 func replySeeds() [][]byte {
