@@ -156,10 +156,9 @@ func flagName(env string) string {
 }
 
 // checkFlags runs `chf <args> --check-flags` with exactly the container's
-// environment. It skips while the subcommand or --check-flags does not
-// exist yet, and otherwise fails on a non-zero exit or on a CHF_* variable
-// that names no flag of the subcommand (which the binary would silently
-// ignore).
+// environment. It fails when the subcommand or --check-flags does not
+// exist, on a non-zero exit, and on a CHF_* variable that names no flag of
+// the subcommand (which the binary would silently ignore).
 func checkFlags(t *testing.T, bin string, o *objects, spec corev1.PodSpec, c corev1.Container) {
 	t.Helper()
 	env := fakePodEnv(t, c)
