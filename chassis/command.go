@@ -39,7 +39,7 @@ type Configurable interface {
 
 // ErrUsage is wrapped by the errors of ParseCommand that are the user's
 // (bad flags, positional arguments, invalid values): exit status 2.
-var ErrUsage = errors.New("usage")
+var ErrUsage = errors.New("chassis: usage error")
 
 // usageError marks err as ErrUsage while keeping its text.
 type usageError struct{ err error }
