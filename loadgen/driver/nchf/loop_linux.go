@@ -39,9 +39,10 @@ import (
 // which it does before every wait (runtime.Gosched) when GOMAXPROCS is 1;
 // with more Ps they run on the others as usual. The wait ends early on a
 // signal (EINTR), so stop-the-world and preemption requests are honoured.
-// Before each wait the thread's timer slack is set to 1 ns (prctl), so
-// the wait ends when asked, not up to the default 50 µs later: the
-// engine sends each request at its due time.
+// The thread's timer slack is set to 1 ns (prctl, renewed every
+// slackRenew waits in case the goroutine moved to another thread), so a
+// wait ends when asked, not up to the default 50 µs later: the engine
+// sends each request at its due time.
 type loop struct {
 	d       *Driver
 	h       *h2Conns
@@ -56,7 +57,8 @@ type loop struct {
 	live    []*pconn  // every ready connection
 	dialing int       // connections being established
 	closed  bool
-	yield   bool // GOMAXPROCS was 1: yield the P before each wait
+	yield   bool   // GOMAXPROCS was 1: yield the P before each wait
+	waits   uint32 // counts waits, to renew the timer slack now and then
 	free    []*lcall
 	// requests in flight or waiting for a connection, in deadline order
 	// (every request has the same timeout: queue order)
@@ -120,8 +122,10 @@ const (
 	// sysEpollPwait2 is epoll_pwait2(2) (Linux 5.11+), the same number on
 	// every architecture.
 	sysEpollPwait2 = 441
-	// prSetTimerSlack is prctl's PR_SET_TIMERSLACK.
+	// prSetTimerSlack is prctl's PR_SET_TIMERSLACK; it is renewed every
+	// slackRenew waits (each prctl costs about half a µs).
 	prSetTimerSlack = 29
+	slackRenew      = 64
 	// dialRetry is how long after a failed dial requests to that target
 	// fail at once (with the dial's error) instead of dialing again.
 	dialRetry = 100 * time.Millisecond
@@ -342,7 +346,12 @@ func (l *loop) Poll(wait time.Duration) error {
 			// (futex) every time.
 			runtime.Gosched()
 		}
-		syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, 1, 0)
+		if l.waits%slackRenew == 0 {
+			// The slack is per thread, and the goroutine may have moved
+			// to another (rarely: its waits are raw system calls).
+			syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, 1, 0)
+		}
+		l.waits++
 	}
 	if wait > 0 && wait <= driver.SleepThrough && l.dialing == 0 {
 		// Sleep through the interval whatever arrives, then take it all:
