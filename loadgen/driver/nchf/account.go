@@ -34,11 +34,14 @@ type accountJSON struct {
 }
 
 // ReadAccount reads the balance of supi from target (an index, modulo
-// Targets) with GET /chf/v1/accounts/{supi}. A transport failure returns
+// Targets) with GET /chf/v1/accounts/{supi}, bounded by the driver's
+// timeout (and ctx). A transport failure returns
 // an error wrapping driver.ErrTimeout or driver.ErrConnection; a status
 // other than 200 and 404 is an error too.
 func (r *AccountReader) ReadAccount(ctx context.Context, target int, supi []byte) (Account, error) {
 	e := &r.ex
+	ctx, cancel := context.WithTimeout(ctx, e.d.timeout)
+	defer cancel()
 	c := driver.Charge{Op: driver.ChargeBalance, Target: target, SUPI: supi}
 	e.d.build(&e.m, &c)
 	if err := e.send(ctx, target); err != nil {

@@ -3,6 +3,7 @@
 package nchf
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,5 +216,23 @@ func TestAsyncHasNoLoop(t *testing.T) {
 	defer w.Close()
 	if _, ok := w.(*driver.Pool); !ok {
 		t.Fatalf("h2c-async worker %T, want a driver.Pool", w)
+	}
+}
+
+// A balance read from a server that completes the HTTP/2 handshake and
+// never answers ends with a timeout after the driver's timeout.
+func TestReadAccountBounded(t *testing.T) {
+	addr, _ := startH2C(t, 100, func(w *h2c.Response, r *h2c.Request) { time.Sleep(2 * time.Second) })
+	for _, proto := range []string{"h2c", "h2c-async"} {
+		d, err := New(driver.Config{Proto: proto, Targets: []string{addr}, Timeout: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		_, err = d.NewAccountReader().ReadAccount(context.Background(), 0, []byte("imsi-1"))
+		if !errors.Is(err, driver.ErrTimeout) || time.Since(t0) > time.Second {
+			t.Errorf("%s: %v after %v, want a timeout after 100ms", proto, err, time.Since(t0))
+		}
+		d.Close()
 	}
 }
