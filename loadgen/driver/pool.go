@@ -139,9 +139,7 @@ func (p *Pool) Poll(wait time.Duration) error {
 	case <-p.timer.C:
 		return nil
 	}
-	if !p.timer.Stop() {
-		<-p.timer.C
-	}
+	p.timer.Stop() // no stale value can be received after Stop (Go 1.23+)
 	return nil
 }
 
