@@ -325,6 +325,33 @@ func (c *Conn) Do(ctx context.Context, req *ClientRequest, resp *ClientResponse)
 	return err
 }
 
+// CancelRoundTrip abandons the RoundTrip whose response resp receives,
+// for a caller that gives up at its own deadline (the connection has
+// none): the stream is reset (RST_STREAM CANCEL, written with the next
+// flush) and its done callback will not run; resp is free at once. It
+// reports whether the request was still in flight. It costs a scan of the
+// streams in flight.
+func (c *Conn) CancelRoundTrip(resp *ClientResponse) bool {
+	l := &c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, s := range l.streams {
+		st, ok := s.(*cstream)
+		if !ok || st.resp != resp || st.cb == nil {
+			continue
+		}
+		if !l.closing {
+			l.wf.WriteRSTStream(id, http2.ErrCodeCancel)
+			l.kickLocked()
+		}
+		c.forgetLocked(st)
+		st.resp, st.cb = nil, nil
+		cstreamPool.Put(st)
+		return true
+	}
+	return false
+}
+
 // start opens a stream for req; flush wakes the writer for it.
 func (c *Conn) start(req *ClientRequest, resp *ClientResponse, cb func(*ClientResponse, error), flush bool) (*cstream, error) {
 	l := &c.l

@@ -12,17 +12,14 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
 
-	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 	"github.com/chf-testbed/testbed/loadgen/engine"
-	"github.com/chf-testbed/testbed/loadgen/nchf"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
 
@@ -61,14 +58,9 @@ func AllIndexes(n int) []int32 {
 	return out
 }
 
-type accountJSON struct {
-	Balance  *int64 `json:"balance"`
-	Reserved int64  `json:"reserved"`
-}
-
 // Read fetches the balances of the given subscriber indexes (ascending)
 // with up to concurrency requests in flight.
-func Read(ctx context.Context, d driver.Driver, first scenario.SUPI, idx []int32, concurrency int) (*Snapshot, error) {
+func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32, concurrency int) (*Snapshot, error) {
 	if concurrency <= 0 {
 		concurrency = 128
 	}
@@ -82,39 +74,28 @@ func Read(ctx context.Context, d driver.Driver, first scenario.SUPI, idx []int32
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var req driver.Request
-			var resp driver.Response
-			var supi, path []byte
+			rd := d.NewAccountReader()
+			var supi []byte
 			for {
 				k := int(next.Add(1) - 1)
 				if k >= len(idx) || ctx.Err() != nil {
 					return
 				}
 				supi = first.Append(supi[:0], int(idx[k]))
-				path = nchf.AppendAccountPath(path[:0], supi)
-				req = driver.Request{Target: k % d.Targets(), Method: http.MethodGet, Path: path}
+				var a nchf.Account
 				var err error
 				for try := 0; try < 3; try++ {
-					if err = d.Do(ctx, &req, &resp); err == nil && resp.Status < 500 {
+					if a, err = rd.ReadAccount(ctx, k%d.Targets(), supi); err == nil {
 						break
 					}
 				}
-				switch {
-				case err != nil:
+				if err != nil {
 					failed.Add(1)
 					once.Do(func() { firstErr = err })
-				case resp.Status == http.StatusNotFound:
-				case resp.Status != http.StatusOK:
-					failed.Add(1)
-					once.Do(func() { firstErr = fmt.Errorf("status %d for %s", resp.Status, supi) })
-				default:
-					var a accountJSON
-					if err := json.Unmarshal(resp.Body, &a); err != nil || a.Balance == nil {
-						failed.Add(1)
-						once.Do(func() { firstErr = fmt.Errorf("bad account body for %s: %q", supi, resp.Body) })
-						continue
-					}
-					s.Accounts[k] = Account{Balance: *a.Balance, Reserved: a.Reserved, Found: true}
+					continue
+				}
+				if a.Found {
+					s.Accounts[k] = Account{Balance: a.Balance, Reserved: a.Reserved, Found: true}
 				}
 			}
 		}()

@@ -1,16 +1,17 @@
-// Package driver sends the load generator's requests over a protocol: HTTP/2
-// cleartext with prior knowledge ("h2c", the project's lean chassis/h2c
-// client, driven by the caller's event loop where the platform allows, see
-// Looper; "h2c-async", the same client with a reader and a writer
-// goroutine per connection; "h2c-std", golang.org/x/net/http2.Transport,
-// for comparison),
-// HTTP/1.1 ("http1", fasthttp) or Diameter Gy ("gy", loadgen/gy; it takes
-// protocol-neutral Request.Charge descriptions, see Charging). Every
-// driver balances requests over several targets (CGW addresses) as the
-// caller chooses by index, and classifies transport failures.
+// Package driver is the boundary between the load engine and the
+// protocols: the engine describes each transaction as a protocol-neutral
+// Charge and receives a protocol-neutral Outcome; a Driver (package
+// loadgen/driver/nchf for Nchf over HTTP/2 or HTTP/1.1, loadgen/driver/gy
+// for Diameter Gy) owns everything about the wire: paths, bodies, CCRs,
+// status and result-code classification, connections.
 //
-// A Driver is safe for concurrent use. Request and Response are owned by the
-// caller; a driver never keeps them after Do returns.
+// The engine sees one execution model: each of its scheduler goroutines
+// owns a Worker (Driver.NewWorker), queues charges on it, flushes them,
+// and calls Poll, which waits for and handles network events and runs the
+// done callbacks on the calling goroutine. The h2c event loop implements
+// Worker natively; transports whose requests block a goroutine are
+// adapted by Pool (a bounded set of goroutines feeding a completion
+// channel that Poll drains).
 package driver
 
 import (
@@ -23,90 +24,149 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chf-testbed/testbed/chassis/h2c"
+	"github.com/chf-testbed/testbed/chf"
 )
 
-// Errors a Do call returns, wrapped.
+// Errors a done callback or Queue returns, wrapped.
 var (
 	ErrTimeout    = errors.New("driver: timeout")
 	ErrConnection = errors.New("driver: connection failed")
 	ErrProto      = errors.New("driver: unknown protocol")
+	ErrClosed     = errors.New("driver: worker closed")
 )
 
-// Request is one HTTP request.
-type Request struct {
-	Target int    // index into the driver's targets
-	Method string // "GET" or "POST"
-	Path   []byte // absolute path, e.g. /nchf-convergedcharging/v3/chargingdata
-	Body   []byte // JSON body; nil for GET
-	// Charge describes the transaction for Charging drivers (gy), which
-	// ignore Method, Path and Body; HTTP drivers ignore it.
-	Charge *Charge
+// ChargeOp is the kind of a protocol-neutral charging transaction.
+type ChargeOp uint8
+
+// Charging transactions, in the load engine's operation order.
+const (
+	ChargeCreate  ChargeOp = iota // session start (Nchf create, Gy CCR INITIAL)
+	ChargeUpdate                  // Nchf update, Gy CCR UPDATE
+	ChargeRelease                 // Nchf release, Gy CCR TERMINATION
+	ChargeEvent                   // one-time event (SMS): Gy CCR EVENT DIRECT_DEBITING
+	ChargeBalance                 // balance inquiry: Gy CCR EVENT CHECK_BALANCE
+)
+
+// Charge describes one charging transaction independently of the
+// protocol. It is owned by the caller; a driver reads it only during
+// Worker.Queue (it copies what it needs).
+type Charge struct {
+	Op ChargeOp
+	// Target is the index of the target (or Gy peer) to send to, modulo
+	// Driver.Targets.
+	Target int
+	// Flow identifies the flow (session, event or inquiry) among the
+	// run's: the same on every request of a flow and on a
+	// retransmission. Gy derives the Session-Id of a create, event or
+	// inquiry from it, so that a retransmitted one repeats it.
+	Flow uint64
+	// SUPI is the subscriber, "imsi-<digits>" (or "msisdn-<digits>").
+	SUPI []byte
+	// Session is the reference a create returned (Outcome.Ref); used by
+	// update and release.
+	Session []byte
+	// Seq is the invocation sequence number: numbers the requests of a
+	// session from 0 (the create); Gy's CC-Request-Number.
+	Seq         uint32
+	RatingGroup uint32
+	// Request asks for quota (Requested; empty = the CHF picks).
+	Request   bool
+	Requested chf.Units
+	// Used is the usage reported, when not zero.
+	Used chf.Units
+	// Invoked is the invocation timestamp; identical on a retransmission.
+	Invoked time.Time
+	// Retransmit sets the protocol's retransmission flag (Nchf
+	// retransmissionIndicator, Gy T flag).
+	Retransmit bool
 }
 
-// Response is what Do fills. Body and Location are reused across calls: Do
-// truncates and appends.
-type Response struct {
-	Status   int
-	Body     []byte
-	Location []byte
-	// Charged is the X-Chf-Charged header; HasCharged tells whether it was
-	// present and valid.
+// Outcome is what a driver reports about one Charge. Ref is reused across
+// requests: the driver truncates and appends.
+type Outcome struct {
+	// Class names why the transaction failed ("timeout", "connection",
+	// "http_404", "rg_4012", "gy_5030", "no_location", ...); "" = success.
+	Class string
+	// Ref is the session reference a create returned (Nchf
+	// ChargingDataRef, Gy Session-Id); empty when no session exists.
+	Ref []byte
+	// Charged is what the CHF reported charging (X-Chf-Charged, Gy
+	// Cost-Information); HasCharged tells whether it reported it.
 	Charged    int64
 	HasCharged bool
-	// Received, when set (event-loop drivers, see Loop), is when the
-	// response reached the client's socket; zero means when Do returned
-	// or the done callback ran.
+	// Resolved is set when the CHF answered definitively: the charge is
+	// known applied as answered, or refused. False for timeouts,
+	// connection failures and server errors.
+	Resolved bool
+	// Gone is set when the session no longer exists: the flow ends.
+	Gone bool
+	// Received is when the answer arrived (the kernel's stamp where the
+	// transport has it); zero when unknown.
 	Received time.Time
-	// Class, set by Charging drivers, names why an answered request
-	// failed ("gy_5030", "rg_4012"); empty = success. HTTP drivers leave
-	// it empty: the engine classifies their status and body.
-	Class string
-
-	gy gyState // reused by the gy driver
-
-	h2     h2c.ClientResponse // reused by the h2c driver
-	h2req  h2c.ClientRequest  // the request in flight (async h2c)
-	h2cb   func(*h2c.ClientResponse, error)
-	h2lcb  func(*h2c.ClientResponse, error) // h2cb behind an event loop's arrival stamp
-	h2done func(error)
 }
 
-// Reset clears r, keeping its buffers.
-func (r *Response) Reset() {
-	r.Status = 0
-	r.Body = r.Body[:0]
-	r.Location = r.Location[:0]
-	r.Charged = 0
-	r.HasCharged = false
-	r.Class = ""
-	r.Received = time.Time{}
+// Reset clears o, keeping its buffer.
+func (o *Outcome) Reset() {
+	*o = Outcome{Ref: o.Ref[:0]}
 }
 
-// Driver sends requests.
+// Fail fills o for a request that got no answer: err wraps ErrTimeout or
+// ErrConnection.
+func (o *Outcome) Fail(err error) {
+	o.Reset()
+	o.Class = ClassConnection
+	if errors.Is(err, ErrTimeout) {
+		o.Class = ClassTimeout
+	}
+}
+
+// Error classes of requests without an answer.
+const (
+	ClassTimeout    = "timeout"
+	ClassConnection = "connection"
+)
+
+// Driver creates workers over one protocol's connections to its targets.
+// It is safe for concurrent use.
 type Driver interface {
-	// Do sends req and fills resp (which it resets first). A transport
-	// failure returns an error wrapping ErrTimeout or ErrConnection; any
-	// HTTP status is a successful Do.
-	Do(ctx context.Context, req *Request, resp *Response) error
-	// Targets returns the number of targets.
+	// NewWorker returns an endpoint for one goroutine.
+	NewWorker() (Worker, error)
+	// Targets returns the number of targets (Charge.Target's range).
 	Targets() int
-	// Close releases connections.
+	// Close releases the driver's shared resources; workers must be
+	// closed first.
 	Close()
 }
 
-// Async is implemented by drivers that can send without a goroutine per
-// request in flight.
-type Async interface {
-	// Start sends req and calls done once resp is filled (nil) or the
-	// request failed (an error wrapping ErrTimeout or ErrConnection).
-	// done runs on a driver goroutine: it must be quick and must not
-	// block. An error returned by Start itself means done is not called.
-	// req and resp must not be touched until done is called. There is no
-	// timeout: the caller gives up on a request itself (and must then
-	// abandon req and resp, which the driver may still write).
-	Start(req *Request, resp *Response, done func(error)) error
+// Worker is one goroutine's endpoint of a Driver: it is not safe for
+// concurrent use. Every request is bounded by the driver's Config.Timeout:
+// a request that gets no answer in time completes with an error wrapping
+// ErrTimeout.
+type Worker interface {
+	// Queue starts c; the request may wait until Flush. done runs once,
+	// inside a later Poll (or Close) on the calling goroutine, after o
+	// is filled: with nil when an answer arrived (o.Class says whether it
+	// was a success), or an error wrapping ErrTimeout or ErrConnection
+	// (o filled by Outcome.Fail). done must not call back into the
+	// Worker. An error returned by Queue means done will not be called.
+	// o must not be touched until done runs.
+	Queue(c *Charge, o *Outcome, done func(error)) error
+	// Flush sends every queued request.
+	Flush()
+	// Poll handles what is ready and waits at most wait for more (wait
+	// <= 0: only looks). It returns early after handling a completion,
+	// except that a wait of at most SleepThrough may be slept through
+	// in full and everything that arrived handled at its end: one
+	// wake-up, the answers stamped with their arrival time anyway.
+	Poll(wait time.Duration) error
+	// Close abandons the requests in flight (their done callbacks are
+	// not called) and releases the worker's connections.
+	Close()
 }
+
+// SleepThrough is the longest Poll wait a Worker may sleep through
+// without waking for completions.
+const SleepThrough = time.Millisecond
 
 // Config selects and tunes a driver.
 type Config struct {
@@ -115,14 +175,37 @@ type Config struct {
 	// Conns is the number of connections per target (HTTP/2: streams are
 	// multiplexed on them; HTTP/1.1: the pool size; gy: Diameter peers,
 	// each its own Origin-Host). 0 = default.
-	Conns   int
+	Conns int
+	// Timeout bounds every wait: connecting and handshakes, and each
+	// request. 0 = 2s.
 	Timeout time.Duration
+	// Blocking sends h2c through a goroutine per request in flight
+	// (Pool) instead of the event loop, for comparison.
+	Blocking bool
+	// NFName is the nfConsumerIdentification.nFName sent by Nchf (an NF
+	// instance UUID); empty picks a fixed one.
+	NFName string
 }
+
+// DefaultTimeout is Config.Timeout's default.
+const DefaultTimeout = 2 * time.Second
 
 // ParseTargets splits "http://a:1,http://b:2" and checks every URL; the
 // returned values are host:port.
 func ParseTargets(s string) ([]string, error) {
 	return parseTargets(s, "http", "only http:// (cleartext) is supported", false)
+}
+
+// ParseDiameterTargets splits "diameter://a:3868,diameter://b:3868" (the
+// scheme may be omitted) and checks every address; the returned values
+// are host:port.
+func ParseDiameterTargets(s string) ([]string, error) {
+	return parseTargets(s, "diameter", "want diameter://HOST:PORT", true)
+}
+
+// IsDiameterTarget reports whether a --target value names Diameter peers.
+func IsDiameterTarget(s string) bool {
+	return strings.HasPrefix(strings.TrimSpace(s), "diameter://")
 }
 
 // parseTargets splits a comma list of scheme://HOST:PORT (the scheme may
@@ -160,34 +243,11 @@ func parseTargets(s, scheme, wrong string, needHost bool) ([]string, error) {
 	return out, nil
 }
 
-// New builds the driver cfg names.
-func New(cfg Config) (Driver, error) {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 2 * time.Second
-	}
-	switch cfg.Proto {
-	case "", "h2c":
-		return newH2C(cfg)
-	case "h2c-async":
-		d, err := newH2C(cfg)
-		if d != nil {
-			d.noLoop = true
-		}
-		return d, err
-	case "h2c-std":
-		return newStdH2(cfg)
-	case "http1":
-		return newHTTP1(cfg)
-	case "gy":
-		return newGy(cfg)
-	}
-	return nil, fmt.Errorf("%w %q (want h2c, h2c-async, h2c-std, http1 or gy)", ErrProto, cfg.Proto)
-}
-
-// classify wraps a transport error as timeout or connection.
-func classify(err error) error {
-	if err == nil {
-		return nil
+// Classify wraps a transport error as ErrTimeout or ErrConnection (nil
+// stays nil; an error that already wraps one of them is returned as is).
+func Classify(err error) error {
+	if err == nil || errors.Is(err, ErrTimeout) || errors.Is(err, ErrConnection) {
+		return err
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||

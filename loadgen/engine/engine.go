@@ -1,35 +1,36 @@
 // Package engine is the open-loop scheduler of the load generator.
 //
 // Flows (sessions, SMS events, balance inquiries; see loadgen/scenario)
-// start at times computed in advance from the offered rate and ramp-up,
-// and every later request of a session is due a think time after the
-// previous one was *scheduled*, whatever the responses did. Requests leave
-// at their due times; latency is measured from the due time (so a stalled
-// server shows up in every request that queued behind it: no coordinated
-// omission) and service time from the actual send.
+// start at times computed from the offered rate and ramp-up (generated as
+// they fall due, never materialised), and every later request of a session
+// is due a think time after the previous one was *scheduled*, whatever the
+// responses did. Requests leave at their due times; latency is measured
+// from the due time (so a stalled server shows up in every request that
+// queued behind it: no coordinated omission), service time from the
+// actual send, and the scheduling lag (actual − due send) is recorded
+// beside them so that a reader can see the instrument's own lateness.
+//
+// The engine knows flows, their timing and the ledger, and nothing about
+// HTTP or Diameter: it describes each request as a protocol-neutral
+// driver.Charge and reads back a driver.Outcome (see loadgen/driver).
 //
 // Data flow: Run starts W workers. A worker owns its flows, a min-heap of
-// due requests, a FIFO backlog, its histograms and counters; it hands due
-// requests to its own pool of sender goroutines (bounded: at most
-// MaxInFlight/W requests in flight per worker) and receives them back on
-// its own completion channel, so nothing in the load loop takes a shared
-// lock. With an asynchronous driver (driver.Async) there are no sender
-// goroutines: the worker starts requests itself (with a driver.Batcher,
-// every request due in one pacing tick is queued and flushed in one
-// write) and the driver's callbacks stamp the completion time and append
-// to the worker's completion queue, waking the worker only when it would
-// not wake within the pacing interval anyway. With a driver.Looper (h2c
-// on Linux) each worker owns an event loop with its own connections: it
-// waits in the loop's Poll instead of on a timer, and the callbacks run
-// inside Poll on the worker's goroutine, stamped with the time the
-// response reached the socket; paced, the worker sleeps to the next tick
-// and takes the responses then (one wake-up per tick). A request that
-// finds the pool full waits in the backlog; it is
-// counted late if it leaves more than LateThreshold after its due time, and
-// a new flow that cannot leave within LateDrop is dropped and counted.
-// Workers publish one interval summary per second to an aggregator that
-// drives live progress and the time series; at the end the per-worker
-// histograms are merged exactly.
+// due requests, a bounded FIFO backlog, its histograms and counters, and
+// its own driver.Worker (for h2c on Linux an event loop with its own
+// connections): it queues every request due, flushes them, and waits in
+// the driver worker's Poll until the next due time, the done callbacks
+// running inside Poll on the worker's goroutine, so nothing in the load
+// loop takes a shared lock. With Pacing it wakes on multiples of the
+// pacing interval instead and sends every request due by then together.
+// A request that finds MaxInFlight/W requests in flight waits in the
+// backlog; it is counted late if it leaves more than LateThreshold after
+// its due time, and a new flow that cannot leave within LateDrop (or finds
+// the backlog full) is dropped and counted. Every request is bounded by
+// the driver's timeout, the drain at the end by the timeout and the think
+// time, and a cancelled run by interruptGrace: memory and time never grow
+// with the offered rate. Workers publish one interval summary per second
+// to an aggregator that drives live progress and the time series; at the
+// end the per-worker histograms are merged exactly.
 package engine
 
 import (
@@ -78,23 +79,30 @@ type Config struct {
 	// TxnPerWorker transactions per second offered, at least one and at
 	// most GOMAXPROCS. Fewer workers batch more requests per wake-up.
 	Workers int
-	// NFName is the nfConsumerIdentification.nFName sent (an NF instance
-	// UUID); empty picks a fixed one.
-	NFName string
 	// Tick, when set, is called from one goroutine about once a second
 	// with the figures of the last complete second.
 	Tick func(Tick)
 	// Pacing, when positive, makes workers wake on multiples of it and
 	// send every request due by then in one batch: fewer wake-ups and
 	// system calls per request, at the cost of sends up to Pacing late
-	// (which the latency, measured from the due time, shows).
+	// (which the latency, measured from the due time, and the scheduling
+	// lag show). 0 sends each request at its own due time.
 	Pacing time.Duration
-	// NoAsync sends through a goroutine per request in flight even when
-	// the driver implements driver.Async.
-	NoAsync bool
+	// Rater, when set, gives the charge expected for each logical request
+	// resolved as a success (Ledger.Expected): an expectation independent
+	// of what the CHF reports.
+	Rater Rater
 	// Phase, when set, is called when the run enters a phase
 	// ("ramp-up", "warm-up", "measure", "drain", "done").
 	Phase func(name string)
+}
+
+// Rater rates a charge independently of the CHF.
+type Rater interface {
+	// Rate returns the charge expected, in minor units, for the usage c
+	// reports: Used on update and release, Requested on an event; 0 for
+	// create and balance.
+	Rate(c *driver.Charge) int64
 }
 
 // Tick is one second of a run.
@@ -122,6 +130,9 @@ type OpStats struct {
 	Dropped int64
 	Latency *histogram.Histogram // from the due time
 	Service *histogram.Histogram // from the actual send
+	// SchedLag is actual send − due time of each request sent (first
+	// attempts): the scheduler's own lateness.
+	SchedLag *histogram.Histogram
 }
 
 // Stats is the outcome of a run. Counts and histograms cover requests due
@@ -143,6 +154,28 @@ type Stats struct {
 	Unresolved int64
 	// MissingCharged counts 2xx charging answers without X-Chf-Charged.
 	MissingCharged int64
+	// Interrupted is set when ctx was cancelled before the run ended:
+	// no flow started after it, live sessions were released, and what
+	// was still in flight after a grace period was abandoned.
+	Interrupted bool
+	// Abandoned counts requests given up without an outcome: in flight or
+	// waiting when an interrupted run (or a drain beyond its bound)
+	// ended.
+	Abandoned int64
+	// Retransmits counts requests sent again with the same identity
+	// (Scenario.Retransmit), RetransmitMismatches the retransmissions
+	// whose answer reported another charge than the first answer.
+	Retransmits          int64
+	RetransmitMismatches int64
+}
+
+// SchedLag returns the merged scheduling-lag histogram of every operation.
+func (s *Stats) SchedLag() *histogram.Histogram {
+	h := histogram.New()
+	for i := range s.Ops {
+		h.Merge(s.Ops[i].SchedLag)
+	}
+	return h
 }
 
 // Latency returns the merged latency histogram of every operation.
@@ -175,8 +208,9 @@ func (s *Stats) Totals() (count, errs, late, dropped int64) {
 }
 
 // Run executes cfg and returns its statistics. Cancelling ctx ends the
-// measured window early: no new flow starts and live sessions are
-// released before Run returns.
+// run within about interruptGrace: no new flow starts, live sessions are
+// released at once, requests still in flight after the grace period are
+// abandoned (Stats.Abandoned), and Stats.Interrupted is set.
 func Run(ctx context.Context, cfg Config) (*Stats, error) {
 	sc := cfg.Scenario
 	if err := sc.Validate(); err != nil {
@@ -193,9 +227,6 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 	if nw > sc.MaxInFlight {
 		nw = sc.MaxInFlight
 	}
-	if cfg.NFName == "" {
-		cfg.NFName = "6b4f6e1c-2d3a-4c5b-9e8f-0a1b2c3d4e5f"
-	}
 	ramp := sc.Phases.RampUp.D()
 	mStart := ramp + sc.Phases.WarmUp.D()
 	mEnd := mStart + sc.Phases.Duration.D()
@@ -207,8 +238,14 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 	workers := make([]*worker, nw)
 	var wg sync.WaitGroup
 	for i := range workers {
-		w := newWorker(i, nw, &cfg, first, start, sched, agg, mStart, mEnd)
-		workers[i] = w
+		dw, err := cfg.Driver.NewWorker()
+		if err != nil {
+			for _, w := range workers[:i] {
+				w.dw.Close()
+			}
+			return nil, fmt.Errorf("cannot create a driver worker: %w", err)
+		}
+		workers[i] = newWorker(i, nw, &cfg, dw, first, start, sched, agg, mStart, mEnd)
 	}
 	aggDone := make(chan struct{})
 	go func() { agg.run(); close(aggDone) }()
@@ -238,6 +275,7 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 	for i := range st.Ops {
 		st.Ops[i].Latency = histogram.New()
 		st.Ops[i].Service = histogram.New()
+		st.Ops[i].SchedLag = histogram.New()
 	}
 	for i, w := range workers {
 		for o := range st.Ops {
@@ -248,6 +286,7 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 			a.Dropped += b.Dropped
 			a.Latency.Merge(b.Latency)
 			a.Service.Merge(b.Service)
+			a.SchedLag.Merge(b.SchedLag)
 		}
 		for k, v := range w.errors {
 			st.Errors[k] += v
@@ -256,6 +295,10 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		st.Offered += w.offered
 		st.Unresolved += w.unresolved
 		st.MissingCharged += w.missingCharged
+		st.Abandoned += w.abandoned
+		st.Retransmits += w.retransmits
+		st.RetransmitMismatches += w.retxMismatch
+		st.Interrupted = st.Interrupted || w.interrupted
 		if i > 0 {
 			st.Ledger.Merge(w.ledger)
 		}
@@ -325,6 +368,31 @@ func (s schedule) at(k int64) int64 {
 		t = n / s.rate
 	}
 	return int64(t * 1e9)
+}
+
+// first returns the smallest flow index whose start is at or after t (ns
+// since the run began): the inverse of at.
+func (s schedule) first(t int64) int64 {
+	if t <= 0 {
+		return 0
+	}
+	x := float64(t) / 1e9
+	var n float64
+	if s.ramp > 0 && x < s.ramp {
+		n = s.rate * x * x / (2 * s.ramp)
+	} else if s.ramp > 0 {
+		n = s.rate*s.ramp/2 + (x-s.ramp)*s.rate
+	} else {
+		n = x * s.rate
+	}
+	k := int64(math.Ceil(n))
+	for k > 0 && s.at(k-1) >= t {
+		k--
+	}
+	for s.at(k) < t {
+		k++
+	}
+	return k
 }
 
 // aggregator collects per-second intervals from workers.

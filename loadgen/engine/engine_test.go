@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 	"github.com/chf-testbed/testbed/loadgen/fakechf"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
@@ -39,7 +40,14 @@ func startFake(t *testing.T, opts fakechf.Options) *fakechf.Server {
 
 func newDriver(t *testing.T, proto string, addr string) driver.Driver {
 	t.Helper()
-	d, err := driver.New(driver.Config{Proto: proto, Targets: []string{addr}, Timeout: 5 * time.Second})
+	return newDriverTimeout(t, proto, addr, 5*time.Second)
+}
+
+// newDriverTimeout returns a driver whose requests time out after timeout
+// (the scenario's: the driver enforces it).
+func newDriverTimeout(t *testing.T, proto string, addr string, timeout time.Duration) driver.Driver {
+	t.Helper()
+	d, err := nchf.New(driver.Config{Proto: proto, Targets: []string{addr}, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +103,8 @@ func runWithTimeout(t *testing.T, cfg Config) *Stats {
 // due during it, not only in the few in flight (coordinated omission):
 // with two requests in flight at most, the requests due during the stall
 // cannot even leave, and are counted late.
-// h2c runs on the worker's event loop (driver.Loop), h2c-async on the
-// connections' goroutines (driver.Batcher).
+// h2c runs on the worker's event loop, h2c-async on the connections'
+// goroutines (driver.Pool).
 func TestStallAppearsInLatency(t *testing.T) {
 	for _, proto := range []string{"h2c", "h2c-async"} {
 		for _, pacing := range []time.Duration{0, time.Millisecond} {
@@ -214,7 +222,7 @@ func TestTimeouts(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			checkGoroutines(t)
 			fake := startFake(t, fakechf.Options{Delay: func() time.Duration { return 150 * time.Millisecond }})
-			d := newDriver(t, proto, fake.Addr())
+			d := newDriverTimeout(t, proto, fake.Addr(), 40*time.Millisecond)
 			sc := scenario.Default()
 			sc.Subscribers.Count = 100
 			sc.Load = scenario.Load{TPS: 100}

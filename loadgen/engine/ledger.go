@@ -1,16 +1,22 @@
 package engine
 
 // Ledger accumulates, per subscriber index, what the CHF reported charging
-// (X-Chf-Charged) and which subscribers were touched by a charging
-// request. One Ledger belongs to one worker; Merge combines them after the
-// run.
+// (X-Chf-Charged), what the run expected it to charge (Config.Rater: the
+// independent expectation, once per logical request resolved as a
+// success, whatever retransmissions it took) and which subscribers were
+// touched by a charging request. One Ledger belongs to one worker; Merge
+// combines them after the run.
 type Ledger struct {
-	n       int
-	charged []int64         // dense, for ranges up to denseMax
-	sparse  map[int32]int64 // otherwise
-	touched []uint64        // bitset
-	sparseT map[int32]struct{}
-	Total   int64 // sum of every charge
+	n        int
+	charged  []int64         // dense, for ranges up to denseMax
+	sparse   map[int32]int64 // otherwise
+	expected []int64         // dense; nil until the first AddExpected
+	sparseE  map[int32]int64
+	touched  []uint64 // bitset
+	sparseT  map[int32]struct{}
+	Total    int64 // sum of every charge
+	// ExpectedTotal is the sum of every expected charge.
+	ExpectedTotal int64
 }
 
 const denseMax = 4 << 20
@@ -48,6 +54,30 @@ func (l *Ledger) Add(i int32, v int64) {
 		return
 	}
 	l.sparse[i] += v
+}
+
+// AddExpected records an expected charge for subscriber i.
+func (l *Ledger) AddExpected(i int32, v int64) {
+	l.ExpectedTotal += v
+	if l.charged != nil {
+		if l.expected == nil {
+			l.expected = make([]int64, l.n)
+		}
+		l.expected[i] += v
+		return
+	}
+	if l.sparseE == nil {
+		l.sparseE = map[int32]int64{}
+	}
+	l.sparseE[i] += v
+}
+
+// Expected returns the total expected to be charged to subscriber i.
+func (l *Ledger) Expected(i int32) int64 {
+	if l.expected != nil {
+		return l.expected[i]
+	}
+	return l.sparseE[i]
 }
 
 // Charged returns the total charged to subscriber i.
@@ -91,9 +121,18 @@ func (l *Ledger) TouchedList() []int32 {
 // Merge adds o into l.
 func (l *Ledger) Merge(o *Ledger) {
 	l.Total += o.Total
+	l.ExpectedTotal += o.ExpectedTotal
 	if l.charged != nil {
 		for i, v := range o.charged {
 			l.charged[i] += v
+		}
+		if o.expected != nil {
+			if l.expected == nil {
+				l.expected = make([]int64, l.n)
+			}
+			for i, v := range o.expected {
+				l.expected[i] += v
+			}
 		}
 		for i, v := range o.touched {
 			l.touched[i] |= v
@@ -102,6 +141,12 @@ func (l *Ledger) Merge(o *Ledger) {
 	}
 	for k, v := range o.sparse {
 		l.sparse[k] += v
+	}
+	for k, v := range o.sparseE {
+		if l.sparseE == nil {
+			l.sparseE = map[int32]int64{}
+		}
+		l.sparseE[k] += v
 	}
 	for k := range o.sparseT {
 		l.sparseT[k] = struct{}{}

@@ -90,6 +90,7 @@ type Result struct {
 	Dropped       int64              `json:"dropped"`
 	LatencyMs     Latency            `json:"latency_ms"`
 	ServiceMs     Latency            `json:"service_ms"`
+	SchedLagMs    *Latency           `json:"sched_lag_ms,omitempty"` // actual − scheduled send (the scheduler's lateness)
 	JitterCV      float64            `json:"jitter_cv"`
 	Ops           map[string]Op      `json:"ops"`
 	CPUPercent    map[string]float64 `json:"cpu_percent"`
@@ -121,6 +122,10 @@ func Build(st *engine.Stats, sc scenario.Scenario, targets []string, proto strin
 	}
 	if r.CPUSeconds == nil {
 		r.CPUSeconds = map[string]float64{}
+	}
+	if lag := st.SchedLag(); lag.Count() > 0 {
+		l := latencyOf(lag.Summary())
+		r.SchedLagMs = &l
 	}
 	for i, o := range st.Ops {
 		name := engine.Op(i).String()

@@ -20,6 +20,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 		r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99, r.LatencyMs.P999, r.LatencyMs.Max, r.LatencyMs.Mean, r.JitterCV)
 	fmt.Fprintf(w, "service ms (from actual send):    p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n",
 		r.ServiceMs.P50, r.ServiceMs.P90, r.ServiceMs.P99, r.ServiceMs.P999, r.ServiceMs.Max, r.ServiceMs.Mean)
+	if l := r.SchedLagMs; l != nil {
+		fmt.Fprintf(w, "sched lag ms (actual - scheduled): p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.P50, l.P90, l.P99, l.P999, l.Max)
+	}
 	fmt.Fprintf(w, "\n%-8s %10s %8s %6s %7s %9s %9s %9s %9s %9s\n", "op", "count", "errors", "late", "dropped", "tps", "p50 ms", "p99 ms", "p99.9 ms", "max ms")
 	for _, name := range opOrder(r) {
 		o := r.Ops[name]

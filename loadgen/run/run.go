@@ -22,6 +22,8 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/driver/gy"
+	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 	"github.com/chf-testbed/testbed/loadgen/engine"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
@@ -65,7 +67,8 @@ type Options struct {
 	BalanceTargets []string
 	Conns          int
 	Workers        int
-	// Pacing and NoAsync tune the engine (see engine.Config).
+	// Pacing tunes the engine (see engine.Config); NoAsync sends h2c
+	// through a goroutine per request in flight (driver.Config.Blocking).
 	Pacing  time.Duration
 	NoAsync bool
 	// CPU lists the components of the system under test to sample; the
@@ -95,16 +98,24 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	d, err := driver.New(driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D()})
+	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync}
+	var d driver.Driver
+	var err error
+	// Balances are read over Nchf's HTTP API: through the load driver, or
+	// for Gy through an HTTP/1.1 Nchf driver of their own.
+	var reader *nchf.Driver
+	charging := o.Proto == "gy"
+	if charging {
+		d, err = gy.New(dcfg)
+	} else {
+		reader, err = nchf.New(dcfg)
+		d = reader
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
 	first, _ := scenario.ParseSUPI(sc.Subscribers.First)
-	// Balances are read over Nchf's HTTP API: through the load driver, or
-	// for Charging drivers (Gy) through an HTTP/1.1 driver of their own.
-	reader := d
-	_, charging := d.(driver.Charging)
 
 	mode := o.Audit
 	if mode == "" {
@@ -128,7 +139,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			doAudit = false
 			auditRes.Reason = "no HTTP endpoint to read balances from over " + protoName(o.Proto) + " (--balance-url)"
 		} else {
-			hd, err := driver.New(driver.Config{Proto: "http1", Targets: o.BalanceTargets, Timeout: sc.Timeout.D()})
+			hd, err := nchf.New(driver.Config{Proto: "http1", Targets: o.BalanceTargets, Timeout: sc.Timeout.D()})
 			if err != nil {
 				return nil, fmt.Errorf("cannot create the balance reader: %w", err)
 			}
@@ -157,7 +168,6 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		Driver:   d,
 		Workers:  o.Workers,
 		Pacing:   o.Pacing,
-		NoAsync:  o.NoAsync,
 		Tick:     prog.tick,
 		Phase: func(name string) {
 			switch name {

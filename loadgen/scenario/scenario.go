@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -154,6 +155,11 @@ type Scenario struct {
 	// of its scheduled time is dropped and counted.
 	LateDrop Duration `yaml:"late_drop" json:"late_drop"`
 	Seed     int64    `yaml:"seed" json:"seed"`
+	// Retransmit is the share (0..1) of creates, updates, releases and
+	// events sent twice with the same identity (half of them with the
+	// retransmission flag); with it set, a request that got no answer is
+	// sent again, flagged.
+	Retransmit float64 `yaml:"retransmit" json:"retransmit"`
 }
 
 // Default returns the built-in scenario, which mirrors the reference
@@ -261,6 +267,9 @@ func (s *Scenario) Validate() error {
 		if s.SMS.Units.IsZero() {
 			return bad("sms.units", "at least one unit must be set")
 		}
+	}
+	if s.Retransmit < 0 || s.Retransmit > 1 || math.IsNaN(s.Retransmit) {
+		return bad("retransmit", "must be a share 0..1, got %v", s.Retransmit)
 	}
 	if _, err := ParseSUPI(s.Subscribers.First); err != nil {
 		return bad("subscribers.first", "%v", err)

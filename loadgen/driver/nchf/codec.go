@@ -1,17 +1,19 @@
-// Package nchf builds Nchf_ConvergedCharging (TS 32.291) request bodies
-// and paths with append-style code (no encoding/json, no reflection) and
-// scans the few response fields the load generator needs: per rating
-// group resultCode and the ChargingDataRef from Location.
-//
-// Builders append to a caller-owned buffer and never keep it; they are safe
-// for concurrent use.
 package nchf
 
 import (
 	"bytes"
 	"strconv"
 	"time"
+
+	"github.com/chf-testbed/testbed/chf"
 )
+
+// The codec: Nchf_ConvergedCharging (TS 32.291) request bodies and paths
+// built with append-style code (no encoding/json, no reflection), and
+// scanners for the few response fields the load generator needs: per
+// rating group resultCode and the ChargingDataRef from Location.
+// Builders append to a caller-owned buffer and never keep it; they are
+// safe for concurrent use.
 
 // Paths of the CHF's Nchf and account APIs.
 const (
@@ -19,19 +21,12 @@ const (
 	PathAccounts = "/chf/v1/accounts/"
 )
 
-// Units are the amounts of one requestedUnit or usedUnitContainer.
-type Units struct {
-	TotalVolume          uint64
-	Time                 uint32
-	ServiceSpecificUnits uint64
-}
-
 // Line is one multipleUnitUsage entry.
 type Line struct {
 	RatingGroup uint32
-	Request     bool  // include requestedUnit
-	Requested   Units // amounts asked for (zero fields omitted)
-	Used        *Units
+	Request     bool      // include requestedUnit
+	Requested   chf.Units // amounts asked for (zero fields omitted)
+	Used        *chf.Units
 }
 
 // Request is the variable part of a ChargingDataRequest.
@@ -44,7 +39,9 @@ type Request struct {
 	Seq     uint32
 	Now     time.Time
 	OneTime bool // oneTimeEvent with oneTimeEventType IEC
-	Line    Line
+	// Retransmit sets retransmissionIndicator.
+	Retransmit bool
+	Line       Line
 }
 
 // AppendBody appends the ChargingDataRequest JSON of r to dst.
@@ -63,6 +60,9 @@ func AppendBody(dst []byte, r *Request) []byte {
 	dst = r.Now.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z")
 	dst = append(dst, `","invocationSequenceNumber":`...)
 	dst = strconv.AppendUint(dst, uint64(r.Seq), 10)
+	if r.Retransmit {
+		dst = append(dst, `,"retransmissionIndicator":true`...)
+	}
 	if r.OneTime {
 		dst = append(dst, `,"oneTimeEvent":true,"oneTimeEventType":"IEC"`...)
 	}
@@ -81,7 +81,7 @@ func AppendBody(dst []byte, r *Request) []byte {
 }
 
 // appendUnits writes a RequestedUnit, or a UsedUnitContainer when lsn >= 0.
-func appendUnits(dst []byte, u Units, lsn int64) []byte {
+func appendUnits(dst []byte, u chf.Units, lsn int64) []byte {
 	dst = append(dst, '{')
 	sep := false
 	field := func(name string, v uint64) {
@@ -97,11 +97,17 @@ func appendUnits(dst []byte, u Units, lsn int64) []byte {
 	if u.TotalVolume != 0 {
 		field("totalVolume", u.TotalVolume)
 	}
+	if u.UplinkVolume != 0 {
+		field("uplinkVolume", u.UplinkVolume)
+	}
+	if u.DownlinkVolume != 0 {
+		field("downlinkVolume", u.DownlinkVolume)
+	}
 	if u.Time != 0 {
 		field("time", uint64(u.Time))
 	}
-	if u.ServiceSpecificUnits != 0 {
-		field("serviceSpecificUnits", u.ServiceSpecificUnits)
+	if u.ServiceSpecific != 0 {
+		field("serviceSpecificUnits", u.ServiceSpecific)
 	}
 	if lsn >= 0 {
 		field("localSequenceNumber", uint64(lsn))

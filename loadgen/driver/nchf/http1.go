@@ -1,4 +1,4 @@
-package driver
+package nchf
 
 import (
 	"context"
@@ -6,21 +6,21 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/chf-testbed/testbed/loadgen/nchf"
+	"github.com/chf-testbed/testbed/loadgen/driver"
 )
 
-// http1Driver uses a fasthttp.HostClient per target.
-type http1Driver struct {
+// http1Transport uses a fasthttp.HostClient per target.
+type http1Transport struct {
 	clients []*fasthttp.HostClient
 	timeout time.Duration
 }
 
-func newHTTP1(cfg Config) (*http1Driver, error) {
+func newHTTP1(cfg driver.Config) *http1Transport {
 	n := cfg.Conns
 	if n <= 0 {
 		n = 1024
 	}
-	d := &http1Driver{timeout: cfg.Timeout}
+	d := &http1Transport{timeout: cfg.Timeout}
 	for _, t := range cfg.Targets {
 		d.clients = append(d.clients, &fasthttp.HostClient{
 			Addr:                          t,
@@ -33,12 +33,10 @@ func newHTTP1(cfg Config) (*http1Driver, error) {
 			MaxConnWaitTimeout:            cfg.Timeout,
 		})
 	}
-	return d, nil
+	return d
 }
 
-func (d *http1Driver) Targets() int { return len(d.clients) }
-
-func (d *http1Driver) Close() {
+func (d *http1Transport) close() {
 	for _, c := range d.clients {
 		c.CloseIdleConnections()
 	}
@@ -49,32 +47,33 @@ var (
 	hdrCharged  = []byte("X-Chf-Charged")
 )
 
-func (d *http1Driver) Do(ctx context.Context, req *Request, resp *Response) error {
-	resp.Reset()
-	c := d.clients[req.Target%len(d.clients)]
+func (d *http1Transport) do(ctx context.Context, target int, m *message) error {
+	c := d.clients[uint(target)%uint(len(d.clients))]
 	fr := fasthttp.AcquireRequest()
 	fw := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(fr)
 	defer fasthttp.ReleaseResponse(fw)
-	fr.Header.SetMethod(req.Method)
-	fr.SetRequestURIBytes(req.Path)
-	fr.Header.SetHost(c.Addr)
-	if req.Body != nil {
+	if m.get {
+		fr.Header.SetMethod("GET")
+	} else {
+		fr.Header.SetMethod("POST")
 		fr.Header.SetContentType("application/json")
-		fr.SetBodyRaw(req.Body)
+		fr.SetBodyRaw(m.body)
 	}
+	fr.SetRequestURIBytes(m.path)
+	fr.Header.SetHost(c.Addr)
 	deadline := time.Now().Add(d.timeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
 	if err := c.DoDeadline(fr, fw, deadline); err != nil {
-		return classify(err)
+		return driver.Classify(err)
 	}
-	resp.Status = fw.StatusCode()
-	resp.Location = append(resp.Location, fw.Header.PeekBytes(hdrLocation)...)
+	m.status = fw.StatusCode()
+	m.location = append(m.location[:0], fw.Header.PeekBytes(hdrLocation)...)
 	if v := fw.Header.PeekBytes(hdrCharged); len(v) > 0 {
-		resp.Charged, resp.HasCharged = nchf.ParseCharged(v)
+		m.charged, m.hasCharged = ParseCharged(v)
 	}
-	resp.Body = append(resp.Body, fw.Body()...)
+	m.rbody = append(m.rbody[:0], fw.Body()...)
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 
 func TestBodiesDecodeWithTheCHFDecoder(t *testing.T) {
 	now := time.Date(2026, 11, 30, 4, 0, 0, 123e6, time.UTC)
-	used := Units{TotalVolume: 5 << 20}
+	used := chf.Units{TotalVolume: 5 << 20}
 	cases := []struct {
 		name string
 		req  Request
@@ -18,16 +18,16 @@ func TestBodiesDecodeWithTheCHFDecoder(t *testing.T) {
 		one  bool
 	}{
 		{"create", Request{SUPI: []byte("imsi-001010000000001"), NFName: "n1", Seq: 0, Now: now,
-			Line: Line{RatingGroup: 10, Request: true, Requested: Units{TotalVolume: 10 << 20}}},
+			Line: Line{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 10 << 20}}},
 			chf.UsageLine{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 10 << 20}}, false},
 		{"update", Request{SUPI: []byte("imsi-001010000000002"), NFName: "n1", Seq: 3, Now: now,
-			Line: Line{RatingGroup: 10, Request: true, Requested: Units{TotalVolume: 1}, Used: &used}},
+			Line: Line{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 1}, Used: &used}},
 			chf.UsageLine{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 1}, Used: chf.Units{TotalVolume: 5 << 20}}, false},
 		{"release voice", Request{SUPI: []byte("imsi-1"), NFName: "n1", Seq: 4, Now: now,
-			Line: Line{RatingGroup: 20, Used: &Units{Time: 30}}},
+			Line: Line{RatingGroup: 20, Used: &chf.Units{Time: 30}}},
 			chf.UsageLine{RatingGroup: 20, Used: chf.Units{Time: 30}}, false},
 		{"sms", Request{SUPI: []byte("imsi-1"), Node: "SMSF", NFName: "n1", Now: now, OneTime: true,
-			Line: Line{RatingGroup: 30, Request: true, Requested: Units{ServiceSpecificUnits: 1}}},
+			Line: Line{RatingGroup: 30, Request: true, Requested: chf.Units{ServiceSpecific: 1}}},
 			chf.UsageLine{RatingGroup: 30, Request: true, Requested: chf.Units{ServiceSpecific: 1}}, true},
 	}
 	var d chf.NchfDecoder
@@ -50,9 +50,9 @@ func TestBodiesDecodeWithTheCHFDecoder(t *testing.T) {
 }
 
 func TestAppendBodyDoesNotAllocate(t *testing.T) {
-	used := Units{Time: 30}
+	used := chf.Units{Time: 30}
 	r := Request{SUPI: []byte("imsi-001010000000001"), NFName: "x", Seq: 7, Now: time.Now(),
-		Line: Line{RatingGroup: 20, Request: true, Requested: Units{Time: 60}, Used: &used}}
+		Line: Line{RatingGroup: 20, Request: true, Requested: chf.Units{Time: 60}, Used: &used}}
 	buf := make([]byte, 0, 1024)
 	if n := testing.AllocsPerRun(100, func() { buf = AppendBody(buf[:0], &r) }); n != 0 {
 		t.Fatalf("AppendBody allocates %v times", n)
@@ -85,9 +85,9 @@ func TestScanners(t *testing.T) {
 }
 
 func BenchmarkAppendBody(b *testing.B) {
-	used := Units{TotalVolume: 5 << 20}
+	used := chf.Units{TotalVolume: 5 << 20}
 	r := Request{SUPI: []byte("imsi-001010000000001"), NFName: "6b4f6e1c-2d3a-4c5b-9e8f-0a1b2c3d4e5f", Seq: 7, Now: time.Now(),
-		Line: Line{RatingGroup: 10, Request: true, Requested: Units{TotalVolume: 10 << 20}, Used: &used}}
+		Line: Line{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 10 << 20}, Used: &used}}
 	buf := make([]byte, 0, 1024)
 	b.ReportAllocs()
 	for b.Loop() {

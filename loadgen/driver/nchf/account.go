@@ -1,0 +1,62 @@
+package nchf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/chf-testbed/testbed/loadgen/driver"
+)
+
+// Account is a balance as GET /chf/v1/accounts/{supi} returns it.
+type Account struct {
+	Balance  int64
+	Reserved int64
+	// Found is false when the CHF answered 404 (no such account).
+	Found bool
+}
+
+// AccountReader reads balances over one of the driver's transports; it
+// is for one goroutine at a time (make one per goroutine).
+type AccountReader struct {
+	ex exchange
+}
+
+// NewAccountReader returns a reader of balances through d.
+func (d *Driver) NewAccountReader() *AccountReader {
+	return &AccountReader{ex: exchange{d: d}}
+}
+
+type accountJSON struct {
+	Balance  *int64 `json:"balance"`
+	Reserved int64  `json:"reserved"`
+}
+
+// ReadAccount reads the balance of supi from target (an index, modulo
+// Targets) with GET /chf/v1/accounts/{supi}, bounded by the driver's
+// timeout (and ctx). A transport failure returns
+// an error wrapping driver.ErrTimeout or driver.ErrConnection; a status
+// other than 200 and 404 is an error too.
+func (r *AccountReader) ReadAccount(ctx context.Context, target int, supi []byte) (Account, error) {
+	e := &r.ex
+	ctx, cancel := context.WithTimeout(ctx, e.d.timeout)
+	defer cancel()
+	c := driver.Charge{Op: driver.ChargeBalance, Target: target, SUPI: supi}
+	e.d.build(&e.m, &c)
+	if err := e.send(ctx, target); err != nil {
+		return Account{}, err
+	}
+	switch e.m.status {
+	case http.StatusNotFound:
+		return Account{}, nil
+	case http.StatusOK:
+	default:
+		return Account{}, fmt.Errorf("%w: status %d for %s", ErrStatus, e.m.status, supi)
+	}
+	var a accountJSON
+	if err := json.Unmarshal(e.m.rbody, &a); err != nil || a.Balance == nil {
+		return Account{}, fmt.Errorf("%w: bad account body for %s: %q", ErrStatus, supi, e.m.rbody)
+	}
+	return Account{Balance: *a.Balance, Reserved: a.Reserved, Found: true}, nil
+}

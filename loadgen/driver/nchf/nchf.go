@@ -1,0 +1,258 @@
+// Package nchf is the load generator's Nchf_ConvergedCharging driver: it
+// turns driver.Charges into Nchf requests (paths, JSON bodies, see
+// codec.go), sends them over one of three transports and classifies the
+// answers into driver.Outcomes (HTTP status, per rating group resultCode,
+// the ChargingDataRef from Location, X-Chf-Charged).
+//
+// Transports (driver.Config.Proto):
+//   - "h2c" (default): the project's lean HTTP/2 client (chassis/h2c),
+//     pre-encoded header templates. On Linux each engine worker gets its
+//     own event loop with its own connections (loop_linux.go): no other
+//     goroutine takes part in a round trip. Elsewhere, or with
+//     Config.Blocking, as "h2c-async".
+//   - "h2c-async": the same client with a reader and a writer goroutine per
+//     connection, shared by the workers, each request on a goroutine of
+//     the worker's driver.Pool.
+//   - "h2c-std": golang.org/x/net/http2.Transport (for comparison).
+//   - "http1": HTTP/1.1, fasthttp.
+//
+// Balance reads for the audit use ReadAccount.
+package nchf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/chf-testbed/testbed/chassis/h2c"
+	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/driver"
+)
+
+// DefaultNFName is the nfConsumerIdentification.nFName sent when
+// driver.Config.NFName is empty.
+const DefaultNFName = "6b4f6e1c-2d3a-4c5b-9e8f-0a1b2c3d4e5f"
+
+// Driver sends Nchf over HTTP. It implements driver.Driver.
+type Driver struct {
+	proto   string
+	nfName  string
+	timeout time.Duration
+	targets int
+	h2      *h2Conns // h2c and h2c-async
+	loop    bool     // h2c workers get event loops where the platform has them
+	http1   *http1Transport
+	std     *stdTransport
+}
+
+// New builds the Nchf driver for cfg.Proto: h2c (default), h2c-async,
+// h2c-std or http1. Connections are dialed when requests need them.
+func New(cfg driver.Config) (*Driver, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = driver.DefaultTimeout
+	}
+	if len(cfg.Targets) == 0 {
+		return nil, errors.New("cannot create the nchf driver: no target")
+	}
+	d := &Driver{proto: cfg.Proto, nfName: cfg.NFName, timeout: cfg.Timeout, targets: len(cfg.Targets)}
+	if d.nfName == "" {
+		d.nfName = DefaultNFName
+	}
+	switch cfg.Proto {
+	case "", "h2c":
+		d.proto = "h2c"
+		d.h2 = newH2Conns(cfg)
+		d.loop = !cfg.Blocking
+	case "h2c-async":
+		d.h2 = newH2Conns(cfg)
+	case "h2c-std":
+		d.std = newStd(cfg)
+	case "http1":
+		d.http1 = newHTTP1(cfg)
+	default:
+		return nil, fmt.Errorf("%w %q (want h2c, h2c-async, h2c-std, http1 or gy)", driver.ErrProto, cfg.Proto)
+	}
+	return d, nil
+}
+
+// Targets implements driver.Driver.
+func (d *Driver) Targets() int { return d.targets }
+
+// Close implements driver.Driver.
+func (d *Driver) Close() {
+	switch {
+	case d.h2 != nil:
+		d.h2.close()
+	case d.http1 != nil:
+		d.http1.close()
+	case d.std != nil:
+		d.std.close()
+	}
+}
+
+// NewWorker implements driver.Driver: an event loop for h2c on Linux, a
+// driver.Pool otherwise.
+func (d *Driver) NewWorker() (driver.Worker, error) {
+	if d.loop {
+		w, err := d.newLoop()
+		if err == nil {
+			return w, nil
+		}
+		if !errors.Is(err, errNoLoop) {
+			return nil, err
+		}
+	}
+	return driver.NewPool(d.timeout, func() driver.Exchange { return &exchange{d: d} }), nil
+}
+
+// message is one Nchf request and its answer, reused across requests.
+type message struct {
+	get  bool // GET (balance inquiry) or POST
+	path []byte
+	body []byte
+	nreq Request
+	used chf.Units
+	// the answer
+	status     int
+	rbody      []byte
+	location   []byte
+	charged    int64
+	hasCharged bool
+}
+
+// resetAnswer clears the answer fields, keeping the buffers.
+func (m *message) resetAnswer() {
+	m.status, m.charged, m.hasCharged = 0, 0, false
+	m.rbody, m.location = m.rbody[:0], m.location[:0]
+}
+
+// build encodes c into m.
+func (d *Driver) build(m *message, c *driver.Charge) {
+	m.resetAnswer()
+	m.get = false
+	m.body = m.body[:0]
+	switch c.Op {
+	case driver.ChargeBalance:
+		m.get = true
+		m.path = AppendAccountPath(m.path[:0], c.SUPI)
+		return
+	case driver.ChargeCreate, driver.ChargeEvent:
+		m.path = append(m.path[:0], PathCreate...)
+	case driver.ChargeUpdate:
+		m.path = AppendUpdatePath(m.path[:0], c.Session)
+	case driver.ChargeRelease:
+		m.path = AppendReleasePath(m.path[:0], c.Session)
+	}
+	r := &m.nreq
+	*r = Request{SUPI: c.SUPI, NFName: d.nfName, Seq: c.Seq, Now: c.Invoked, Retransmit: c.Retransmit,
+		Line: Line{RatingGroup: c.RatingGroup, Request: c.Request, Requested: c.Requested}}
+	if r.Now.IsZero() {
+		r.Now = time.Now()
+	}
+	switch {
+	case c.Op == driver.ChargeEvent:
+		r.OneTime, r.Node = true, "SMSF"
+	case c.Op == driver.ChargeUpdate || c.Op == driver.ChargeRelease && !c.Used.IsZero():
+		m.used = c.Used
+		r.Line.Used = &m.used
+	}
+	if c.Op == driver.ChargeRelease {
+		r.Line.Request = false
+	}
+	m.body = AppendBody(m.body, r)
+}
+
+// Error class of an answer without the expected Location.
+const classNoLocation = "no_location"
+
+var statusClasses = func() map[int]string {
+	m := map[int]string{}
+	for s := 100; s < 600; s++ {
+		m[s] = "http_" + strconv.Itoa(s)
+	}
+	return m
+}()
+
+// classify fills o from m's answer to a request of op.
+func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
+	rx := o.Received
+	o.Reset()
+	o.Received = rx
+	o.Charged, o.HasCharged = m.charged, m.hasCharged
+	// a server error may or may not have applied the charge
+	o.Resolved = m.status < 500
+	var ok bool
+	switch op {
+	case driver.ChargeBalance, driver.ChargeUpdate:
+		ok = m.status == http.StatusOK
+	case driver.ChargeCreate, driver.ChargeEvent:
+		ok = m.status == http.StatusCreated || m.status == http.StatusOK
+	case driver.ChargeRelease:
+		ok = m.status == http.StatusNoContent || m.status == http.StatusOK
+	}
+	if !ok {
+		if c, found := statusClasses[m.status]; found {
+			o.Class = c
+		} else {
+			o.Class = "http_other"
+		}
+		o.Gone = m.status == http.StatusNotFound
+		return
+	}
+	if op == driver.ChargeCreate {
+		ref := RefFromLocation(m.location)
+		if len(ref) == 0 {
+			o.Class = classNoLocation
+			return
+		}
+		o.Ref = append(o.Ref, ref...)
+	}
+	if op != driver.ChargeBalance {
+		FailedResultCodes(m.rbody, func(code []byte) {
+			if o.Class == "" {
+				o.Class = "rg_" + string(code)
+			}
+		})
+	}
+}
+
+// ErrStatus is returned by ReadAccount for an answer that is not an
+// account.
+var ErrStatus = errors.New("nchf: unexpected answer")
+
+// exchange performs charges one at a time on a goroutine of a
+// driver.Pool (every transport but the event loop).
+type exchange struct {
+	d  *Driver
+	m  message
+	hr h2c.ClientResponse // h2c's
+}
+
+// Do implements driver.Exchange.
+func (e *exchange) Do(ctx context.Context, c *driver.Charge, o *driver.Outcome) error {
+	e.d.build(&e.m, c)
+	if err := e.send(ctx, c.Target); err != nil {
+		return err
+	}
+	o.Received = time.Now()
+	classify(c.Op, &e.m, o)
+	return nil
+}
+
+// send sends e.m to target over the driver's transport and waits for the
+// answer.
+func (e *exchange) send(ctx context.Context, target int) error {
+	var err error
+	switch d := e.d; {
+	case d.h2 != nil:
+		err = d.h2.do(ctx, target, &e.m, &e.hr)
+	case d.http1 != nil:
+		err = d.http1.do(ctx, target, &e.m)
+	default:
+		err = d.std.do(ctx, target, &e.m)
+	}
+	return driver.Classify(err)
+}

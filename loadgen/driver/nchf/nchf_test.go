@@ -1,0 +1,84 @@
+package nchf
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/driver"
+)
+
+func TestUnknownProto(t *testing.T) {
+	if _, err := New(driver.Config{Proto: "h3", Targets: []string{"127.0.0.1:1"}}); !errors.Is(err, driver.ErrProto) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// Building a request and classifying its answer allocate nothing once the
+// buffers have grown: the driver's per-request path.
+func TestRequestPathAllocs(t *testing.T) {
+	d, err := New(driver.Config{Targets: []string{"127.0.0.1:1"}, NFName: "nf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := []byte("imsi-001010000000006.0123456789abcdef")
+	location := []byte("http://cgw/nchf-convergedcharging/v3/chargingdata/imsi-001010000000006.0123456789abcdef")
+	body := []byte(`{"multipleUnitInformation":[{"resultCode":"SUCCESS","ratingGroup":10}]}`)
+	var m message
+	var o driver.Outcome
+	for _, c := range []struct {
+		op     driver.ChargeOp
+		status int
+	}{
+		{driver.ChargeCreate, 201}, {driver.ChargeUpdate, 200}, {driver.ChargeRelease, 204},
+		{driver.ChargeEvent, 201}, {driver.ChargeBalance, 200},
+	} {
+		ch := driver.Charge{Op: c.op, SUPI: []byte("imsi-001010000000006"), Session: ref, Seq: 2, RatingGroup: 10,
+			Request: true, Requested: chf.Units{TotalVolume: 10 << 20}, Used: chf.Units{TotalVolume: 5 << 20}, Invoked: time.Now()}
+		one := func() {
+			d.build(&m, &ch)
+			m.status = c.status
+			m.location = append(m.location[:0], location...)
+			m.rbody = append(m.rbody[:0], body...)
+			classify(c.op, &m, &o)
+			if o.Class != "" || !o.Resolved {
+				t.Fatalf("op %d: outcome %+v", c.op, o)
+			}
+		}
+		one()
+		if n := testing.AllocsPerRun(200, one); n > 0 {
+			t.Errorf("op %d: %.1f allocations per request, want 0", c.op, n)
+		}
+	}
+}
+
+// Answers map onto outcomes as the engine expects them.
+func TestClassify(t *testing.T) {
+	var m message
+	var o driver.Outcome
+	for _, c := range []struct {
+		op       driver.ChargeOp
+		status   int
+		location string
+		body     string
+		class    string
+		ref      string
+		resolved bool
+		gone     bool
+	}{
+		{driver.ChargeCreate, 201, "/nchf-convergedcharging/v3/chargingdata/r1", `{}`, "", "r1", true, false},
+		{driver.ChargeCreate, 201, "", `{}`, "no_location", "", true, false},
+		{driver.ChargeCreate, 201, "/nchf-convergedcharging/v3/chargingdata/r1", `{"resultCode":"QUOTA_LIMIT_REACHED"}`, "rg_QUOTA_LIMIT_REACHED", "r1", true, false},
+		{driver.ChargeUpdate, 404, "", ``, "http_404", "", true, true},
+		{driver.ChargeUpdate, 503, "", ``, "http_503", "", false, false},
+		{driver.ChargeRelease, 204, "", ``, "", "", true, false},
+	} {
+		m.resetAnswer()
+		m.status, m.location, m.rbody = c.status, []byte(c.location), []byte(c.body)
+		classify(c.op, &m, &o)
+		if o.Class != c.class || string(o.Ref) != c.ref || o.Resolved != c.resolved || o.Gone != c.gone {
+			t.Errorf("op %d status %d: outcome %+v ref %q", c.op, c.status, o, o.Ref)
+		}
+	}
+}

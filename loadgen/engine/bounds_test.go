@@ -1,0 +1,197 @@
+package engine
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/fakechf"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
+)
+
+// silentServer accepts TCP connections and never answers (nor closes
+// them until the test ends).
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().String()
+}
+
+// closedPort returns an address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// A server that accepts and never answers yields timeouts (or connection
+// errors while a failed handshake is retried), counted as errors, in a
+// wall time bounded by the duration and the timeout: never a hang.
+func TestSilentServer(t *testing.T) {
+	for _, proto := range []string{"h2c", "h2c-async", "http1"} {
+		t.Run(proto, func(t *testing.T) {
+			checkGoroutines(t)
+			const timeout, dur = 200 * time.Millisecond, time.Second
+			d := newDriverTimeout(t, proto, silentServer(t), timeout)
+			sc := balanceOnly(50, dur, 100)
+			sc.Timeout = scenario.Duration(timeout)
+			t0 := time.Now()
+			st := runWithTimeout(t, Config{Scenario: sc, Driver: d})
+			wall := time.Since(t0)
+			count, errs, _, dropped := st.Totals()
+			if limit := dur + timeout + time.Second; wall > limit {
+				t.Errorf("run took %v, want at most %v", wall, limit)
+			}
+			if errs == 0 || errs != count || st.Errors["timeout"] == 0 {
+				t.Errorf("%d completed, %d errors %v: want every request an error, some timeouts", count, errs, st.Errors)
+			}
+			if count+dropped != st.Offered {
+				t.Errorf("completed %d + dropped %d != offered %d", count, dropped, st.Offered)
+			}
+			// A request that timed out took about the timeout, not more.
+			if max := st.Latency().Summary().Max; max > float64((timeout + 300*time.Millisecond).Milliseconds()) {
+				t.Errorf("max latency %.0f ms with a %v timeout", max, timeout)
+			}
+		})
+	}
+}
+
+// A server that stops answering mid-run: the requests in flight and those
+// sent during the stall time out, and the run ends on time.
+func TestStallMidStream(t *testing.T) {
+	for _, proto := range []string{"h2c", "http1"} {
+		t.Run(proto, func(t *testing.T) {
+			checkGoroutines(t)
+			fake := startFake(t, fakechf.Options{})
+			const timeout, dur = 150 * time.Millisecond, time.Second
+			d := newDriverTimeout(t, proto, fake.Addr(), timeout)
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				fake.Stall(2 * time.Second) // beyond the run's end
+			}()
+			sc := balanceOnly(200, dur, 100)
+			sc.Timeout = scenario.Duration(timeout)
+			t0 := time.Now()
+			st := runWithTimeout(t, Config{Scenario: sc, Driver: d})
+			wall := time.Since(t0)
+			count, errs, _, dropped := st.Totals()
+			if limit := dur + timeout + time.Second; wall > limit {
+				t.Errorf("run took %v, want at most %v", wall, limit)
+			}
+			if st.Errors["timeout"] < 50 || errs == count {
+				t.Errorf("%d completed, %d errors %v: want the stalled requests timed out, the others answered", count, errs, st.Errors)
+			}
+			if count+dropped != st.Offered {
+				t.Errorf("completed %d + dropped %d != offered %d", count, dropped, st.Offered)
+			}
+		})
+	}
+}
+
+// Cancelling the context stops the run within a second, even with
+// requests in flight that would wait much longer: they are abandoned and
+// counted, and the stats say the run was interrupted.
+func TestInterrupt(t *testing.T) {
+	checkGoroutines(t)
+	d := newDriverTimeout(t, "h2c", silentServer(t), 10*time.Second)
+	sc := balanceOnly(200, 30*time.Second, 1000)
+	sc.Timeout = scenario.Duration(10 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	t0 := time.Now()
+	st, err := Run(ctx, Config{Scenario: sc, Driver: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wall := time.Since(t0); wall > 1500*time.Millisecond {
+		t.Errorf("run took %v after a cancel at 500ms, want it ended within a second", wall)
+	}
+	if !st.Interrupted || st.Abandoned == 0 {
+		t.Errorf("interrupted %v, abandoned %d: want the run marked interrupted and its requests in flight counted", st.Interrupted, st.Abandoned)
+	}
+}
+
+// An offered rate the machine cannot produce, against a closed port, is
+// dropped and counted, not buffered: memory stays under a fixed ceiling
+// and the run ends on time.
+func TestAbsurdRateMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 3 s at full CPU")
+	}
+	checkGoroutines(t)
+	d := newDriverTimeout(t, "h2c", closedPort(t), time.Second)
+	sc := balanceOnly(1e9, 3*time.Second, 4096)
+	sc.Subscribers.Count = 1000
+	const ceiling = 256 << 20
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	t0 := time.Now()
+	st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Workers: 1})
+	wall := time.Since(t0)
+	close(stop)
+	wg.Wait()
+	count, errs, _, dropped := st.Totals()
+	t.Logf("wall %v, peak heap in use %d MiB, offered %d, completed %d (errors %d), dropped %d", wall, peak.Load()>>20, st.Offered, count, errs, dropped)
+	if p := peak.Load(); p > ceiling {
+		t.Errorf("peak heap in use %d MiB, want under %d MiB", p>>20, ceiling>>20)
+	}
+	if wall > 6*time.Second {
+		t.Errorf("run took %v for 3 s", wall)
+	}
+	if dropped == 0 || errs != count || count+dropped != st.Offered || st.Offered < 1e9 {
+		t.Errorf("offered %d, completed %d, errors %d, dropped %d: want 3e9 offered, the unsendable dropped and counted", st.Offered, count, errs, dropped)
+	}
+}
