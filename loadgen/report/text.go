@@ -52,7 +52,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		for _, k := range r.Components() {
 			fmt.Fprintf(w, " %s=%.1f", k, r.CPUPercent[k])
 		}
-		fmt.Fprintf(w, "\nSUT CPU µs/transaction %.1f   loadgen CPU µs/transaction %.1f\n", r.SUTCPUUsTxn, r.LoadgenUsTxn)
+		fmt.Fprintf(w, "\nSUT CPU µs/transaction %s   loadgen CPU µs/transaction %.1f\n", r.sutUs(), r.LoadgenUsTxn)
 	}
 	a := r.Audit
 	verdict := "PASS"
@@ -80,6 +80,16 @@ func (r *Result) WriteSummary(w io.Writer) {
 			fmt.Fprintf(w, "  %s\n", v)
 		}
 	}
+}
+
+// sutUs formats the SUT's CPU per transaction, n/a without a SUT source.
+func (r *Result) sutUs() string {
+	for k := range r.CPUSeconds {
+		if k != LoadgenComponent {
+			return fmt.Sprintf("%.1f", r.SUTCPUUsTxn)
+		}
+	}
+	return "n/a (no --cpu source)"
 }
 
 func orNA(s string) string {
@@ -184,7 +194,7 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	for _, c := range r.Components() {
 		fmt.Fprintf(w, "| CPU %% %s | %.1f |\n", c, r.CPUPercent[c])
 	}
-	fmt.Fprintf(w, "| SUT CPU µs / transaction | %.1f |\n| loadgen CPU µs / transaction | %.1f |\n", r.SUTCPUUsTxn, r.LoadgenUsTxn)
+	fmt.Fprintf(w, "| SUT CPU µs / transaction | %s |\n| loadgen CPU µs / transaction | %.1f |\n", r.sutUs(), r.LoadgenUsTxn)
 	verdict := "pass"
 	if r.Audit.Skipped {
 		verdict = "skipped"
