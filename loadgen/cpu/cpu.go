@@ -139,7 +139,7 @@ func (p *Proc) Seconds(context.Context) (float64, error) {
 	var total float64
 	for _, pid := range p.pids {
 		s, err := readStat(p.root, pid)
-		if err != nil {
+		if err != nil || s.state == "Z" || s.state == "X" {
 			return 0, fmt.Errorf("%w: cannot read the CPU of %s: process %d is gone", ErrGone, p.name, pid)
 		}
 		total += s.cpu
@@ -148,6 +148,7 @@ func (p *Proc) Seconds(context.Context) (float64, error) {
 }
 
 type stat struct {
+	state     string // R, S, D, Z (exited, not reaped), ...
 	pid, ppid int
 	comm      string
 	cpu       float64
@@ -180,7 +181,7 @@ func parseStat(pid int, b []byte) (stat, error) {
 	if err1 != nil || err2 != nil {
 		return stat{}, fmt.Errorf("%w: bad times in stat of pid %d", ErrSource, pid)
 	}
-	return stat{pid: pid, ppid: ppid, comm: string(b[l+1 : r]), cpu: float64(ut+st) / clockTicks}, nil
+	return stat{state: f[0], pid: pid, ppid: ppid, comm: string(b[l+1 : r]), cpu: float64(ut+st) / clockTicks}, nil
 }
 
 // Self returns the load generator's own CPU source.

@@ -39,10 +39,16 @@ func TestParseProcessCPU(t *testing.T) {
 func TestSelfAndPercent(t *testing.T) {
 	s := NewSampler(Self("loadgen"), NewProc("gone", 1<<30), NewProc("half", os.Getpid(), 1<<30))
 	a := s.Sample(context.Background())
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) { // burn some CPU
+	// Burn CPU until the kernel's 10 ms ticks show some (a busy shared
+	// machine may not run this goroutine at once).
+	var b Sample
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		for t0 := time.Now(); time.Since(t0) < 20*time.Millisecond; {
+		}
+		if b = s.Sample(context.Background()); b.Seconds["loadgen"] > a.Seconds["loadgen"] {
+			break
+		}
 	}
-	b := s.Sample(context.Background())
 	if _, ok := b.Seconds["gone"]; ok {
 		t.Fatal("a dead process was sampled")
 	}
