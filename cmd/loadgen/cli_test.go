@@ -369,3 +369,82 @@ func TestSecondSignalExits(t *testing.T) {
 		t.Fatalf("exit %d after %s, want 130 within 5s\nstdout:\n%s\nstderr:\n%s", code, took, out, errs)
 	}
 }
+
+// A failed threshold exits 6, and so does a run where every request
+// fails (the default thresholds); thresholds come from the scenario file
+// too.
+func TestThresholdExitCodes(t *testing.T) {
+	srv, err := fakechf.Start(fakechf.Options{Accounts: 100, Balance: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(file, []byte("thresholds: [\"p99<1ns\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--rate", "100", "--duration", "500ms", "--warmup", "0", "--ramp-up", "0", "--subscribers", "100", "--audit", "off", "--progress", "off"}
+	f := func(target string, want int, extra ...string) {
+		t.Helper()
+		js := filepath.Join(dir, "r.json")
+		err := runCmd(append(append([]string{"--target", target, "--json", js}, base...), extra...))
+		if code := exitCode(err); code != want {
+			t.Fatalf("%s %v: exit %d (%v), want %d", target, extra, code, err, want)
+		}
+		res, err := report.ReadJSON(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ThresholdsOK != (want == 0) || len(res.Thresholds) == 0 {
+			t.Fatalf("%v: thresholds ok %v: %+v", extra, res.ThresholdsOK, res.Thresholds)
+		}
+	}
+	f("http://"+srv.Addr(), 0)
+	f("http://"+srv.Addr(), exitThreshold, "--threshold", "p99<1ns")
+	f("http://"+srv.Addr(), exitThreshold, "--scenario", file)
+	f("http://"+srv.Addr(), 0, "--threshold", "tps>=0.5*offered", "--threshold", "errors<50%")
+	f("http://127.0.0.1:1", exitThreshold)
+	f("http://127.0.0.1:1", exitThreshold, "--threshold", "errors<=100%") // tps>0 still applies
+}
+
+// merge refuses the same shard twice (exit 1, the file untouched) and
+// merges distinct shards; compare picks its baseline by label.
+func TestMergeAndCompareCommands(t *testing.T) {
+	srv, err := fakechf.Start(fakechf.Options{Accounts: 100, Balance: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	var shards []string
+	for i := range 2 {
+		p := filepath.Join(dir, fmt.Sprintf("shard-%d.json", i))
+		args := []string{"--target", "http://" + srv.Addr(), "--rate", "100", "--duration", "300ms", "--warmup", "0", "--ramp-up", "0",
+			"--subscribers", "100", "--audit", "off", "--progress", "off", "--shard", fmt.Sprintf("%d/2", i), "--label", fmt.Sprint("s", i), "--json", p}
+		if err := runCmd(args); err != nil {
+			t.Fatal(err)
+		}
+		shards = append(shards, p)
+	}
+	out := filepath.Join(dir, "merged.json")
+	if err := mergeCmd([]string{"-o", out, shards[0], shards[0]}); exitCode(err) != exitError || !strings.Contains(err.Error(), "both shard 0/2") {
+		t.Fatalf("the same shard twice: %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatal("a refused merge wrote its output")
+	}
+	if err := mergeCmd([]string{"-o", out, shards[0], shards[1]}); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(dir, "cmp.md")
+	if err := compareCmd([]string{shards[0], shards[1], "--baseline", "s1", "--md", md}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(md); !strings.Contains(string(b), "Baseline: s1.") {
+		t.Fatalf("baseline by label:\n%s", b)
+	}
+	if err := compareCmd([]string{shards[0], shards[1], "--baseline", "s9"}); exitCode(err) != exitUsage {
+		t.Fatalf("unknown baseline label: %v", err)
+	}
+}
