@@ -142,6 +142,10 @@ type Scenario struct {
 	Subscribers Subscribers `yaml:"subscribers" json:"subscribers"`
 	Load        Load        `yaml:"load" json:"load"`
 	Phases      Phases      `yaml:"phases" json:"phases"`
+	// Thresholds are pass/fail criteria on the result, k6-style
+	// ("p99<10ms", "errors<0.1%", "tps>=0.99*offered", "late<1%"); see
+	// ParseThreshold. A run that misses one fails (loadgen exits 6).
+	Thresholds []string `yaml:"thresholds,omitempty" json:"thresholds,omitempty"`
 	// Timeout is the per-request deadline; a request past it is an error of
 	// class timeout.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
@@ -155,10 +159,6 @@ type Scenario struct {
 	// of its scheduled time is dropped and counted.
 	LateDrop Duration `yaml:"late_drop" json:"late_drop"`
 	Seed     int64    `yaml:"seed" json:"seed"`
-	// Thresholds are pass/fail criteria on the result, k6-style
-	// ("p99<10ms", "errors<0.1%", "tps>=0.99*offered", "late<1%"); see
-	// ParseThreshold. A run that misses one fails (loadgen exits 6).
-	Thresholds []string `yaml:"thresholds,omitempty" json:"thresholds,omitempty"`
 }
 
 // Default returns the built-in scenario, which mirrors the reference
@@ -285,14 +285,13 @@ func (s *Scenario) Validate() error {
 			return bad("sms.units", "at least one unit must be set")
 		}
 	}
-	first, err := ParseSUPI(s.Subscribers.First)
-	if err != nil {
+	if _, err := ParseSUPI(s.Subscribers.First); err != nil {
 		return bad("subscribers.first", "%v", err)
 	}
 	if s.Subscribers.Count <= 0 || s.Subscribers.Count > maxSubscribers {
 		return bad("subscribers.count", "must be 1..%d, got %d", maxSubscribers, s.Subscribers.Count)
 	}
-	if !first.Fits(s.Subscribers.Count) {
+	if first, _ := ParseSUPI(s.Subscribers.First); !first.Fits(s.Subscribers.Count) {
 		return bad("subscribers.count", "%d subscribers from %s overflow its %d digits", s.Subscribers.Count, s.Subscribers.First, first.Width)
 	}
 	switch {
