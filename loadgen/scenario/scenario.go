@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -241,7 +240,6 @@ func (s *Scenario) Validate() error {
 	bad := func(field, format string, a ...any) error {
 		return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
 	}
-	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	shares := []struct {
 		f string
 		v float64
@@ -291,7 +289,7 @@ func (s *Scenario) Validate() error {
 	if s.Subscribers.Count <= 0 || s.Subscribers.Count > maxSubscribers {
 		return bad("subscribers.count", "must be 1..%d, got %d", maxSubscribers, s.Subscribers.Count)
 	}
-	if first, _ := ParseSUPI(s.Subscribers.First); !first.Fits(s.Subscribers.Count) {
+	if first, _ := ParseSUPI(s.Subscribers.First); !rangeFits(first, s.Subscribers.Count) {
 		return bad("subscribers.count", "%d subscribers from %s overflow its %d digits", s.Subscribers.Count, s.Subscribers.First, first.Width)
 	}
 	switch {
@@ -396,19 +394,6 @@ func (p SUPI) Append(dst []byte, i int) []byte {
 		dst = append(dst, '0')
 	}
 	return append(dst, b...)
-}
-
-// Fits reports whether offsets 0..n-1 stay within the SUPI's digits
-// (ParseSUPI allows at most 19, so 10^Width fits in a uint64).
-func (p SUPI) Fits(n int) bool {
-	if n <= 0 {
-		return true
-	}
-	limit := uint64(1)
-	for range p.Width {
-		limit *= 10
-	}
-	return p.Number < limit && uint64(n-1) < limit-p.Number
 }
 
 // String returns the SUPI offset by i.

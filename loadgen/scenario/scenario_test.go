@@ -135,7 +135,7 @@ func TestSubscriberRangeFits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := p.Fits(n); got != want {
+		if got := rangeFits(p, n); got != want {
 			t.Fatalf("%s + %d: fits %v, want %v", first, n, got, want)
 		}
 	}

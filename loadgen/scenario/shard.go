@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -47,3 +48,19 @@ func (s Scenario) Hash() string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }
+
+// rangeFits reports whether offsets 0..n-1 of first stay within its
+// digits (ParseSUPI allows at most 19, so 10^Width fits in a uint64).
+func rangeFits(first SUPI, n int) bool {
+	if n <= 0 {
+		return true
+	}
+	limit := uint64(1)
+	for range first.Width {
+		limit *= 10
+	}
+	return first.Number < limit && uint64(n-1) < limit-first.Number
+}
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
