@@ -164,10 +164,6 @@ func gateTrials(f *runFlags, set func(name, value string) error, baseCHF, candCH
 		f.progress = run.ProgressOff
 	}
 	f.noDefThresh = true
-	if f.proto == "gy" {
-		f.balanceURL = "http://127.0.0.1:1" // each trial's CHF; checked here, replaced per trial
-	}
-	proto := f.proto
 	o, err := f.options(nil) // every flag checked before anything starts
 	if err != nil {
 		return nil, nil, err
@@ -189,9 +185,8 @@ func gateTrials(f *runFlags, set func(name, value string) error, baseCHF, candCH
 			}
 			defer tb.Stop()
 			t := o
-			f.proto, f.balanceURL = proto, ""
 			t.Targets = f.localTargets(tb)
-			if proto == "gy" {
+			if f.proto == "gy" {
 				t.BalanceTargets = []string{tb.Target}
 			}
 			t.CPU = append(append([]cpu.Source(nil), o.CPU...), tb.CPU()...)
