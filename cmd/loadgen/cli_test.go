@@ -166,6 +166,7 @@ func TestBadFlagValues(t *testing.T) {
 		{"run", []string{"--cpu", "=pid:1"}, "--cpu"},
 		{"run", []string{"--cpu", "cgw=ftp://x"}, "--cpu"},
 		{"run", []string{"--cpu", "no-such-process-xyz"}, "--cpu"},
+		{"run", []string{"--cpu", "cgw=pid:1073741824"}, "--cpu"},
 		{"run", []string{"--balance-url", "ftp://x"}, "--balance-url"},
 		{"run", []string{"--target", ""}, "--target"},
 		{"run", []string{"--target", "http://"}, "--target"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -319,6 +320,14 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 			src = cpu.NewMissing(cpu.SpecName(spec), err)
 		}
 		o.CPU = append(o.CPU, src)
+	}
+	if len(o.CPU) > 0 && !f.cpuOptional {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		smp := cpu.NewSampler(o.CPU...).Sample(ctx)
+		cancel()
+		if smp.Err != nil {
+			return o, usageError{fmt.Errorf("invalid --cpu: %w (pass --cpu-optional to run without it)", smp.Err)}
+		}
 	}
 	return o, nil
 }
