@@ -20,9 +20,13 @@ DEB_PKGS := nghttp2-client tshark
 
 all: build
 
+# VERSION is what `chf --version` and `loadgen --version` print (and what
+# loadgen reports carry); the Dockerfiles take it as a build argument.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 ## run: start a local CHF on the embedded store (aslite), drive the default
 ## scenario with loadgen, print the report and write report files under

@@ -66,7 +66,14 @@ func usage() {
 	fmt.Fprintf(os.Stderr, "\nRun 'chf <command> --help' for the flags of a command.\n")
 }
 
+// version is set by the build: -ldflags "-X main.version=...".
+var version = "dev"
+
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version" || os.Args[1] == "version") {
+		fmt.Println("chf", version)
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage()
 		if len(os.Args) < 2 {

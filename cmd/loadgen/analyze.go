@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -17,20 +16,30 @@ func init() {
 	register("compare", "side-by-side table of runs or sweeps with ratios to a baseline (Markdown, HTML)", compareCmd)
 }
 
+var mergeHelp = help{
+	name:     "merge",
+	synopsis: "loadgen merge -o OUT.json IN.json...",
+	text: "Counts add up and HDR histograms merge exactly; see loadgen/README.md for CPU and series.\n" +
+		"The inputs must be distinct shards (--shard i/n) of one run: merge refuses a shard twice, different\n" +
+		"shard counts, different scenarios (scenario hash) and start times further apart than --start-tolerance.\n" +
+		"A missing shard is merged without and noted in the result as incomplete. The merged result is checked\n" +
+		"against the shards' thresholds (exit 6 when one fails).",
+}
+
 func mergeCmd(args []string) error {
-	fs := flag.NewFlagSet("loadgen merge", flag.ContinueOnError)
+	fs := newFlagSet("merge")
 	out := fs.String("o", "", "merged JSON result to write (required)")
 	dir := fs.String("out", "", "also write every report file (result.json, series.csv, report.md, report.html) into this directory")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadgen merge -o OUT.json IN.json...\n\nCounts add up and HDR histograms merge exactly; see loadgen/README.md for CPU and series.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	inputs, err := parseInterspersed(fs, args)
+	tol := fs.Duration("start-tolerance", report.DefaultStartTolerance, "largest spread of the shards' start times, >= 0 (shards must run at the same time)")
+	inputs, err := parseInterspersed(fs, mergeHelp, args)
 	if err != nil {
 		return err
 	}
 	if *out == "" || len(inputs) == 0 {
 		return usageError{errors.New("need -o OUT.json and at least one input")}
+	}
+	if *tol < 0 {
+		return usageError{fmt.Errorf("invalid --start-tolerance: must not be negative, got %s", *tol)}
 	}
 	var in []*report.Result
 	for _, p := range inputs {
@@ -40,7 +49,7 @@ func mergeCmd(args []string) error {
 		}
 		in = append(in, r)
 	}
-	m, err := report.Merge(in...)
+	m, err := report.Merge(report.MergeOptions{StartTolerance: max(*tol, 1)}, in...)
 	if err != nil {
 		return err
 	}
@@ -53,25 +62,32 @@ func mergeCmd(args []string) error {
 			return err
 		}
 	}
-	if !m.Audit.Skipped && !m.Audit.OK {
+	switch {
+	case !m.Audit.Skipped && !m.Audit.OK:
 		return fmt.Errorf("%w: %s", errAuditMerged, m.Audit.Reason)
+	case !m.ThresholdsOK:
+		return fmt.Errorf("%w: merged result", run.ErrThresholds)
 	}
 	return nil
 }
 
 var errAuditMerged = fmt.Errorf("merged audit failed: %w", run.ErrAudit)
 
+var compareHelp = help{
+	name:     "compare",
+	synopsis: "loadgen compare A.json B.json ... [--labels a,b] [--baseline LABEL|N] [--md FILE] [--html FILE]",
+	text: "Inputs are run or sweep results (a sweep is represented by its knee). Columns: offered and achieved TPS,\n" +
+		"p50, p99, p99.9, jitter (CV), SUT CPU µs per transaction and CPU % per component, with ratios to the\n" +
+		"baseline. A figure a run did not measure is n/a, and so is any ratio against it.",
+}
+
 func compareCmd(args []string) error {
-	fs := flag.NewFlagSet("loadgen compare", flag.ContinueOnError)
+	fs := newFlagSet("compare")
 	labels := fs.String("labels", "", "comma-separated labels, one per input (default: each result's label, else its file name)")
-	baseline := fs.Int("baseline", 0, "index (0-based) of the baseline input")
+	baseline := fs.String("baseline", "", "the baseline run: its label, or its index among the inputs counting from 0 (default: the first)")
 	md := fs.String("md", "", "write the Markdown table to this file (it is printed on stdout anyway)")
 	html := fs.String("html", "", "write the HTML page with grouped bar charts to this file")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadgen compare A.json B.json ... [--labels a,b] [--baseline N] [--md FILE] [--html FILE]\n\nInputs are run or sweep results (a sweep is represented by its knee).\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	inputs, err := parseInterspersed(fs, args)
+	inputs, err := parseInterspersed(fs, compareHelp, args)
 	if err != nil {
 		return err
 	}
@@ -82,7 +98,7 @@ func compareCmd(args []string) error {
 	if *labels != "" {
 		ls = strings.Split(*labels, ",")
 		if len(ls) != len(inputs) {
-			return usageError{fmt.Errorf("--labels has %d labels for %d inputs", len(ls), len(inputs))}
+			return usageError{fmt.Errorf("invalid --labels: %d labels for %d inputs", len(ls), len(inputs))}
 		}
 	}
 	var runs []compare.Run
@@ -97,7 +113,11 @@ func compareCmd(args []string) error {
 		}
 		runs = append(runs, r)
 	}
-	t, err := compare.New(runs, *baseline)
+	b, err := compare.FindBaseline(runs, *baseline)
+	if err != nil {
+		return usageError{fmt.Errorf("invalid --baseline: %w", err)}
+	}
+	t, err := compare.New(runs, b)
 	if err != nil {
 		return usageError{err}
 	}
@@ -126,20 +146,4 @@ func compareCmd(args []string) error {
 		}
 	}
 	return nil
-}
-
-// parseInterspersed parses flags that may come after positional arguments
-// ("compare A.json B.json --baseline 1") and returns the positionals.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
 }

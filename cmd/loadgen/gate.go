@@ -1,17 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/gate"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
@@ -35,8 +34,18 @@ type gateExit struct {
 
 func (g gateExit) Error() string { return g.msg }
 
+var gateHelp = help{
+	name: "gate",
+	synopsis: "loadgen gate --baseline-chf A --candidate-chf B [--trials 12] [--rate N --duration D] [flags]\n" +
+		"       loadgen gate --baseline-files a1.json,a2.json,... --candidate-files b1.json,... [--unpaired]",
+	text: "Compares TPS, p99 and SUT CPU per transaction over pairs of trials (the SUT CPU relative to loadgen's\n" +
+		"own in the same trial is shown for information). Exit codes: 0 pass,\n" +
+		"4 regression, 5 unmeasurable (noise wider than the tolerance), 1 error, 2 usage.\n" +
+		"The decision rule is in loadgen/README.md (\"The gate\").",
+}
+
 func gateCmd(args []string) error {
-	fs := flag.NewFlagSet("loadgen gate", flag.ContinueOnError)
+	fs := newFlagSet("gate")
 	var f runFlags
 	f.register(fs)
 	baseFiles := fs.String("baseline-files", "", "decide from existing results: comma-separated baseline trial JSON files")
@@ -47,27 +56,21 @@ func gateCmd(args []string) error {
 	trials := fs.Int("trials", 12, "pairs of trials to run (one baseline and one candidate trial each, back to back; A B or B A, balanced in blocks of two pairs, at random); at least 6 for a 95% interval")
 	orderSeed := fs.Uint64("order-seed", 0, "seed of the random order of the pairs (0 = from the clock; printed, to repeat a run's order)")
 	accounts := fs.Int("accounts", 100_000, "accounts provisioned per trial")
-	balance := fs.Int64("balance", 100_000_000, "initial balance provisioned per trial")
+	balance := fs.Int64("balance", 100_000_000, "initial balance provisioned per trial, > 0")
 	tol := fs.Float64("tolerance", 0.05, "relative change tolerated for TPS and SUT CPU per transaction (0.05 = 5%)")
 	p99Tol := fs.Float64("p99-tolerance", gate.P99.Tolerance, "relative change tolerated for p99 latency")
 	conf := fs.Float64("confidence", 0.95, "two-sided confidence of the intervals")
 	maxP99 := fs.Duration("max-p99", 0, "guardrail: the candidate's median p99 must not exceed this (0 = none)")
 	minTPS := fs.Float64("min-tps", 0, "guardrail: the candidate's median TPS must reach this (0 = none)")
 	mdOut := fs.String("gate-md", "", "write the Markdown summary to this file")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadgen gate --baseline-chf A --candidate-chf B [--trials 12] [--rate N --duration D] [flags]\n"+
-			"       loadgen gate --baseline-files a1.json,a2.json,... --candidate-files b1.json,... [--unpaired]\n\n"+
-			"Compares TPS, p99 and SUT CPU per transaction over pairs of trials (the SUT CPU relative to loadgen's\n"+
-			"own in the same trial is shown for information). Exit codes: 0 pass,\n"+
-			"4 regression, 5 unmeasurable (noise wider than the tolerance), 1 error, 2 usage.\n"+
-			"The decision rule is in loadgen/README.md (\"The gate\").\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, gateHelp, args); err != nil {
 		return err
 	}
-	if *tol <= 0 || *p99Tol <= 0 || *conf <= 0 || *conf >= 1 {
+	if !(*tol > 0) || !(*p99Tol > 0) || !(*conf > 0 && *conf < 1) {
 		return usageError{errors.New("--tolerance and --p99-tolerance must be positive and --confidence within (0, 1)")}
+	}
+	if *maxP99 < 0 || *minTPS < 0 {
+		return usageError{errors.New("--max-p99 and --min-tps must not be negative")}
 	}
 	paired := !*unpaired
 	var base, cand []*report.Result
@@ -88,29 +91,10 @@ func gateCmd(args []string) error {
 			return usageError{errors.New("--unpaired applies to --baseline-files; trials run here are always paired")}
 		}
 		if *trials < 1 {
-			return usageError{errors.New("--trials must be at least 1")}
-		}
-		if f.outDir == "" {
-			f.outDir = filepath.Join("results", "gate-"+time.Now().UTC().Format("20060102-150405"))
-		}
-		if err := os.MkdirAll(f.outDir, 0o755); err != nil {
-			return fmt.Errorf("cannot create %s: %w", f.outDir, err)
-		}
-		if f.duration == 0 {
-			f.duration = 10 * time.Second
-		}
-		if f.rate == 0 && f.sessionsPerSec == 0 {
-			f.rate = 1000
-		}
-		if f.progress == run.ProgressAuto {
-			f.progress = run.ProgressOff
-		}
-		seed := *orderSeed
-		if seed == 0 {
-			seed = uint64(time.Now().UnixNano())
+			return usageError{fmt.Errorf("invalid --trials: must be at least 1, got %d", *trials)}
 		}
 		var err error
-		base, cand, err = runTrials(*baseCHF, *candCHF, *trials, *accounts, *balance, seed, &f)
+		base, cand, err = gateTrials(&f, fs.Set, *baseCHF, *candCHF, *trials, *orderSeed, localFlags{chf: new(string), accounts: accounts, balance: balance})
 		if err != nil {
 			return err
 		}
@@ -122,7 +106,7 @@ func gateCmd(args []string) error {
 	adj := gate.SUTCPUAdj
 	adj.Info = true
 	metrics := []gate.Metric{gate.TPS, p99, gate.SUTCPUTxn, adj}
-	bv, cv := series(base, cand)
+	bv, cv := gate.Series(base, cand)
 	var guards []gate.Guardrail
 	if *maxP99 > 0 {
 		guards = append(guards, gate.Guardrail{Metric: gate.P99, Limit: float64(*maxP99) / 1e6})
@@ -161,6 +145,67 @@ func gateCmd(args []string) error {
 	return nil
 }
 
+// gateTrials checks the run flags, then runs the pairs of trials of
+// loadgen/gate, each trial on a freshly started local CHF.
+func gateTrials(f *runFlags, set func(name, value string) error, baseCHF, candCHF string, n int, seed uint64, l localFlags) (base, cand []*report.Result, err error) {
+	if err := l.apply(f); err != nil {
+		return nil, nil, err
+	}
+	if f.outDir == "" {
+		f.outDir = filepath.Join("results", "gate-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	if !setFlags(f.fs)["duration"] {
+		set("duration", "10s")
+	}
+	if !setFlags(f.fs)["rate"] && !setFlags(f.fs)["sessions-per-second"] && f.scenarioFile == "" {
+		set("rate", "1000")
+	}
+	if f.progress == run.ProgressAuto {
+		f.progress = run.ProgressOff
+	}
+	f.noDefThresh = true
+	o, err := f.options(nil) // every flag checked before anything starts
+	if err != nil {
+		return nil, nil, err
+	}
+	f.applyProcs(o.Scenario)
+	if err := os.MkdirAll(f.outDir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("cannot create %s: %w", f.outDir, err)
+	}
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	s := onSignals()
+	defer s.Stop()
+	side := func(name, chf string) gate.Side {
+		return gate.Side{Name: name, Trial: func(ctx context.Context, pair int) (*report.Result, error) {
+			tb, err := startTestbed(ctx, chf, *l.accounts, *l.balance, o.Scenario.Subscribers.First, f)
+			if err != nil {
+				return nil, err
+			}
+			defer tb.Stop()
+			t := o
+			t.Targets = f.localTargets(tb)
+			if f.proto == "gy" {
+				t.BalanceTargets = []string{tb.Target}
+			}
+			t.CPU = append(append([]cpu.Source(nil), o.CPU...), tb.CPU()...)
+			t.Label = fmt.Sprintf("%s pair %d", name, pair)
+			t.Provenance.CHFVersion = chfVersion(ctx, tb.CHF)
+			res, err := run.Execute(ctx, t)
+			s.mark(res)
+			return res, err
+		}}
+	}
+	base, cand, err = gate.RunTrials(s.Context(), gate.Trials{
+		Pairs: n, Seed: seed, Baseline: side("baseline", baseCHF), Candidate: side("candidate", candCHF), OutDir: f.outDir, Out: os.Stdout,
+	})
+	if err != nil {
+		return nil, nil, s.wrap(err)
+	}
+	return base, cand, nil
+}
+
 func readResults(list string) ([]*report.Result, error) {
 	var out []*report.Result
 	for _, p := range strings.Split(list, ",") {
@@ -171,116 +216,4 @@ func readResults(list string) ([]*report.Result, error) {
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// series extracts the gate's metrics from the trial results of both
-// sides. The adjusted CPU uses the median of loadgen's CPU per transaction
-// over all trials as its reference.
-func series(base, cand []*report.Result) (bv, cv map[string][]float64) {
-	var lg []float64
-	for _, r := range append(append([]*report.Result(nil), base...), cand...) {
-		lg = append(lg, r.LoadgenUsTxn)
-	}
-	ref := medianOf(lg)
-	one := func(rs []*report.Result) map[string][]float64 {
-		m := map[string][]float64{}
-		for _, r := range rs {
-			m[gate.TPS.Name] = append(m[gate.TPS.Name], r.TPS)
-			m[gate.P99.Name] = append(m[gate.P99.Name], r.LatencyMs.P99)
-			m[gate.SUTCPUTxn.Name] = append(m[gate.SUTCPUTxn.Name], r.SUTCPUUsTxn)
-			m[gate.SUTCPUAdj.Name] = append(m[gate.SUTCPUAdj.Name], gate.AdjustedCPU(r.SUTCPUUsTxn, r.LoadgenUsTxn, ref))
-		}
-		return m
-	}
-	return one(base), one(cand)
-}
-
-func medianOf(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// pairOrders returns, for n pairs, whether each runs the candidate first:
-// in every block of two pairs one runs A B and the other B A, which of the
-// two at random (seed). Balanced, a drift of the machine over the run or an
-// effect of running second falls on both sides alike; random, no periodic
-// pattern of other work on the machine can line up with one side (and the
-// signed-rank interval's assumption, that each pair's sign is as likely
-// either way under no change, holds by design).
-func pairOrders(n int, seed uint64) []bool {
-	rng := rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc909))
-	out := make([]bool, n)
-	for i := 0; i < n; i += 2 {
-		first := rng.IntN(2) == 1
-		out[i] = first
-		if i+1 < n {
-			out[i+1] = !first
-		}
-	}
-	return out
-}
-
-// runTrials runs n pairs of trials, each trial on a freshly started local
-// CHF, in the orders of pairOrders. Every trial's result file is kept in
-// the output directory.
-func runTrials(baseCHF, candCHF string, n, accounts int, balance int64, seed uint64, f *runFlags) (base, cand []*report.Result, err error) {
-	ctx, stop := signalContext()
-	defer stop()
-	if f.subscribers == 0 || f.subscribers > accounts {
-		f.subscribers = accounts
-	}
-	f.initialBalance = balance
-	type side struct {
-		name, chf string
-		out       *[]*report.Result
-	}
-	a := side{"baseline", baseCHF, &base}
-	b := side{"candidate", candCHF, &cand}
-	started := time.Now()
-	orders := pairOrders(n, seed)
-	fmt.Printf("gate: %d pairs, order seed %d\n", n, seed)
-	for i := 1; i <= n; i++ {
-		order := []side{a, b}
-		if orders[i-1] {
-			order = []side{b, a}
-		}
-		for _, s := range order {
-			tb, err := startTestbed(ctx, s.chf, accounts, balance, f)
-			if err != nil {
-				return nil, nil, err
-			}
-			f.balanceURL = "" // this trial's CHF
-			o, err := f.options(f.localTargets(tb))
-			if err != nil {
-				tb.Stop()
-				return nil, nil, err
-			}
-			o.CPU = append(o.CPU, tb.CPU()...)
-			o.Label = fmt.Sprintf("%s pair %d", s.name, i)
-			res, err := run.Execute(ctx, o)
-			tb.Stop()
-			if res == nil {
-				return nil, nil, err
-			}
-			path := filepath.Join(f.outDir, fmt.Sprintf("%s-%d.json", s.name, i))
-			if werr := res.WriteJSON(path); werr != nil {
-				return nil, nil, werr
-			}
-			fmt.Printf("pair %2d %-9s %6.0f TPS  p99 %7.3f ms  SUT %6.1f µs/txn  loadgen %5.1f µs/txn  errors %d  audit ok=%v\n",
-				i, s.name, res.TPS, res.LatencyMs.P99, res.SUTCPUUsTxn, res.LoadgenUsTxn, res.Errors, res.Audit.OK)
-			*s.out = append(*s.out, res)
-		}
-		rb, rc := base[i-1], cand[i-1]
-		fmt.Printf("pair %2d ratios: SUT CPU %.3f (adjusted %.3f)  p99 %.3f  TPS %.3f  [%s elapsed]\n", i,
-			rc.SUTCPUUsTxn/rb.SUTCPUUsTxn, (rc.SUTCPUUsTxn/rc.LoadgenUsTxn)/(rb.SUTCPUUsTxn/rb.LoadgenUsTxn),
-			rc.LatencyMs.P99/rb.LatencyMs.P99, rc.TPS/rb.TPS, time.Since(started).Round(time.Second))
-	}
-	return base, cand, nil
 }

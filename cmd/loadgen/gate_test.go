@@ -12,28 +12,6 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
-func TestPairOrders(t *testing.T) {
-	seen := map[bool]int{}
-	for seed := uint64(1); seed <= 50; seed++ {
-		o := pairOrders(13, seed)
-		if len(o) != 13 {
-			t.Fatalf("%d orders for 13 pairs", len(o))
-		}
-		for i := 0; i+1 < len(o); i += 2 {
-			if o[i] == o[i+1] {
-				t.Fatalf("seed %d: pairs %d and %d run in the same order", seed, i+1, i+2)
-			}
-		}
-		seen[o[0]]++
-		if fmt.Sprint(o) != fmt.Sprint(pairOrders(13, seed)) {
-			t.Fatalf("seed %d: orders differ between calls", seed)
-		}
-	}
-	if seen[true] < 10 || seen[false] < 10 {
-		t.Fatalf("first pair's order over 50 seeds: %v, want both often", seen)
-	}
-}
-
 // writeTrials writes n paired trial files per side: the candidate's CPU per
 // transaction is cpuRatio times the baseline's, over a machine whose speed
 // drifts by 10% from pair to pair (loadgen's CPU drifts with it).

@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,9 +44,45 @@ func TestLocalEndToEnd(t *testing.T) {
 	if _, _, err := testbed.FindCHF(ctx, chf, nil); errors.Is(err, testbed.ErrNoCHF) {
 		t.Fatalf("the chf binary cannot run chf local (it lacks a service subcommand): %v", err)
 	}
+	if out, err := exec.CommandContext(ctx, chf, "--version").Output(); err != nil || !strings.HasPrefix(string(out), "chf ") {
+		t.Fatalf("chf --version: %q, %v", out, err)
+	}
 	// Nchf (h2c) and Diameter Gy, on the same binaries.
 	for _, proto := range []string{"h2c", "gy"} {
 		t.Run(proto, func(t *testing.T) { localRun(t, ctx, loadgen, chf, proto) })
+	}
+	t.Run("interrupt", func(t *testing.T) { localInterrupt(t, chf) })
+}
+
+// localInterrupt sends SIGINT to `loadgen local` mid-run: exit 130, the
+// report written and marked interrupted, and no CHF process left.
+func localInterrupt(t *testing.T, chf string) {
+	results := t.TempDir()
+	code, took, out, errs := interruptRun(t, []string{"local", "--chf", chf, "--duration", "60s", "--rate", "300", "--warmup", "0", "--ramp-up", "0",
+		"--accounts", "2000", "--results", results, "--progress", "plain"}, " offered ", syscall.SIGINT, 0)
+	if code != exitSIGINT || took > 15*time.Second {
+		t.Fatalf("exit %d after %s, want 130\nstdout:\n%s\nstderr:\n%s", code, took, out, errs)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(results, "*", "result.json"))
+	if len(dirs) != 1 {
+		t.Fatalf("result files %v\n%s", dirs, errs)
+	}
+	res, err := report.ReadJSON(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Interrupted || res.Provenance.CHFVersion == "" || !strings.Contains(out, "INTERRUPTED by SIGINT") {
+		t.Fatalf("interrupted %v, chf version %q\n%s", res.Interrupted, res.Provenance.CHFVersion, out)
+	}
+	m := regexp.MustCompile(`pids="?map\[([^\]]*)\]`).FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("no pids logged:\n%s", errs)
+	}
+	for _, kv := range strings.Fields(m[1]) {
+		_, pid, _ := strings.Cut(kv, ":")
+		if b, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+			t.Errorf("CHF process %s still running after loadgen exited: %s", kv, b)
+		}
 	}
 }
 

@@ -4,31 +4,43 @@
 //	loadgen run     --target http://HOST:PORT[,...] [flags]   one measured run
 //	loadgen local   [--duration 30s] [--rate N] [--json FILE]  start `chf local`, run, report, stop
 //	loadgen sweep   (--target URL | --local) [--start --step --max --slo-p99]  find the knee
-//	loadgen compare A.json B.json ... [--labels] [--baseline N]  side-by-side table
+//	loadgen compare A.json B.json ... [--labels] [--baseline LABEL|N]  side-by-side table
 //	loadgen gate    --baseline-chf A --candidate-chf B | --baseline-files ... --candidate-files ...
 //	loadgen merge   -o OUT.json IN.json...                    combine shard results
+//	loadgen --version
 //
 // Exit codes: 0 success; 1 error; 2 usage; 3 the balance audit failed;
-// gate: 4 regression, 5 unmeasurable.
+// gate: 4 regression, 5 unmeasurable; 6 a threshold failed; 130 / 143
+// interrupted by SIGINT / SIGTERM (the report is still written).
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sort"
 
 	"github.com/chf-testbed/testbed/loadgen/run"
 )
 
+// version is set by the build: -ldflags "-X main.version=...".
+var version = "dev"
+
 // Exit codes.
 const (
-	exitError = 1
-	exitUsage = 2
-	exitAudit = 3
+	exitError     = 1
+	exitUsage     = 2
+	exitAudit     = 3
+	exitThreshold = 6
 )
+
+// exitCodes is the usage text's line on exit codes.
+const exitCodes = "Exit codes: 0 success, 1 error, 2 usage, 3 balance audit failed, 6 a threshold failed (--threshold);\n" +
+	"gate: 4 regression, 5 unmeasurable; 130 / 143 interrupted by SIGINT / SIGTERM (the report is still written).\n"
 
 type command struct {
 	summary string
@@ -45,63 +57,96 @@ func register(name, summary string, fn func(args []string) error) {
 	commands[name] = command{summary: summary, run: fn}
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: loadgen <command> [flags]\n\ncommands:\n")
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "loadgen: charging load generator for a CHF (throughput, latency, jitter, CPU, balance audit)\n\n"+
+		"usage: loadgen <command> [flags]\n       loadgen --version\n\ncommands:\n")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintf(os.Stderr, "\nRun 'loadgen <command> --help' for the flags of a command.\n"+
-		"Exit codes: 0 success, 1 error, 2 usage, 3 balance audit failed; gate: 4 regression, 5 unmeasurable.\n")
+	fmt.Fprintf(w, "\nRun 'loadgen <command> --help' for the flags of a command.\n"+exitCodes)
+}
+
+// versionString is what --version prints.
+func versionString() string {
+	return fmt.Sprintf("loadgen %s (%s, %s/%s)", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // usageError marks errors that should exit with exitUsage.
 type usageError struct{ error }
 
+func (e usageError) Unwrap() error { return e.error }
+
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		if len(os.Args) < 2 {
-			os.Exit(exitUsage)
-		}
-		return
+	os.Exit(dispatch(os.Args[1:]))
+}
+
+// dispatch runs the command of args and returns the exit code.
+func dispatch(args []string) int {
+	if len(args) == 0 {
+		usage(os.Stderr)
+		return exitUsage
 	}
-	cmd, ok := commands[os.Args[1]]
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(os.Stdout)
+		return 0
+	case "-version", "--version", "version":
+		fmt.Println(versionString())
+		return 0
+	}
+	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "loadgen: unknown command %q\n\n", os.Args[1])
-		usage()
-		os.Exit(exitUsage)
+		fmt.Fprintf(os.Stderr, "loadgen: unknown command %q\n\n", args[0])
+		usage(os.Stderr)
+		return exitUsage
 	}
-	err := cmd.run(os.Args[2:])
+	err := cmd.run(args[1:])
+	code := exitCode(err)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "loadgen %s: %v\n", args[0], err)
+		if code == exitUsage {
+			fmt.Fprintf(os.Stderr, "Run 'loadgen %s --help' for its flags.\n", args[0])
+		}
+	}
+	return code
+}
+
+// exitCode maps a command's error to the exit code: an interruption
+// first (130/143), then usage, gate verdicts, the audit, thresholds, and
+// 1 for anything else.
+func exitCode(err error) int {
+	var ie interrupted
 	var ue usageError
 	var ge gateExit
 	switch {
-	case err == nil:
-	case errors.As(err, &ge):
-		fmt.Fprintf(os.Stderr, "loadgen %s: %v\n", os.Args[1], err)
-		os.Exit(ge.code)
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ie):
+		return ie.code()
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "loadgen %s: %v\n", os.Args[1], err)
-		os.Exit(exitUsage)
+		return exitUsage
+	case errors.As(err, &ge):
+		return ge.code
+	case errors.Is(err, run.ErrCPU):
+		return exitError
 	case errors.Is(err, run.ErrAudit):
-		fmt.Fprintf(os.Stderr, "loadgen %s: %v\n", os.Args[1], err)
-		os.Exit(exitAudit)
-	default:
-		fmt.Fprintf(os.Stderr, "loadgen %s: %v\n", os.Args[1], err)
-		os.Exit(exitError)
+		return exitAudit
+	case errors.Is(err, run.ErrThresholds):
+		return exitThreshold
 	}
+	return exitError
 }
 
 // newLogger returns a text logger on stderr at level.
 func newLogger(level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, usageError{fmt.Errorf("cannot parse --log-level %q: %w", level, err)}
+		return nil, usageError{fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)}
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }

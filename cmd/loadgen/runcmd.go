@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/chf-testbed/testbed/loadgen/cpu"
@@ -28,8 +25,9 @@ func init() {
 	register("run", "one measured load run against a deployed CHF", runCmd)
 }
 
-// runFlags are the flags shared by run, local and (later) sweep and gate.
+// runFlags are the flags shared by run, local, sweep and gate.
 type runFlags struct {
+	fs             *flag.FlagSet
 	scenarioFile   string
 	rate           float64
 	sessionsPerSec float64
@@ -48,6 +46,7 @@ type runFlags struct {
 	proto          string
 	balanceURL     string
 	cpus           multiFlag
+	cpuOptional    bool
 	auditMode      string
 	initialBalance int64
 	auditConc      int
@@ -62,6 +61,10 @@ type runFlags struct {
 	seed           int64
 	logLevel       string
 	cpuProfile     string
+	thresholds     multiFlag
+	noDefThresh    bool
+	// chfVersion is the system under test's version when known.
+	chfVersion string
 }
 
 type multiFlag []string
@@ -69,17 +72,22 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// protos are the values of --proto.
+var protos = []string{"h2c", "h2c-async", "h2c-std", "http1", "gy"}
+
 func (f *runFlags) register(fs *flag.FlagSet) {
+	f.fs = fs
+	d := scenario.Default()
 	fs.StringVar(&f.scenarioFile, "scenario", "", "scenario YAML file (see loadgen/README.md); empty = the built-in default mix")
-	fs.Float64Var(&f.rate, "rate", 0, "offered load in transactions per second (each create, update, release, event and inquiry is one); overrides the scenario")
-	fs.Float64Var(&f.sessionsPerSec, "sessions-per-second", 0, "offered load in flow starts (sessions, events, inquiries) per second; overrides the scenario")
-	fs.DurationVar(&f.duration, "duration", 0, "measured duration (after ramp-up and warm-up); overrides the scenario (default 30s)")
-	fs.DurationVar(&f.warmup, "warmup", -1, "warm-up at full rate before measuring, excluded from results; overrides the scenario (default 3s)")
-	fs.DurationVar(&f.rampUp, "ramp-up", -1, "linear ramp from 0 to the full rate at the start, excluded from results; overrides the scenario (default 2s)")
-	fs.IntVar(&f.subscribers, "subscribers", 0, "number of subscribers in the range; overrides the scenario (default 100000)")
-	fs.StringVar(&f.first, "first", "", "first SUPI of the range; overrides the scenario (default imsi-001010000000001)")
-	fs.IntVar(&f.maxInFlight, "max-inflight", 0, "bound on requests in flight; overrides the scenario (default 4096)")
-	fs.DurationVar(&f.timeout, "timeout", 0, "per-request timeout; overrides the scenario (default 2s)")
+	fs.Float64Var(&f.rate, "rate", 0, fmt.Sprintf("offered load in transactions per second (each create, update, release, event and inquiry is one), > 0; overrides the scenario (default %v)", d.Load.TPS))
+	fs.Float64Var(&f.sessionsPerSec, "sessions-per-second", 0, "offered load in flow starts (sessions, events, inquiries) per second, > 0, instead of --rate; overrides the scenario")
+	fs.DurationVar(&f.duration, "duration", 0, fmt.Sprintf("measured duration (after ramp-up and warm-up), > 0; overrides the scenario (default %s)", d.Phases.Duration.D()))
+	fs.DurationVar(&f.warmup, "warmup", 0, fmt.Sprintf("warm-up at full rate before measuring, excluded from results, >= 0; overrides the scenario (default %s)", d.Phases.WarmUp.D()))
+	fs.DurationVar(&f.rampUp, "ramp-up", 0, fmt.Sprintf("linear ramp from 0 to the full rate at the start, excluded from results, >= 0; overrides the scenario (default %s)", d.Phases.RampUp.D()))
+	fs.IntVar(&f.subscribers, "subscribers", 0, fmt.Sprintf("number of subscribers in the range (they must be provisioned); overrides the scenario (default %d)", d.Subscribers.Count))
+	fs.StringVar(&f.first, "first", "", fmt.Sprintf("first SUPI of the range; overrides the scenario (default %s)", d.Subscribers.First))
+	fs.IntVar(&f.maxInFlight, "max-inflight", 0, fmt.Sprintf("bound on requests in flight, > 0; overrides the scenario (default %d)", d.MaxInFlight))
+	fs.DurationVar(&f.timeout, "timeout", 0, fmt.Sprintf("per-request timeout, > 0; overrides the scenario (default %s)", d.Timeout.D()))
 	fs.IntVar(&f.workers, "workers", 0, "scheduler goroutines (0 = GOMAXPROCS)")
 	fs.DurationVar(&f.pacing, "pacing", time.Millisecond, "wake the scheduler on multiples of this and send every request due by then together (fewer wake-ups and system calls per request; sends up to this late, which the latency, measured from the due time, includes); 0 = each request at its own time")
 	fs.IntVar(&f.procs, "procs", 0, "GOMAXPROCS of the load generator; 0 = with --proto h2c one per scheduler worker the offered rate needs (1 up to 25,000 TPS: the cheapest per request), else Go's default (one per CPU)")
@@ -87,11 +95,12 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.conns, "conns", 0, "connections per target: h2c at most this many (dialed as streams fill, default 64), h2c-std exactly this many (default 2), http1 pool size (default 1024), gy Diameter peers each with its own Origin-Host (default 4)")
 	fs.StringVar(&f.proto, "proto", "h2c", "protocol: h2c (HTTP/2 cleartext, prior knowledge, chassis/h2c; on Linux one event loop per scheduler worker), h2c-async (the same client with a reader and a writer goroutine per connection), h2c-std (golang.org/x/net/http2.Transport), http1 (HTTP/1.1, fasthttp) or gy (Diameter Gy credit control; implied by --target diameter://...)")
 	fs.StringVar(&f.proto, "protocol", "h2c", "alias of --proto")
-	fs.Var(&f.cpus, "cpu", "CPU source of a SUT component, repeatable: NAME=pid:PID[,PID], NAME=proc:PROCESS, NAME=http://HOST:PORT/metrics (process_cpu_seconds_total), or a bare process name")
+	fs.Var(&f.cpus, "cpu", "CPU source of a SUT component, repeatable: NAME=pid:PID[,PID], NAME=proc:PROCESS, NAME=http://HOST:PORT/metrics (process_cpu_seconds_total), or a bare process name; a source missing at the start or lost during the run is an error")
+	fs.BoolVar(&f.cpuOptional, "cpu-optional", false, "a --cpu source missing at the start or lost during the run is a loud warning and marks the report incomplete, instead of an error")
 	fs.StringVar(&f.auditMode, "audit", run.AuditAuto, "balance audit: auto (initial balances of the range read first when it has at most 200000 subscribers or --initial-balance states them; final balances of the touched subscribers), full (the whole range before and after), off")
 	fs.StringVar(&f.balanceURL, "balance-url", "", "with --proto gy: the CGW's HTTP endpoint(s), http://HOST:PORT[,...], the audit reads balances from (GET /chf/v1/accounts/{supi}); empty skips the audit of a Gy run (loadgen local and sweep --local know it)")
-	fs.Int64Var(&f.initialBalance, "initial-balance", 0, "known initial balance of every account in minor units (freshly provisioned); skips reading balances before the run")
-	fs.IntVar(&f.auditConc, "audit-concurrency", 128, "balance reads in flight during the audit")
+	fs.Int64Var(&f.initialBalance, "initial-balance", 0, "known initial balance of every account in minor units (freshly provisioned), >= 0; skips reading balances before the run (0 = read them)")
+	fs.IntVar(&f.auditConc, "audit-concurrency", 128, "balance reads in flight during the audit, > 0")
 	fs.StringVar(&f.progress, "progress", run.ProgressAuto, "live progress on stderr: auto (refreshed line on a terminal, else plain), line, plain, json (JSON lines), off")
 	fs.StringVar(&f.jsonOut, "json", "", "write the JSON result to this file")
 	fs.StringVar(&f.csvOut, "csv", "", "write the per-second CSV time series to this file")
@@ -103,63 +112,105 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.seed, "seed", 0, "random seed (0 = the scenario's)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the load generator to this file")
+	fs.Var(&f.thresholds, "threshold", "pass/fail criterion, repeatable, added to the scenario's thresholds: METRIC OP VALUE with METRIC p50, p90, p99, p99.9, max, mean (latency: 10ms), errors, late, dropped (rates: 0.1%), tps (a number or F*offered), jitter; e.g. 'p99<10ms' 'errors<0.1%' 'tps>=0.99*offered' 'late<1%'. A failed threshold exits 6. Unless replaced by one on the same metric, 'tps>0' and 'errors<=1%' apply")
+	fs.BoolVar(&f.noDefThresh, "no-default-thresholds", false, "do not apply the default thresholds 'tps>0' and 'errors<=1%'")
 }
 
-// scenario builds the scenario from the file and the overriding flags.
-func (f *runFlags) scenario() (scenario.Scenario, error) {
-	sc := scenario.Default()
-	if f.scenarioFile != "" {
-		var err error
-		if sc, err = scenario.LoadFile(f.scenarioFile); err != nil {
-			return sc, err
+// flagOfField names the flag that sets a scenario field.
+var flagOfField = map[string]string{
+	"load.tps": "rate", "load.sessions_per_second": "sessions-per-second", "phases.duration": "duration",
+	"phases.warm_up": "warmup", "phases.ramp_up": "ramp-up", "subscribers.count": "subscribers",
+	"subscribers.first": "first", "max_in_flight": "max-inflight", "timeout": "timeout",
+}
+
+// fieldError turns a scenario validation error into a usage error naming
+// the flag that set the field, or the scenario file.
+func (f *runFlags) fieldError(err error) error {
+	var fe *scenario.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := flagOfField[fe.Field]; ok && setFlags(f.fs)[name] {
+			return usageError{fmt.Errorf("invalid --%s: %s", name, fe.Msg)}
+		}
+		if f.scenarioFile != "" {
+			return usageError{fmt.Errorf("scenario %s: %w", f.scenarioFile, err)}
 		}
 	}
-	if f.rate > 0 {
+	return usageError{err}
+}
+
+// scenario builds the scenario from the file and the flags that were set,
+// validates it once (the same rules whether a value comes from a flag or
+// the file), and applies --shard. hash identifies the unsharded scenario.
+func (f *runFlags) scenario() (sc scenario.Scenario, hash string, err error) {
+	set := setFlags(f.fs)
+	sc = scenario.Default()
+	if f.scenarioFile != "" {
+		if sc, err = scenario.LoadFile(f.scenarioFile); err != nil {
+			return sc, "", usageError{fmt.Errorf("scenario %s: %w", f.scenarioFile, err)}
+		}
+	}
+	if set["rate"] && set["sessions-per-second"] {
+		return sc, "", usageError{errors.New("give only one of --rate and --sessions-per-second")}
+	}
+	if set["rate"] {
 		sc.Load = scenario.Load{TPS: f.rate}
 	}
-	if f.sessionsPerSec > 0 {
+	if set["sessions-per-second"] {
 		sc.Load = scenario.Load{SessionsPerSecond: f.sessionsPerSec}
 	}
-	if f.duration > 0 {
+	if set["duration"] {
 		sc.Phases.Duration = scenario.Duration(f.duration)
 	}
-	if f.warmup >= 0 {
+	if set["warmup"] {
 		sc.Phases.WarmUp = scenario.Duration(f.warmup)
 	}
-	if f.rampUp >= 0 {
+	if set["ramp-up"] {
 		sc.Phases.RampUp = scenario.Duration(f.rampUp)
 	}
-	if f.subscribers > 0 {
+	if set["subscribers"] {
 		sc.Subscribers.Count = f.subscribers
 	}
-	if f.first != "" {
+	if set["first"] {
 		sc.Subscribers.First = f.first
 	}
-	if f.maxInFlight > 0 {
+	if set["max-inflight"] {
 		sc.MaxInFlight = f.maxInFlight
 	}
-	if f.timeout > 0 {
+	if set["timeout"] {
 		sc.Timeout = scenario.Duration(f.timeout)
 	}
 	if f.seed != 0 {
 		sc.Seed = f.seed
 	}
-	if f.shard != "" {
-		i, n, err := parseShard(f.shard)
-		if err != nil {
-			return sc, err
+	for _, t := range f.thresholds {
+		if _, err := scenario.ParseThreshold(t); err != nil {
+			return sc, "", usageError{fmt.Errorf("invalid --threshold: %w", err)}
 		}
-		sc = ShardScenario(sc, i, n)
+		sc.Thresholds = append(sc.Thresholds, t)
 	}
 	if err := sc.Validate(); err != nil {
-		return sc, err
+		return sc, "", f.fieldError(err)
 	}
-	return sc, nil
+	hash = sc.Hash()
+	if f.shard != "" {
+		i, n, err := scenario.ParseShard(f.shard)
+		if err != nil {
+			return sc, "", usageError{fmt.Errorf("invalid --shard: %w", err)}
+		}
+		if sc.Subscribers.Count < n {
+			return sc, "", usageError{fmt.Errorf("invalid --shard %s: %d subscribers cannot be split into %d shards", f.shard, sc.Subscribers.Count, n)}
+		}
+		sc = scenario.Shard(sc, i, n)
+	}
+	return sc, hash, nil
 }
 
 // parseTargets reads --target for the protocol: diameter://HOST:PORT
 // targets select gy (and need it), the others are Nchf URLs.
 func (f *runFlags) parseTargets(s string) ([]string, error) {
+	if s == "" {
+		return nil, usageError{errors.New("--target is required")}
+	}
 	if driver.IsDiameterTarget(s) {
 		if f.proto != "h2c" && f.proto != "gy" {
 			return nil, usageError{fmt.Errorf("cannot use --proto %s with diameter:// targets", f.proto)}
@@ -174,7 +225,7 @@ func (f *runFlags) parseTargets(s string) ([]string, error) {
 		ts, err = driver.ParseTargets(s)
 	}
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError{fmt.Errorf("invalid --target: %w", err)}
 	}
 	return ts, nil
 }
@@ -191,33 +242,50 @@ func (f *runFlags) localTargets(tb *testbed.Testbed) []string {
 	return []string{tb.Target}
 }
 
-// parseShard reads "i/n".
-func parseShard(s string) (int, int, error) {
-	a, b, ok := strings.Cut(s, "/")
-	i, err1 := strconv.Atoi(a)
-	n, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
-		return 0, 0, usageError{fmt.Errorf("cannot parse --shard %q: want i/n with 0 <= i < n", s)}
+// checkFlags validates the flags that are not scenario fields.
+func (f *runFlags) checkFlags() error {
+	bad := func(name, format string, a ...any) error {
+		return usageError{fmt.Errorf("invalid --%s: %s", name, fmt.Sprintf(format, a...))}
 	}
-	return i, n, nil
+	switch {
+	case !contains(protos, f.proto):
+		return bad("proto", "%q: want %s", f.proto, strings.Join(protos, ", "))
+	case f.workers < 0:
+		return bad("workers", "must not be negative, got %d", f.workers)
+	case f.pacing < 0:
+		return bad("pacing", "must not be negative, got %s", f.pacing)
+	case f.procs < 0:
+		return bad("procs", "must not be negative, got %d", f.procs)
+	case f.conns < 0:
+		return bad("conns", "must not be negative, got %d", f.conns)
+	case f.initialBalance < 0:
+		return bad("initial-balance", "must not be negative, got %d", f.initialBalance)
+	case f.auditConc <= 0:
+		return bad("audit-concurrency", "must be positive, got %d", f.auditConc)
+	case !contains([]string{run.AuditAuto, run.AuditFull, run.AuditOff}, f.auditMode):
+		return bad("audit", "%q: want auto, full or off", f.auditMode)
+	case !contains([]string{run.ProgressAuto, run.ProgressLine, run.ProgressPlain, run.ProgressJSON, run.ProgressOff}, f.progress):
+		return bad("progress", "%q: want auto, line, plain, json or off", f.progress)
+	}
+	return nil
 }
 
-// ShardScenario returns shard i of n: a contiguous slice of the subscriber
-// range, 1/n of the offered load and its own seed.
-func ShardScenario(sc scenario.Scenario, i, n int) scenario.Scenario {
-	first, _ := scenario.ParseSUPI(sc.Subscribers.First)
-	lo := sc.Subscribers.Count * i / n
-	hi := sc.Subscribers.Count * (i + 1) / n
-	sc.Subscribers.First = first.String(lo)
-	sc.Subscribers.Count = hi - lo
-	sc.Load.TPS /= float64(n)
-	sc.Load.SessionsPerSecond /= float64(n)
-	sc.Seed += int64(i) * 7919
-	return sc
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
 }
 
+// options validates every flag and builds the run's options; nothing is
+// started before it succeeds.
 func (f *runFlags) options(targets []string) (run.Options, error) {
-	sc, err := f.scenario()
+	if err := f.checkFlags(); err != nil {
+		return run.Options{}, err
+	}
+	sc, hash, err := f.scenario()
 	if err != nil {
 		return run.Options{}, err
 	}
@@ -225,37 +293,50 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 	if err != nil {
 		return run.Options{}, err
 	}
-	if procs := f.gomaxprocs(sc); procs > 0 {
-		runtime.GOMAXPROCS(procs)
-	}
 	o := run.Options{
 		Scenario: sc, Targets: targets, Proto: f.proto, Conns: f.conns, Workers: f.workers, Pacing: f.pacing, NoAsync: f.noAsync,
 		Audit: f.auditMode, InitialBalance: f.initialBalance, AuditConcurrency: f.auditConc,
-		ProgressMode: f.progress, Label: f.label, Shard: f.shard, Log: log,
+		ProgressMode: f.progress, Label: f.label, Shard: f.shard, Log: log, CPUOptional: f.cpuOptional,
+		Thresholds: sc.EffectiveThresholds(f.noDefThresh),
 	}
+	o.Provenance = report.HostProvenance()
+	o.Provenance.LoadgenVersion = version
+	o.Provenance.CHFVersion = f.chfVersion
+	o.Provenance.CommandLine = os.Args
+	o.Provenance.Flags = flagValues(f.fs)
+	o.Provenance.ScenarioHash = hash
 	if f.balanceURL != "" {
 		if o.BalanceTargets, err = driver.ParseTargets(f.balanceURL); err != nil {
-			return o, usageError{fmt.Errorf("cannot use --balance-url: %w", err)}
+			return o, usageError{fmt.Errorf("invalid --balance-url: %w", err)}
 		}
-	}
-	switch f.auditMode {
-	case run.AuditAuto, run.AuditFull, run.AuditOff:
-	default:
-		return o, usageError{fmt.Errorf("cannot use --audit %q: want auto, full or off", f.auditMode)}
-	}
-	switch f.progress {
-	case run.ProgressAuto, run.ProgressLine, run.ProgressPlain, run.ProgressJSON, run.ProgressOff:
-	default:
-		return o, usageError{fmt.Errorf("cannot use --progress %q: want auto, line, plain, json or off", f.progress)}
 	}
 	for _, spec := range f.cpus {
 		src, err := cpu.ParseSpec(spec)
-		if err != nil {
-			return o, usageError{err}
+		switch {
+		case err == nil:
+		case !errors.Is(err, cpu.ErrNoProcess) || !f.cpuOptional:
+			return o, usageError{fmt.Errorf("invalid --cpu: %w (pass --cpu-optional to run without a missing source)", err)}
+		default: // no such process, and optional: run.Execute warns and marks the report incomplete
+			src = cpu.NewMissing(cpu.SpecName(spec), err)
 		}
 		o.CPU = append(o.CPU, src)
 	}
+	if len(o.CPU) > 0 && !f.cpuOptional {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		smp := cpu.NewSampler(o.CPU...).Sample(ctx)
+		cancel()
+		if smp.Err != nil {
+			return o, usageError{fmt.Errorf("invalid --cpu: %w (pass --cpu-optional to run without it)", smp.Err)}
+		}
+	}
 	return o, nil
+}
+
+// applyProcs sets GOMAXPROCS for the run.
+func (f *runFlags) applyProcs(sc scenario.Scenario) {
+	if procs := f.gomaxprocs(sc); procs > 0 {
+		runtime.GOMAXPROCS(procs)
+	}
 }
 
 // gomaxprocs returns the GOMAXPROCS to set, 0 for Go's default. h2c
@@ -332,22 +413,43 @@ func (f *runFlags) startProfile() (func(), error) {
 	return func() { pprof.StopCPUProfile(); out.Close() }, nil
 }
 
-// signalContext is cancelled by SIGINT/SIGTERM: the run stops starting
-// flows, releases live sessions and reports what it measured.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+// execute runs o under the signal stopper s, writes the reports (an
+// interrupted run's too, marked so) and returns the command's error.
+func (f *runFlags) execute(s *stopper, o run.Options) error {
+	f.applyProcs(o.Scenario)
+	stopProfile, err := f.startProfile()
+	if err != nil {
+		return err
+	}
+	res, err := run.Execute(s.Context(), o)
+	stopProfile()
+	s.mark(res)
+	if res != nil {
+		if werr := f.writeReports(res); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return s.wrap(err)
+}
+
+var runHelp = help{
+	name:     "run",
+	synopsis: "loadgen run --target http://HOST:PORT[,...] | diameter://HOST:PORT[,...] [flags]",
+	text: "Runs the scenario (ramp-up, warm-up, measured duration), prints the report and writes the files asked for.\n" +
+		"SIGINT or SIGTERM stops the run within a second and still writes the report, marked interrupted\n" +
+		"(exit 130 / 143); a second signal exits at once.",
 }
 
 func runCmd(args []string) error {
-	fs := flag.NewFlagSet("loadgen run", flag.ContinueOnError)
+	fs := newFlagSet("run")
 	var f runFlags
 	f.register(fs)
 	target := fs.String("target", "", "CGW endpoints, comma-separated: Nchf http://HOST:PORT, or Diameter Gy diameter://HOST:PORT (selects --proto gy; --conns peers each); flows are balanced over them client-side")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, runHelp, args); err != nil {
 		return err
 	}
-	if *target == "" {
-		return usageError{errors.New("--target is required")}
+	if err := f.checkFlags(); err != nil {
+		return err
 	}
 	targets, err := f.parseTargets(*target)
 	if err != nil {
@@ -357,18 +459,7 @@ func runCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	stopProfile, err := f.startProfile()
-	if err != nil {
-		return err
-	}
-	res, err := run.Execute(ctx, o)
-	stopProfile()
-	if res != nil {
-		if werr := f.writeReports(res); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	return err
+	s := onSignals()
+	defer s.Stop()
+	return f.execute(s, o)
 }

@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
@@ -22,101 +21,147 @@ func init() {
 	register("sweep", "step the offered TPS to find the knee within a latency SLO (capacity curves)", sweepCmd)
 }
 
-// target is where runs go: a deployed CHF (--target) or local testbeds.
-type target struct {
-	targets []string
-	local   bool
-	chf     string
-	tb      *testbed.Testbed
+var sweepHelp = help{
+	name:     "sweep",
+	synopsis: "loadgen sweep (--target URL | --local) [--start N --step N --max N] [--slo-p99 10ms] [flags]",
+	text: "Each step is a full run (ramp-up, warm-up, --duration, audit) on its own slice of the subscriber range.\n" +
+		"Writes sweep.json, sweep.md and sweep.html into --out (default results/sweep-<timestamp>).\n" +
+		"Every argument is checked before anything starts. --threshold adds to each step's SLO (the default\n" +
+		"thresholds do not apply to a sweep's steps). SIGINT or SIGTERM stops the sweep after writing what it has.",
 }
 
-func sweepCmd(args []string) error {
-	fs := flag.NewFlagSet("loadgen sweep", flag.ContinueOnError)
+func sweepCmd(args []string) (err error) {
+	fs := newFlagSet("sweep")
 	var f runFlags
 	f.register(fs)
 	tgt := fs.String("target", "", "CGW endpoints (http://HOST:PORT,... or diameter://HOST:PORT,... for Gy); empty with --local")
 	local := fs.Bool("local", false, "start the local CHF once and sweep it (like loadgen local)")
-	chfBin := fs.String("chf", "", "chf binary for --local")
-	accounts := fs.Int("accounts", 100_000, "accounts provisioned by --local; each step uses its own slice of them")
-	balance := fs.Int64("balance", 100_000_000, "initial balance provisioned by --local")
-	start := fs.Float64("start", 1000, "first offered TPS")
-	step := fs.Float64("step", 1000, "TPS added per step")
-	maxTPS := fs.Float64("max", 20000, "highest offered TPS")
+	var l localFlags
+	l.register(fs, "accounts provisioned by --local; each step uses its own slice of them")
+	start := fs.Float64("start", 1000, "first offered TPS, > 0")
+	step := fs.Float64("step", 1000, "TPS added per step, > 0")
+	maxTPS := fs.Float64("max", 20000, "highest offered TPS, >= --start")
 	untilBreak := fs.Bool("until-break", true, "stop at the first step that misses the SLO")
-	sloP99 := fs.Duration("slo-p99", 10*time.Millisecond, "SLO: p99 latency (from the scheduled send) at most this")
-	sloErr := fs.Float64("slo-error-rate", 0, "SLO: errors / transactions at most this")
-	sloLate := fs.Float64("slo-late-rate", 0.01, "SLO: (late + dropped) / offered at most this")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loadgen sweep (--target URL | --local) [--start N --step N --max N] [--slo-p99 10ms] [flags]\n\n"+
-			"Each step is a full run (ramp-up, warm-up, --duration, audit) on its own slice of the subscriber range.\n"+
-			"Writes sweep.json, sweep.md and sweep.html into --out (default results/sweep-<timestamp>).\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	sloP99 := fs.Duration("slo-p99", 10*time.Millisecond, "SLO: p99 latency (from the scheduled send) at most this (0 = no limit)")
+	sloErr := fs.Float64("slo-error-rate", 0, "SLO: errors / transactions at most this (0..1)")
+	sloLate := fs.Float64("slo-late-rate", 0.01, "SLO: (late + dropped) / offered at most this (0..1)")
+	if err := parseFlags(fs, sweepHelp, args); err != nil {
 		return err
 	}
-	if f.duration == 0 {
-		f.duration = 10 * time.Second
+	cfg := sweep.Config{
+		Start: *start, Step: *step, Max: *maxTPS, UntilBreak: *untilBreak,
+		SLO: sweep.SLO{P99Ms: float64(*sloP99) / 1e6, MaxErrorRate: *sloErr, MaxLateRate: *sloLate},
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{sweepFlagError(err)}
+	}
+	if *local == (*tgt != "") {
+		return usageError{errors.New("give exactly one of --target and --local")}
+	}
+	if err := f.checkFlags(); err != nil {
+		return err
+	}
+	var targets []string
+	if *local {
+		if err := l.apply(&f); err != nil {
+			return err
+		}
+	} else if targets, err = f.parseTargets(*tgt); err != nil {
+		return err
+	}
+	if setFlags(fs)["rate"] || setFlags(fs)["sessions-per-second"] {
+		return usageError{errors.New("--rate and --sessions-per-second do not apply to a sweep: each step offers its own rate (--start, --step, --max)")}
+	}
+	if !setFlags(fs)["duration"] {
+		fs.Set("duration", "10s")
+	}
+	fs.Set("rate", fmt.Sprint(*start)) // each step sets its own
+	f.noDefThresh = true
+	base, err := f.options(targets) // every flag checked before anything starts
+	if err != nil {
+		return err
+	}
+	nsteps := cfg.Steps()
+	if base.Scenario.Subscribers.Count < nsteps {
+		return usageError{fmt.Errorf("invalid --subscribers: %d subscribers cannot give each of the %d steps its own slice", base.Scenario.Subscribers.Count, nsteps)}
+	}
+	if base.ProgressMode == run.ProgressAuto {
+		base.ProgressMode = run.ProgressOff
 	}
 	if f.outDir == "" {
 		f.outDir = filepath.Join("results", "sweep-"+time.Now().UTC().Format("20060102-150405"))
 	}
-	if err := os.MkdirAll(f.outDir, 0o755); err != nil {
-		return fmt.Errorf("cannot create %s: %w", f.outDir, err)
-	}
-	f.rate = *start // validated below; each step sets its own
-	ctx, stop := signalContext()
-	defer stop()
-	t, err := openTarget(ctx, *tgt, *local, *chfBin, *accounts, *balance, &f)
+	cleanup, err := resultsDir(f.outDir)
 	if err != nil {
 		return err
 	}
-	defer t.close()
-	base, err := f.options(t.targets)
-	if err != nil {
-		return err
+	defer func() { cleanup(err != nil && !errors.As(err, new(interrupted))) }()
+	s := onSignals()
+	defer s.Stop()
+	if *local {
+		tb, err := startTestbed(s.Context(), *l.chf, *l.accounts, *l.balance, base.Scenario.Subscribers.First, &f)
+		if err != nil {
+			return s.wrap(err)
+		}
+		defer tb.Stop()
+		base.Targets = f.localTargets(tb)
+		if f.proto == "gy" {
+			base.BalanceTargets = []string{tb.Target}
+		}
+		base.CPU = append(base.CPU, tb.CPU()...)
+		base.Provenance.CHFVersion = chfVersion(s.Context(), tb.CHF)
 	}
-	base.CPU = append(base.CPU, t.cpu()...)
-	if base.ProgressMode == run.ProgressAuto {
-		base.ProgressMode = run.ProgressOff
-	}
-	nsteps := int((*maxTPS-*start) / *step) + 1
-	if nsteps < 1 {
-		return usageError{errors.New("need --max >= --start")}
-	}
+	f.applyProcs(base.Scenario)
 	full := base.Scenario
 	i := 0
-	cfg := sweep.Config{
-		Start: *start, Step: *step, Max: *maxTPS, UntilBreak: *untilBreak,
-		SLO: sweep.SLO{P99Ms: float64(*sloP99) / 1e6, MaxErrorRate: *sloErr, MaxLateRate: *sloLate},
-		RunStep: func(ctx context.Context, tps float64) (*report.Result, error) {
-			o := base
-			o.Scenario = ShardScenario(full, i, nsteps) // fresh subscribers per step
-			o.Scenario.Load = scenario.Load{TPS: tps}
-			o.Label = fmt.Sprintf("%s%.0f TPS", labelPrefix(f.label), tps)
-			i++
-			base.Log.Info("sweep step", "offered_tps", tps, "subscribers_from", o.Scenario.Subscribers.First)
-			return run.Execute(ctx, o)
-		},
-		Progress: func(s sweep.Step) {
-			v := "met"
-			if !s.Pass {
-				v = "missed: " + s.Reason
-			}
-			fmt.Printf("step %6.0f TPS: achieved %6.0f p50 %7.3f ms p99 %7.3f ms errors %d late %d SUT %.1f µs/txn  SLO %s\n",
-				s.OfferedTPS, s.Result.TPS, s.Result.LatencyMs.P50, s.Result.LatencyMs.P99, s.Result.Errors, s.Result.Late, s.Result.SUTCPUUsTxn, v)
-		},
+	cfg.RunStep = func(ctx context.Context, tps float64) (*report.Result, error) {
+		o := base
+		o.Scenario = scenario.Shard(full, i, nsteps) // fresh subscribers per step
+		o.Scenario.Load = scenario.Load{TPS: tps}
+		o.Label = fmt.Sprintf("%s%.0f TPS", labelPrefix(f.label), tps)
+		i++
+		base.Log.Info("sweep step", "offered_tps", tps, "subscribers_from", o.Scenario.Subscribers.First)
+		res, err := run.Execute(ctx, o)
+		s.mark(res)
+		return res, err
 	}
-	res, err := sweep.Run(ctx, cfg)
+	cfg.Progress = func(st sweep.Step) {
+		v := "met"
+		if !st.Pass {
+			v = "missed: " + st.Reason
+		}
+		fmt.Printf("step %6.0f TPS: achieved %6.0f p50 %7.3f ms p99 %7.3f ms errors %d late %d SUT %.1f µs/txn  SLO %s\n",
+			st.OfferedTPS, st.Result.TPS, st.Result.LatencyMs.P50, st.Result.LatencyMs.P99, st.Result.Errors, st.Result.Late, st.Result.SUTCPUUsTxn, v)
+	}
+	res, err := sweep.Run(s.Context(), cfg)
 	if res == nil {
-		return err
+		return s.wrap(err)
 	}
 	res.Label = f.label
+	res.Interrupted = s.Signal() != nil
+	if len(res.Steps) == 0 {
+		return s.wrap(err)
+	}
 	if werr := writeSweep(res, f.outDir); werr != nil && err == nil {
 		err = werr
 	}
 	res.WriteMarkdown(os.Stdout)
 	fmt.Printf("\nreports: %s\n", f.outDir)
+	return s.wrap(err)
+}
+
+// sweepFlagError renames a sweep.Config field in err after its flag.
+func sweepFlagError(err error) error {
+	msg := err.Error()
+	for field, flag := range map[string]string{
+		"start": "start", "step": "step", "max": "max", "slo.p99_ms": "slo-p99",
+		"slo.max_error_rate": "slo-error-rate", "slo.max_late_rate": "slo-late-rate",
+	} {
+		prefix := sweep.ErrConfig.Error() + ": " + field + ": "
+		if rest, ok := strings.CutPrefix(msg, prefix); ok {
+			return fmt.Errorf("invalid --%s: %s", flag, rest)
+		}
+	}
 	return err
 }
 
@@ -149,43 +194,16 @@ func writeSweep(res *sweep.Result, dir string) error {
 	return res.WriteHTML(h)
 }
 
-// openTarget resolves --target or starts a local testbed.
-func openTarget(ctx context.Context, tgt string, local bool, chf string, accounts int, balance int64, f *runFlags) (*target, error) {
-	if local == (tgt != "") {
-		return nil, usageError{errors.New("give exactly one of --target and --local")}
-	}
-	if !local {
-		ts, err := f.parseTargets(tgt)
-		if err != nil {
-			return nil, err
-		}
-		return &target{targets: ts}, nil
-	}
-	if f.subscribers == 0 || f.subscribers > accounts {
-		f.subscribers = accounts
-	}
-	if f.initialBalance == 0 {
-		f.initialBalance = balance
-	}
-	tb, err := startTestbed(ctx, chf, accounts, balance, f)
-	if err != nil {
-		return nil, err
-	}
-	return &target{targets: f.localTargets(tb), local: true, chf: chf, tb: tb}, nil
-}
-
-func startTestbed(ctx context.Context, chf string, accounts int, balance int64, f *runFlags) (*testbed.Testbed, error) {
+// startTestbed starts a local CHF for sweep and gate, its logs into
+// chf.log of the results directory.
+func startTestbed(ctx context.Context, chf string, accounts int, balance int64, first string, f *runFlags) (*testbed.Testbed, error) {
 	log, err := newLogger(f.logLevel)
 	if err != nil {
 		return nil, err
 	}
-	logs, err := os.Create(filepath.Join(f.outDir, "chf.log"))
+	logs, err := os.OpenFile(filepath.Join(f.outDir, "chf.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create chf.log: %w", err)
-	}
-	first := f.first
-	if first == "" {
-		first = scenario.Default().Subscribers.First
 	}
 	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy"})
 	if err != nil {
@@ -194,17 +212,4 @@ func startTestbed(ctx context.Context, chf string, accounts int, balance int64, 
 	}
 	log.Info("local CHF ready", "target", tb.Target, "pids", tb.Pids, "chf", tb.CHF)
 	return tb, nil
-}
-
-func (t *target) cpu() []cpu.Source {
-	if t.tb == nil {
-		return nil
-	}
-	return t.tb.CPU()
-}
-
-func (t *target) close() {
-	if t.tb != nil {
-		t.tb.Stop()
-	}
 }

@@ -14,6 +14,8 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -92,6 +94,25 @@ func New(runs []Run, baseline int) (*Table, error) {
 	return &Table{Runs: runs, Baseline: baseline}, nil
 }
 
+// FindBaseline resolves a --baseline value: a run's label (exactly),
+// else a 0-based index.
+func FindBaseline(runs []Run, sel string) (int, error) {
+	if sel == "" {
+		return 0, nil
+	}
+	var labels []string
+	for i, r := range runs {
+		if r.Label == sel {
+			return i, nil
+		}
+		labels = append(labels, fmt.Sprintf("%d=%q", i, r.Label))
+	}
+	if i, err := strconv.Atoi(sel); err == nil && i >= 0 && i < len(runs) {
+		return i, nil
+	}
+	return 0, fmt.Errorf("%w: baseline %q is neither a label nor an index (0-based) of the runs: %s", ErrInput, sel, strings.Join(labels, ", "))
+}
+
 // components returns every CPU component of every run.
 func (t *Table) components() []string {
 	seen := map[string]bool{}
@@ -113,25 +134,77 @@ func (t *Table) components() []string {
 	return out
 }
 
-// Ratio returns v/base, or 0 when base is 0.
-func Ratio(v, base float64) float64 {
-	if base == 0 {
-		return 0
-	}
-	return v / base
+// Figure is one value of a run, or none (the run did not measure it).
+type Figure struct {
+	V  float64
+	OK bool
 }
 
-// WriteMarkdown writes the side-by-side table.
+// Figures a comparison reads: each says whether the run measured it.
+func offered(r *report.Result) Figure { return Figure{r.OfferedTPS, r.OfferedTPS > 0} }
+func tps(r *report.Result) Figure     { return Figure{r.TPS, r.DurationS > 0} }
+func answered(r *report.Result) bool  { return r.Transactions > r.Errors }
+func p50(r *report.Result) Figure     { return Figure{r.LatencyMs.P50, answered(r)} }
+func p99(r *report.Result) Figure     { return Figure{r.LatencyMs.P99, answered(r)} }
+func p999(r *report.Result) Figure    { return Figure{r.LatencyMs.P999, answered(r)} }
+func jitter(r *report.Result) Figure  { return Figure{r.JitterCV, answered(r)} }
+func sutUs(r *report.Result) Figure {
+	for k := range r.CPUSeconds {
+		if k != report.LoadgenComponent {
+			return Figure{r.SUTCPUUsTxn, r.Transactions > 0}
+		}
+	}
+	for k := range r.CPUPercent {
+		if k != report.LoadgenComponent {
+			return Figure{r.SUTCPUUsTxn, r.Transactions > 0}
+		}
+	}
+	return Figure{}
+}
+func cpuOf(r *report.Result, c string) Figure {
+	v, ok := r.CPUPercent[c]
+	return Figure{v, ok}
+}
+
+// Ratio returns v/base, and false when either is missing or base is 0:
+// no ratio is computed against a figure that was not measured.
+func Ratio(v, base Figure) (float64, bool) {
+	if !v.OK || !base.OK || base.V == 0 {
+		return 0, false
+	}
+	return v.V / base.V, true
+}
+
+// format writes a figure with format, or n/a.
+func (f Figure) format(format string) string {
+	if !f.OK {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, f.V)
+}
+
+func ratio(v, base Figure) string {
+	x, ok := Ratio(v, base)
+	if !ok {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// WriteMarkdown writes the side-by-side table: the same columns as the
+// lab's (label, offered, achieved TPS, p50, p99, jitter CV, SUT µs/txn,
+// per-component CPU) with ratios to the baseline. A figure a run did not
+// measure is n/a, and so is every ratio against it.
 func (t *Table) WriteMarkdown(w io.Writer) {
 	b := t.Runs[t.Baseline].Result
-	fmt.Fprintf(w, "# loadgen comparison\n\nBaseline: %s. Ratios are run / baseline.\n\n", t.Runs[t.Baseline].Label)
+	fmt.Fprintf(w, "# loadgen comparison\n\nBaseline: %s. Ratios are run / baseline; n/a: not measured.\n\n", t.Runs[t.Baseline].Label)
 	comps := t.components()
-	fmt.Fprintf(w, "| run | TPS | ×TPS | p50 ms | p99 ms | ×p99 | p99.9 ms | jitter | ×jitter |")
+	fmt.Fprintf(w, "| run | offered TPS | TPS | ×TPS | p50 ms | p99 ms | ×p99 | p99.9 ms | jitter CV | ×jitter | SUT µs/txn | ×µs/txn |")
 	for _, c := range comps {
 		fmt.Fprintf(w, " CPU %% %s |", c)
 	}
-	fmt.Fprintf(w, " SUT µs/txn | ×µs/txn |\n|---|")
-	for i := 0; i < 8+len(comps)+2; i++ {
+	fmt.Fprintf(w, "\n|---|")
+	for i := 0; i < 11+len(comps); i++ {
 		fmt.Fprintf(w, "---:|")
 	}
 	fmt.Fprintln(w)
@@ -141,12 +214,18 @@ func (t *Table) WriteMarkdown(w io.Writer) {
 		if run.Sweep != nil {
 			label += fmt.Sprintf(" (knee %.0f TPS)", run.Sweep.KneeTPS)
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |", label, r.TPS, Ratio(r.TPS, b.TPS),
-			r.LatencyMs.P50, r.LatencyMs.P99, Ratio(r.LatencyMs.P99, b.LatencyMs.P99), r.LatencyMs.P999, r.JitterCV, Ratio(r.JitterCV, b.JitterCV))
-		for _, c := range comps {
-			fmt.Fprintf(w, " %.1f |", r.CPUPercent[c])
+		if r.Interrupted {
+			label += " (interrupted)"
 		}
-		fmt.Fprintf(w, " %.1f | %.2f |\n", r.SUTCPUUsTxn, Ratio(r.SUTCPUUsTxn, b.SUTCPUUsTxn))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", label,
+			offered(r).format("%.0f"), tps(r).format("%.0f"), ratio(tps(r), tps(b)),
+			p50(r).format("%.3f"), p99(r).format("%.3f"), ratio(p99(r), p99(b)), p999(r).format("%.3f"),
+			jitter(r).format("%.3f"), ratio(jitter(r), jitter(b)),
+			sutUs(r).format("%.1f"), ratio(sutUs(r), sutUs(b)))
+		for _, c := range comps {
+			fmt.Fprintf(w, " %s |", cpuOf(r, c).format("%.1f"))
+		}
+		fmt.Fprintln(w)
 	}
 }
 
@@ -159,7 +238,9 @@ func (t *Table) Charts() ([]string, error) {
 		names       []string
 		value       func(r *report.Result, i int) float64
 	}{
-		{"Throughput", "TPS", []string{"TPS"}, func(r *report.Result, _ int) float64 { return r.TPS }},
+		{"Throughput", "TPS", []string{"offered", "achieved"}, func(r *report.Result, i int) float64 {
+			return [...]float64{r.OfferedTPS, r.TPS}[i]
+		}},
 		{"Latency", "ms", []string{"p50", "p99", "p99.9"}, func(r *report.Result, i int) float64 {
 			return [...]float64{r.LatencyMs.P50, r.LatencyMs.P99, r.LatencyMs.P999}[i]
 		}},

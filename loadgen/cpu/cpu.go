@@ -1,6 +1,6 @@
 // Package cpu measures the CPU time of the components of a run: local
-// processes through /proc/<pid>/stat (found by pid, by process name, or as
-// the process tree under a root pid), remote services by scraping the
+// processes through /proc/<pid>/stat (found by pid or by process name),
+// remote services by scraping the
 // process_cpu_seconds_total counter of their Prometheus /metrics endpoint,
 // and the load generator itself.
 //
@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +24,12 @@ import (
 
 // ErrSource is returned for a CPU source that cannot be set up.
 var ErrSource = errors.New("cpu: bad source")
+
+// ErrNoProcess is returned when no process has the name asked for.
+var ErrNoProcess = errors.New("cpu: no such process")
+
+// ErrGone is returned when a watched process no longer exists.
+var ErrGone = errors.New("cpu: process gone")
 
 // clockTicks is USER_HZ, which Linux fixes at 100 for /proc on every
 // architecture Go supports.
@@ -38,9 +43,14 @@ type Source interface {
 }
 
 // Sample is cumulative CPU seconds per component at one instant.
+// Failed names the components that could not be read (left out of
+// Seconds) and Err says why; a caller that sums components must not
+// ignore it.
 type Sample struct {
 	At      time.Time
 	Seconds map[string]float64
+	Failed  []string
+	Err     error
 }
 
 // Sampler reads every source.
@@ -63,14 +73,21 @@ func (s *Sampler) Names() []string {
 	return out
 }
 
-// Sample reads all sources; a source that fails is left out.
+// Sample reads all sources; a source that fails is left out of Seconds
+// and named in Failed and Err.
 func (s *Sampler) Sample(ctx context.Context) Sample {
 	out := Sample{At: time.Now(), Seconds: make(map[string]float64, len(s.sources))}
+	var errs []error
 	for _, src := range s.sources {
-		if v, err := src.Seconds(ctx); err == nil {
-			out.Seconds[src.Name()] += v
+		v, err := src.Seconds(ctx)
+		if err != nil {
+			out.Failed = append(out.Failed, src.Name())
+			errs = append(errs, err)
+			continue
 		}
+		out.Seconds[src.Name()] += v
 	}
+	out.Err = errors.Join(errs...)
 	return out
 }
 
@@ -116,25 +133,22 @@ func NewProc(name string, pids ...int) *Proc { return &Proc{name: name, pids: pi
 // Name returns the component name.
 func (p *Proc) Name() string { return p.name }
 
-// Seconds sums utime+stime of the processes.
+// Seconds sums utime+stime of the processes. Every process must be
+// alive: a sum without one of them would silently be too small.
 func (p *Proc) Seconds(context.Context) (float64, error) {
 	var total float64
-	var n int
 	for _, pid := range p.pids {
 		s, err := readStat(p.root, pid)
-		if err != nil {
-			continue
+		if err != nil || s.state == "Z" || s.state == "X" {
+			return 0, fmt.Errorf("%w: cannot read the CPU of %s: process %d is gone", ErrGone, p.name, pid)
 		}
 		total += s.cpu
-		n++
-	}
-	if n == 0 {
-		return 0, fmt.Errorf("cannot read CPU of %s: no process alive", p.name)
 	}
 	return total, nil
 }
 
 type stat struct {
+	state     string // R, S, D, Z (exited, not reaped), ...
 	pid, ppid int
 	comm      string
 	cpu       float64
@@ -167,7 +181,7 @@ func parseStat(pid int, b []byte) (stat, error) {
 	if err1 != nil || err2 != nil {
 		return stat{}, fmt.Errorf("%w: bad times in stat of pid %d", ErrSource, pid)
 	}
-	return stat{pid: pid, ppid: ppid, comm: string(b[l+1 : r]), cpu: float64(ut+st) / clockTicks}, nil
+	return stat{state: f[0], pid: pid, ppid: ppid, comm: string(b[l+1 : r]), cpu: float64(ut+st) / clockTicks}, nil
 }
 
 // Self returns the load generator's own CPU source.
@@ -185,40 +199,9 @@ func ByName(name string) (*Proc, error) {
 		}
 	}
 	if len(pids) == 0 {
-		return nil, fmt.Errorf("%w: no process named %q", ErrSource, name)
+		return nil, fmt.Errorf("%w: no process named %q", ErrNoProcess, name)
 	}
 	return NewProc(name, pids...), nil
-}
-
-// Tree returns one Proc per component of the process tree under root: each
-// process is named by its subcommand (the first argument after the binary,
-// e.g. "cgw" for "chf cgw"), prefixed with prefix. Processes with the same
-// name are summed.
-func Tree(root int, prefix string) []*Proc {
-	procs := listProcs("/proc")
-	children := map[int][]int{}
-	for _, p := range procs {
-		children[p.ppid] = append(children[p.ppid], p.pid)
-	}
-	byName := map[string][]int{}
-	var walk func(pid int)
-	walk = func(pid int) {
-		byName[prefix+componentName("/proc", pid)] = append(byName[prefix+componentName("/proc", pid)], pid)
-		for _, c := range children[pid] {
-			walk(c)
-		}
-	}
-	walk(root)
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make([]*Proc, 0, len(names))
-	for _, n := range names {
-		out = append(out, NewProc(n, byName[n]...))
-	}
-	return out
 }
 
 func listProcs(root string) []stat {
@@ -252,16 +235,29 @@ func baseArg0(root string, pid int) string {
 	return filepath.Base(a[0])
 }
 
-// componentName names pid by its subcommand when it has one.
-func componentName(root string, pid int) string {
-	a := cmdline(root, pid)
-	if len(a) >= 2 && !strings.HasPrefix(a[1], "-") {
-		return a[1]
+// Missing is a source that could not be set up (e.g. no process of that
+// name): every read fails with its error, so that a sampler reports it
+// instead of silently summing without it.
+type Missing struct {
+	name string
+	err  error
+}
+
+// NewMissing returns a source named name failing with err.
+func NewMissing(name string, err error) *Missing { return &Missing{name: name, err: err} }
+
+// Name returns the component name.
+func (m *Missing) Name() string { return m.name }
+
+// Seconds returns the source's error.
+func (m *Missing) Seconds(context.Context) (float64, error) { return 0, m.err }
+
+// SpecName returns the component name a --cpu spec gives.
+func SpecName(spec string) string {
+	if name, _, ok := strings.Cut(spec, "="); ok {
+		return name
 	}
-	if len(a) >= 1 {
-		return filepath.Base(a[0])
-	}
-	return strconv.Itoa(pid)
+	return spec
 }
 
 // Metrics scrapes process_cpu_seconds_total from a Prometheus endpoint.
@@ -329,12 +325,15 @@ func ParseSpec(spec string) (Source, error) {
 	if !ok {
 		return ByName(spec)
 	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: %q: empty component name", ErrSource, spec)
+	}
 	switch {
 	case strings.HasPrefix(val, "pid:"):
 		var pids []int
 		for _, s := range strings.Split(val[4:], ",") {
 			pid, err := strconv.Atoi(s)
-			if err != nil {
+			if err != nil || pid <= 0 {
 				return nil, fmt.Errorf("%w: %q: bad pid %q", ErrSource, spec, s)
 			}
 			pids = append(pids, pid)

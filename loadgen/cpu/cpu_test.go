@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -36,14 +37,24 @@ func TestParseProcessCPU(t *testing.T) {
 }
 
 func TestSelfAndPercent(t *testing.T) {
-	s := NewSampler(Self("loadgen"), NewProc("gone", 1<<30))
+	s := NewSampler(Self("loadgen"), NewProc("gone", 1<<30), NewProc("half", os.Getpid(), 1<<30))
 	a := s.Sample(context.Background())
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) { // burn some CPU
+	// Burn CPU until the kernel's 10 ms ticks show some (a busy shared
+	// machine may not run this goroutine at once).
+	var b Sample
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		for t0 := time.Now(); time.Since(t0) < 20*time.Millisecond; {
+		}
+		if b = s.Sample(context.Background()); b.Seconds["loadgen"] > a.Seconds["loadgen"] {
+			break
+		}
 	}
-	b := s.Sample(context.Background())
 	if _, ok := b.Seconds["gone"]; ok {
 		t.Fatal("a dead process was sampled")
+	}
+	// One process of two gone: no silently smaller sum, an error naming it.
+	if _, ok := b.Seconds["half"]; ok || strings.Join(b.Failed, ",") != "gone,half" || !errors.Is(b.Err, ErrGone) {
+		t.Fatalf("failed %v, err %v; want gone and half failed with ErrGone", b.Failed, b.Err)
 	}
 	if p := Percent(a, b)["loadgen"]; p <= 0 || p > 100*float64(64) {
 		t.Fatalf("loadgen CPU %v%%", p)
@@ -66,6 +77,15 @@ func TestParseSpec(t *testing.T) {
 	f("cgw=pid:x", "", false)
 	f("cgw=ftp://x", "", false)
 	f("no-such-process-name-xyz", "", false)
+	f("=pid:1", "", false)
+	f("cgw=pid:0", "", false)
+	if _, err := ParseSpec("cgw=proc:no-such-process-name-xyz"); !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("no such process: err = %v, want ErrNoProcess", err)
+	}
+	m := NewMissing("cgw", ErrNoProcess)
+	if _, err := m.Seconds(context.Background()); !errors.Is(err, ErrNoProcess) || m.Name() != "cgw" {
+		t.Fatalf("missing source: %v", err)
+	}
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

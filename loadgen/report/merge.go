@@ -4,12 +4,84 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/chf-testbed/testbed/loadgen/histogram"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
 
 // ErrMerge is returned when results cannot be merged.
 var ErrMerge = errors.New("report: cannot merge")
+
+// DefaultStartTolerance is how far apart shards' start times may be by
+// default.
+const DefaultStartTolerance = 5 * time.Second
+
+// MergeOptions tune what Merge accepts.
+type MergeOptions struct {
+	// StartTolerance is the largest spread of the shards' start times
+	// (they must have run at the same time); 0 = DefaultStartTolerance.
+	StartTolerance time.Duration
+}
+
+// checkShards refuses inputs that are not the shards of one run: a
+// result without a shard, different shard counts, a shard twice,
+// different scenarios, or start times further apart than the tolerance.
+// It returns notes on what the merge lacks (missing shards, inputs
+// without a scenario hash).
+func checkShards(o MergeOptions, in []*Result) ([]string, error) {
+	tol := o.StartTolerance
+	if tol <= 0 {
+		tol = DefaultStartTolerance
+	}
+	var notes []string
+	n := 0
+	seen := map[int]int{}
+	hash, hashFrom := "", 0
+	lo, hi := in[0].Started, in[0].Started
+	for k, r := range in {
+		i, rn, err := scenario.ParseShard(r.Shard)
+		if err != nil {
+			return nil, fmt.Errorf("%w: input %d is not a shard result (shard %q; run each part with --shard i/n)", ErrMerge, k, r.Shard)
+		}
+		if k == 0 {
+			n = rn
+		} else if rn != n {
+			return nil, fmt.Errorf("%w: input %d is shard %s but input 0 is one of %d shards", ErrMerge, k, r.Shard, n)
+		}
+		if prev, dup := seen[i]; dup {
+			return nil, fmt.Errorf("%w: inputs %d and %d are both shard %s", ErrMerge, prev, k, r.Shard)
+		}
+		seen[i] = k
+		switch h := r.Provenance.ScenarioHash; {
+		case h == "":
+			notes = append(notes, fmt.Sprintf("input %d (shard %s) has no scenario hash: its scenario was not checked", k, r.Shard))
+		case hash == "":
+			hash, hashFrom = h, k
+		case h != hash:
+			return nil, fmt.Errorf("%w: input %d ran scenario %s but input %d ran %s (different scenarios)", ErrMerge, k, h, hashFrom, hash)
+		}
+		if r.Started.Before(lo) {
+			lo = r.Started
+		}
+		if r.Started.After(hi) {
+			hi = r.Started
+		}
+	}
+	if spread := hi.Sub(lo); spread > tol {
+		return nil, fmt.Errorf("%w: shards started %s apart, more than the tolerance %s (they must run at the same time; see --start-tolerance)", ErrMerge, spread.Round(time.Millisecond), tol)
+	}
+	if len(seen) < n {
+		var missing []string
+		for i := range n {
+			if _, ok := seen[i]; !ok {
+				missing = append(missing, fmt.Sprintf("%d/%d", i, n))
+			}
+		}
+		notes = append(notes, fmt.Sprintf("merged %d of %d shards; missing %s", len(seen), n, strings.Join(missing, ", ")))
+	}
+	return notes, nil
+}
 
 // Merge combines the results of shards that ran at the same time against
 // the same system into one result. Counts add up and histograms merge
@@ -17,12 +89,26 @@ var ErrMerge = errors.New("report: cannot merge")
 // measured duration is the longest shard's. CPU: the load generators'
 // CPU adds up; every other component is the same system observed by each
 // shard, so its largest figure is kept. Per-second series add counts; their
-// per-second percentiles are the worst shard's (an upper bound).
-func Merge(in ...*Result) (*Result, error) {
+// per-second percentiles are the worst shard's (an upper bound). The
+// inputs must be distinct shards of one run (checkShards); the merged
+// result is interrupted when any shard was, and is checked against the
+// first shard's thresholds.
+func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("%w: no results", ErrMerge)
 	}
+	for i, r := range in {
+		if r.SchemaVersion != SchemaVersion {
+			return nil, fmt.Errorf("%w: input %d has schema_version %d", ErrSchema, i, r.SchemaVersion)
+		}
+	}
+	notes, err := checkShards(o, in)
+	if err != nil {
+		return nil, err
+	}
 	out := &Result{
+		Provenance:    in[0].Provenance,
+		Incomplete:    notes,
 		SchemaVersion: SchemaVersion,
 		Label:         in[0].Label,
 		Started:       in[0].Started,
@@ -41,9 +127,19 @@ func Merge(in ...*Result) (*Result, error) {
 	series := map[int]*Point{}
 	out.Audit.OK, out.Audit.Skipped = true, true
 	var reasons []string
-	for i, r := range in {
-		if r.SchemaVersion != SchemaVersion {
-			return nil, fmt.Errorf("%w: input %d has schema_version %d", ErrSchema, i, r.SchemaVersion)
+	hosts := map[string]bool{}
+	var hostList []string
+	for _, r := range in {
+		if h := r.Provenance.Host; !hosts[h] {
+			hosts[h] = true
+			hostList = append(hostList, h)
+		}
+		if r.Interrupted {
+			out.Interrupted = true
+			out.InterruptedBy = r.InterruptedBy
+		}
+		for _, x := range r.Incomplete {
+			out.Incomplete = append(out.Incomplete, "shard "+r.Shard+": "+x)
 		}
 		if r.Started.Before(out.Started) {
 			out.Started = r.Started
@@ -157,8 +253,10 @@ func Merge(in ...*Result) (*Result, error) {
 			delete(series, sec)
 		}
 	}
+	out.Provenance.Host = strings.Join(hostList, ",")
 	if err := out.Recompute(); err != nil {
 		return nil, err
 	}
+	out.CheckThresholds(in[0].thresholdList())
 	return out, nil
 }

@@ -1,7 +1,10 @@
 package report
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,10 +60,12 @@ func TestMergeEqualsUnion(t *testing.T) {
 		return r
 	}
 	var parts []*Result
-	for _, ss := range shards {
-		parts = append(parts, mk(ss, map[string]float64{"cgw": 5, LoadgenComponent: 1}))
+	for i, ss := range shards {
+		r := mk(ss, map[string]float64{"cgw": 5, LoadgenComponent: 1})
+		r.Shard = fmt.Sprintf("%d/3", i)
+		parts = append(parts, r)
 	}
-	merged, err := Merge(parts...)
+	merged, err := Merge(MergeOptions{}, parts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,5 +86,129 @@ func TestMergeEqualsUnion(t *testing.T) {
 	}
 	if !merged.Audit.OK || merged.Audit.Checked != 3 {
 		t.Fatalf("audit %+v", merged.Audit)
+	}
+}
+
+// Merge refuses inputs that are not the distinct shards of one run, and
+// notes a missing shard as incomplete.
+func TestMergeRefuses(t *testing.T) {
+	sc := scenario.Default()
+	mk := func(shard string, hash string, started time.Duration) *Result {
+		t.Helper()
+		st := statsOf([]sample{{op: engine.OpCreate, lat: time.Millisecond, svc: time.Millisecond}}, 10*time.Second)
+		st.Started = st.Started.Add(started)
+		r, err := Build(st, sc, []string{"a:1"}, "h2c", nil, audit.Result{Skipped: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Shard, r.Provenance.ScenarioHash = shard, hash
+		return r
+	}
+	refuse := func(what, want string, opts MergeOptions, in ...*Result) {
+		t.Helper()
+		_, err := Merge(opts, in...)
+		if !errors.Is(err, ErrMerge) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: err = %v, want ErrMerge saying %q", what, err, want)
+		}
+	}
+	a, b := mk("0/2", "h1", 0), mk("1/2", "h1", time.Second)
+	refuse("the same shard twice", "both shard 0/2", MergeOptions{}, a, mk("0/2", "h1", 0))
+	refuse("the same file twice", "both shard 0/2", MergeOptions{}, a, a)
+	refuse("different shard counts", "one of 2 shards", MergeOptions{}, a, mk("1/3", "h1", 0))
+	refuse("different scenarios", "different scenarios", MergeOptions{}, a, mk("1/2", "h2", 0))
+	refuse("not a shard", "not a shard result", MergeOptions{}, a, mk("", "h1", 0))
+	refuse("start times 6s apart", "apart", MergeOptions{}, a, mk("1/2", "h1", 6*time.Second))
+	refuse("start times 2s apart, 1s tolerated", "tolerance 1s", MergeOptions{StartTolerance: time.Second}, a, mk("1/2", "h1", 2*time.Second))
+	m, err := Merge(MergeOptions{}, a, b)
+	if err != nil || len(m.Incomplete) != 0 || m.Transactions != 2 {
+		t.Fatalf("two shards of one run: %v, incomplete %v, %d transactions", err, m.Incomplete, m.Transactions)
+	}
+	m, err = Merge(MergeOptions{}, a)
+	if err != nil || len(m.Incomplete) != 1 || !strings.Contains(m.Incomplete[0], "missing 1/2") {
+		t.Fatalf("one of two shards: %v, incomplete %v", err, m.Incomplete)
+	}
+	b.Interrupted, b.InterruptedBy = true, "SIGINT"
+	if m, err = Merge(MergeOptions{}, a, b); err != nil || !m.Interrupted {
+		t.Fatalf("an interrupted shard: %v, merged interrupted=%v", err, m.Interrupted)
+	}
+}
+
+// Thresholds judge the result's figures; a run without answers fails
+// every figure it lacks; the defaults catch a run with no transaction
+// and one with 2% errors.
+func TestCheckThresholds(t *testing.T) {
+	sc := scenario.Default()
+	var ss []sample
+	for i := range 1000 {
+		ss = append(ss, sample{op: engine.OpCreate, lat: time.Duration(1+i%10) * time.Millisecond, svc: time.Millisecond, err: i%50 == 0})
+	}
+	r, err := Build(statsOf(ss, 10*time.Second), sc, nil, "h2c", nil, audit.Result{Skipped: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(r *Result, expr string, pass bool) {
+		t.Helper()
+		th, err := scenario.ParseThreshold(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := r.CheckThresholds([]scenario.Threshold{th})
+		if got := len(failed) == 0; got != pass || r.ThresholdsOK != pass || r.Thresholds[0].Pass != pass {
+			t.Fatalf("%s on p99 %.3f ms, errors %.4f, %v TPS of %v offered: pass %v, want %v", expr, r.LatencyMs.P99, r.ErrorRate, r.TPS, r.OfferedTPS, got, pass)
+		}
+	}
+	check(r, "p99<11ms", true)
+	check(r, "p99<9ms", false)
+	check(r, "errors<1%", false) // 2%
+	check(r, "errors<3%", true)
+	check(r, "tps>=0.97*offered", true) // 98 of 100 offered per second
+	check(r, "tps>=0.99*offered", false)
+	check(r, "late<1%", true)
+	defaults := sc.EffectiveThresholds(false)
+	if failed := r.CheckThresholds(defaults); len(failed) != 1 || failed[0].Metric != "errors" {
+		t.Fatalf("defaults on 2%% errors: failed %v", failed)
+	}
+	empty, err := Build(statsOf(nil, 10*time.Second), sc, nil, "h2c", nil, audit.Result{Skipped: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := empty.CheckThresholds(defaults)
+	if len(failed) != 2 || !failed[1].NA {
+		t.Fatalf("defaults on a run without transactions: failed %v", failed)
+	}
+	check(empty, "p99<1s", false)
+	var md strings.Builder
+	empty.CheckThresholds(defaults)
+	empty.WriteMarkdown(&md)
+	if !strings.Contains(md.String(), "| `errors<=1%` | n/a | 1.000% | **FAIL** |") {
+		t.Fatalf("markdown lacks the verdict:\n%s", md.String())
+	}
+}
+
+// Answers saying the subscriber is unknown are counted, and a warning
+// naming the flags appears once they are 10% of the transactions.
+func TestUnknownSubscriberWarning(t *testing.T) {
+	sc := scenario.Default()
+	var ss []sample
+	for i := range 100 {
+		ss = append(ss, sample{op: engine.OpCreate, lat: time.Millisecond, svc: time.Millisecond, err: i < 95})
+	}
+	st := statsOf(ss, time.Second)
+	st.Errors = map[string]int64{"http_404": 90, "timeout": 5}
+	r, err := Build(st, sc, nil, "h2c", nil, audit.Result{Skipped: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UnknownSubscriber != 90 || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "--subscribers") || !strings.Contains(r.Warnings[0], "--accounts") {
+		t.Fatalf("unknown %d, warnings %q", r.UnknownSubscriber, r.Warnings)
+	}
+	var sum strings.Builder
+	r.WriteSummary(&sum)
+	if !strings.Contains(sum.String(), "WARNING: 90 of 100 transactions (90.0%)") {
+		t.Fatalf("summary lacks the warning:\n%s", sum.String())
+	}
+	st.Errors = map[string]int64{"gy_5030": 5, "timeout": 90}
+	if r, _ = Build(st, sc, nil, "gy", nil, audit.Result{Skipped: true}, nil); r.UnknownSubscriber != 5 || len(r.Warnings) != 0 {
+		t.Fatalf("5%% unknown: %d, warnings %q", r.UnknownSubscriber, r.Warnings)
 	}
 }

@@ -98,8 +98,24 @@ type Result struct {
 	SUTCPUUsTxn   float64            `json:"sut_cpu_us_per_txn"`
 	LoadgenUsTxn  float64            `json:"loadgen_cpu_us_per_txn"`
 	Audit         audit.Result       `json:"audit"`
-	Series        []Point            `json:"series"`
-	Histograms    map[string]Hist    `json:"histograms"`
+	// Interrupted says the run was cut short (a signal); InterruptedBy
+	// names the signal. Its figures cover only what ran.
+	Interrupted   bool   `json:"interrupted"`
+	InterruptedBy string `json:"interrupted_by,omitempty"`
+	// Incomplete lists what the result lacks (a CPU source lost, a shard
+	// missing from a merge); empty when nothing is.
+	Incomplete []string `json:"incomplete,omitempty"`
+	// UnknownSubscriber counts answers saying the subscriber is unknown
+	// (http_404, gy_5030); Warnings holds what a reader must not miss.
+	UnknownSubscriber int64    `json:"unknown_subscriber"`
+	Warnings          []string `json:"warnings,omitempty"`
+	// Thresholds are the verdicts of the run's pass/fail criteria;
+	// ThresholdsOK is false when any failed.
+	Thresholds   []Verdict       `json:"thresholds,omitempty"`
+	ThresholdsOK bool            `json:"thresholds_ok"`
+	Provenance   Provenance      `json:"provenance"`
+	Series       []Point         `json:"series"`
+	Histograms   map[string]Hist `json:"histograms"`
 }
 
 // Build makes the Result of a run. cpuSeconds is CPU spent per component
@@ -180,6 +196,14 @@ func (r *Result) Recompute() error {
 		for k, v := range r.CPUSeconds {
 			r.CPUPercent[k] = 100 * v / r.DurationS
 		}
+	}
+	r.UnknownSubscriber = 0
+	for _, c := range UnknownSubscriberClasses {
+		r.UnknownSubscriber += r.ErrorClasses[c]
+	}
+	r.Warnings = r.Warnings[:0:0]
+	if w := r.unknownSubscriberWarning(); w != "" {
+		r.Warnings = append(r.Warnings, w)
 	}
 	if r.Transactions > 0 {
 		r.ErrorRate = float64(r.Errors) / float64(r.Transactions)

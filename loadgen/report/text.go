@@ -9,11 +9,25 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // WriteSummary writes the terminal summary table.
 func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "\n== loadgen result (%s, %s, %.1fs measured) ==\n", r.Proto, strings.Join(r.Targets, ","), r.DurationS)
+	p := r.Provenance
+	fmt.Fprintf(w, "loadgen %s  chf %s  label %q  scenario %s (%s)  started %s\n", orNA(p.LoadgenVersion), orNA(p.CHFVersion), r.Label,
+		r.Scenario.Name, orNA(p.ScenarioHash), r.Started.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "host %s  %s  %s x%d\n", orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs)
+	if r.Interrupted {
+		fmt.Fprintf(w, "INTERRUPTED%s: the run was cut short; the figures cover only what ran\n", by(r.InterruptedBy))
+	}
+	for _, x := range r.Incomplete {
+		fmt.Fprintf(w, "INCOMPLETE: %s\n", x)
+	}
+	for _, x := range r.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", x)
+	}
 	fmt.Fprintf(w, "offered %.0f TPS  achieved %.0f TPS  transactions %d  errors %d (%.3f%%)  late %d  dropped %d\n",
 		r.OfferedTPS, r.TPS, r.Transactions, r.Errors, 100*r.ErrorRate, r.Late, r.Dropped)
 	fmt.Fprintf(w, "latency ms (from scheduled send): p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f  jitter(CV) %.3f\n",
@@ -41,7 +55,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		for _, k := range r.Components() {
 			fmt.Fprintf(w, " %s=%.1f", k, r.CPUPercent[k])
 		}
-		fmt.Fprintf(w, "\nSUT CPU µs/transaction %.1f   loadgen CPU µs/transaction %.1f\n", r.SUTCPUUsTxn, r.LoadgenUsTxn)
+		fmt.Fprintf(w, "\nSUT CPU µs/transaction %s   loadgen CPU µs/transaction %.1f\n", r.sutUs(), r.LoadgenUsTxn)
 	}
 	a := r.Audit
 	verdict := "PASS"
@@ -59,6 +73,40 @@ func (r *Result) WriteSummary(w io.Writer) {
 	for _, e := range a.Examples {
 		fmt.Fprintf(w, "  %s\n", e)
 	}
+	if len(r.Thresholds) > 0 {
+		res := "PASS"
+		if !r.ThresholdsOK {
+			res = "FAIL"
+		}
+		fmt.Fprintf(w, "\nthresholds %s:\n", res)
+		for _, v := range r.Thresholds {
+			fmt.Fprintf(w, "  %s\n", v)
+		}
+	}
+}
+
+// sutUs formats the SUT's CPU per transaction, n/a without a SUT source.
+func (r *Result) sutUs() string {
+	for k := range r.CPUSeconds {
+		if k != LoadgenComponent {
+			return fmt.Sprintf("%.1f", r.SUTCPUUsTxn)
+		}
+	}
+	return "n/a (no --cpu source)"
+}
+
+func orNA(s string) string {
+	if s == "" {
+		return "n/a"
+	}
+	return s
+}
+
+func by(sig string) string {
+	if sig == "" {
+		return ""
+	}
+	return " by " + sig
 }
 
 // opOrder returns operation names in engine order, then any others.
@@ -125,6 +173,20 @@ func (r *Result) WriteCSV(w io.Writer) error {
 func (r *Result) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "# loadgen result\n\n")
 	fmt.Fprintf(w, "Started %s, %s against %s, scenario `%s`, %.1f s measured.\n\n", r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Proto, strings.Join(r.Targets, ", "), r.Scenario.Name, r.DurationS)
+	if r.Interrupted {
+		fmt.Fprintf(w, "**INTERRUPTED%s**: the run was cut short; the figures cover only what ran.\n\n", by(r.InterruptedBy))
+	}
+	for _, x := range r.Incomplete {
+		fmt.Fprintf(w, "**INCOMPLETE**: %s\n\n", x)
+	}
+	for _, x := range r.Warnings {
+		fmt.Fprintf(w, "**WARNING**: %s\n\n", x)
+	}
+	p := r.Provenance
+	fmt.Fprintf(w, "| provenance | |\n|---|---|\n")
+	fmt.Fprintf(w, "| label | %s |\n| loadgen | %s |\n| chf | %s |\n| scenario hash | %s |\n| host | %s |\n| kernel | %s |\n| CPU | %s x%d |\n| command | `%s` |\n\n",
+		orNA(r.Label), orNA(p.LoadgenVersion), orNA(p.CHFVersion), orNA(p.ScenarioHash), orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs,
+		strings.Join(p.CommandLine, " "))
 	fmt.Fprintf(w, "| figure | value |\n|---|---|\n")
 	fmt.Fprintf(w, "| offered TPS | %.0f |\n| achieved TPS | %.0f |\n| transactions | %d |\n| errors | %d (%.3f%%) |\n| late / dropped | %d / %d |\n",
 		r.OfferedTPS, r.TPS, r.Transactions, r.Errors, 100*r.ErrorRate, r.Late, r.Dropped)
@@ -135,7 +197,7 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	for _, c := range r.Components() {
 		fmt.Fprintf(w, "| CPU %% %s | %.1f |\n", c, r.CPUPercent[c])
 	}
-	fmt.Fprintf(w, "| SUT CPU µs / transaction | %.1f |\n| loadgen CPU µs / transaction | %.1f |\n", r.SUTCPUUsTxn, r.LoadgenUsTxn)
+	fmt.Fprintf(w, "| SUT CPU µs / transaction | %s |\n| loadgen CPU µs / transaction | %.1f |\n", r.sutUs(), r.LoadgenUsTxn)
 	verdict := "pass"
 	if r.Audit.Skipped {
 		verdict = "skipped"
@@ -153,6 +215,19 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "\n| error class | count |\n|---|---:|\n")
 		for _, k := range sortedKeys(r.ErrorClasses) {
 			fmt.Fprintf(w, "| %s | %d |\n", k, r.ErrorClasses[k])
+		}
+	}
+	if len(r.Thresholds) > 0 {
+		fmt.Fprintf(w, "\n| threshold | actual | limit | verdict |\n|---|---:|---:|---|\n")
+		for _, v := range r.Thresholds {
+			res, act := "pass", v.format(v.Actual)
+			if !v.Pass {
+				res = "**FAIL**"
+			}
+			if v.NA {
+				act = "n/a"
+			}
+			fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", v.Expr, act, v.format(v.Limit), res)
 		}
 	}
 	if len(r.Audit.Examples) > 0 {

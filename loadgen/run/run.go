@@ -32,6 +32,15 @@ import (
 // ErrAudit is returned (with the result) when the balance audit failed.
 var ErrAudit = errors.New("run: audit failed")
 
+// ErrThresholds is returned (with the result) when a threshold failed
+// and the audit did not.
+var ErrThresholds = errors.New("run: thresholds failed")
+
+// ErrCPU is returned for a CPU source that is missing at the start, or
+// (with the result) that disappeared during the run, unless
+// Options.CPUOptional.
+var ErrCPU = errors.New("run: CPU source unavailable")
+
 // Audit modes.
 const (
 	// AuditAuto reads the initial balances of the whole range when it is
@@ -86,6 +95,16 @@ type Options struct {
 	Label        string
 	Shard        string
 	Log          *slog.Logger
+	// CPUOptional turns a CPU source that is missing at the start or lost
+	// during the run from an error into a loud warning and a result marked
+	// incomplete.
+	CPUOptional bool
+	// Thresholds are checked against the result (see
+	// scenario.EffectiveThresholds); nil checks none.
+	Thresholds []scenario.Threshold
+	// Provenance is stored in the result; an empty ScenarioHash becomes
+	// the scenario's own.
+	Provenance report.Provenance
 }
 
 // Execute performs the run. A failed audit returns the result together
@@ -158,6 +177,12 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 
 	sampler := cpu.NewSampler(o.CPU...)
 	sampler.Add(cpu.Self(report.LoadgenComponent))
+	var incomplete []string
+	if note, err := checkCPU(ctx, sampler, o); err != nil {
+		return nil, err
+	} else if note != "" {
+		incomplete = append(incomplete, note)
+	}
 	prog := newProgress(o, sampler)
 
 	var mu sync.Mutex
@@ -189,6 +214,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	interrupted := ctx.Err() != nil
 	prog.finish()
 	mu.Lock()
 	if !haveB {
@@ -207,6 +233,12 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	}
 	mu.Unlock()
 
+	if doAudit && interrupted {
+		// In-flight requests were abandoned: the balances cannot reconcile
+		// exactly, and the user asked to stop now.
+		doAudit = false
+		auditRes = audit.Result{Skipped: true, Reason: "run interrupted"}
+	}
 	if doAudit {
 		// Reservations of sessions that ended are freed synchronously by the
 		// CHF, so the final read can follow at once.
@@ -234,8 +266,80 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		return nil, err
 	}
 	res.Label, res.Shard = o.Label, o.Shard
-	if !auditRes.OK && !auditRes.Skipped {
-		return res, fmt.Errorf("%w: %s", ErrAudit, auditRes.Reason)
+	res.Interrupted = interrupted
+	cpuErr := lostCPU(sampler, cpuA, cpuB, haveA, o, interrupted, &incomplete)
+	return finish(res, o, incomplete, cpuErr)
+}
+
+// checkCPU samples every CPU source before the run: one that cannot be
+// read is an error, or with o.CPUOptional a warning and the note
+// returned for the result's Incomplete.
+func checkCPU(ctx context.Context, s *cpu.Sampler, o Options) (string, error) {
+	smp := s.Sample(ctx)
+	if smp.Err == nil {
+		return "", nil
+	}
+	if !o.CPUOptional {
+		return "", fmt.Errorf("%w: %v (fix --cpu, or pass --cpu-optional to run without it)", ErrCPU, smp.Err)
+	}
+	note := fmt.Sprintf("no CPU figure for %s: %v", strings.Join(smp.Failed, ", "), smp.Err)
+	o.Log.Warn("CPU SOURCE MISSING: the result will be incomplete", "components", smp.Failed, "err", smp.Err)
+	return note, nil
+}
+
+// lostCPU checks that every CPU source was read at both ends of the
+// measured window. A lost source is noted in incomplete; it is an error
+// (wrapping ErrCPU) unless o.CPUOptional or the run was interrupted (a
+// signal may have stopped the components too).
+func lostCPU(s *cpu.Sampler, a, b cpu.Sample, haveA bool, o Options, interrupted bool, incomplete *[]string) error {
+	if !haveA {
+		return nil
+	}
+	var lost []string
+	for _, n := range s.Names() {
+		_, inA := a.Seconds[n]
+		_, inB := b.Seconds[n]
+		if !inA || !inB {
+			lost = append(lost, n)
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	err := errors.Join(a.Err, b.Err)
+	*incomplete = append(*incomplete, fmt.Sprintf("CPU of %s not measured over the whole window (%v): CPU figures and SUT CPU per transaction leave it out",
+		strings.Join(lost, ", "), err))
+	if o.CPUOptional || interrupted {
+		o.Log.Warn("CPU SOURCE LOST during the run: the result is incomplete", "components", lost, "err", err)
+		return nil
+	}
+	return fmt.Errorf("%w: lost during the run: %s: %v (pass --cpu-optional to accept an incomplete result)", ErrCPU, strings.Join(lost, ", "), err)
+}
+
+// finish completes the result (provenance, incomplete notes,
+// thresholds) and returns the error the run ends with, the worst first:
+// a lost CPU source, a failed audit, a failed threshold.
+func finish(res *report.Result, o Options, incomplete []string, cpuErr error) (*report.Result, error) {
+	res.Provenance = o.Provenance
+	if res.Provenance.ScenarioHash == "" {
+		res.Provenance.ScenarioHash = o.Scenario.Hash()
+	}
+	res.Incomplete = append(res.Incomplete, incomplete...)
+	failed := res.CheckThresholds(o.Thresholds)
+	for _, w := range res.Warnings {
+		o.Log.Warn(w)
+	}
+	switch {
+	case cpuErr != nil:
+		return res, cpuErr
+	case !res.Audit.OK && !res.Audit.Skipped:
+		return res, fmt.Errorf("%w: %s", ErrAudit, res.Audit.Reason)
+	case len(failed) > 0:
+		parts := make([]string, len(failed))
+		for i, v := range failed {
+			parts[i] = v.String()
+		}
+		return res, fmt.Errorf("%w: %s", ErrThresholds, strings.Join(parts, "; "))
 	}
 	return res, nil
 }

@@ -142,6 +142,10 @@ type Scenario struct {
 	Subscribers Subscribers `yaml:"subscribers" json:"subscribers"`
 	Load        Load        `yaml:"load" json:"load"`
 	Phases      Phases      `yaml:"phases" json:"phases"`
+	// Thresholds are pass/fail criteria on the result, k6-style
+	// ("p99<10ms", "errors<0.1%", "tps>=0.99*offered", "late<1%"); see
+	// ParseThreshold. A run that misses one fails (loadgen exits 6).
+	Thresholds []string `yaml:"thresholds,omitempty" json:"thresholds,omitempty"`
 	// Timeout is the per-request deadline; a request past it is an error of
 	// class timeout.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
@@ -220,10 +224,27 @@ func Parse(b []byte) (Scenario, error) {
 	return s, nil
 }
 
-// Validate checks every field; the error names the first offending one.
+// FieldError is a validation error of one field; it wraps ErrInvalid.
+// Field is the YAML path ("load.tps"), so that a command can name the
+// flag that set it instead.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return ErrInvalid.Error() + ": " + e.Field + ": " + e.Msg }
+
+// Unwrap returns ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// maxSubscribers bounds a subscriber range.
+const maxSubscribers = 100_000_000
+
+// Validate checks every field; the error (a *FieldError) names the first
+// offending one.
 func (s *Scenario) Validate() error {
 	bad := func(field, format string, a ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, a...))
+		return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
 	}
 	shares := []struct {
 		f string
@@ -231,8 +252,8 @@ func (s *Scenario) Validate() error {
 	}{{"mix.data", s.Mix.Data}, {"mix.voice", s.Mix.Voice}, {"mix.sms", s.Mix.SMS}, {"mix.balance", s.Mix.Balance}}
 	var sum float64
 	for _, sh := range shares {
-		if sh.v < 0 {
-			return bad(sh.f, "share must not be negative, got %v", sh.v)
+		if sh.v < 0 || !finite(sh.v) {
+			return bad(sh.f, "share must be a finite number >= 0, got %v", sh.v)
 		}
 		sum += sh.v
 	}
@@ -274,39 +295,47 @@ func (s *Scenario) Validate() error {
 	if _, err := ParseSUPI(s.Subscribers.First); err != nil {
 		return bad("subscribers.first", "%v", err)
 	}
-	if s.Subscribers.Count <= 0 || s.Subscribers.Count > 100_000_000 {
-		return bad("subscribers.count", "must be 1..100000000, got %d", s.Subscribers.Count)
+	if s.Subscribers.Count <= 0 || s.Subscribers.Count > maxSubscribers {
+		return bad("subscribers.count", "must be 1..%d, got %d", maxSubscribers, s.Subscribers.Count)
+	}
+	if first, _ := ParseSUPI(s.Subscribers.First); !rangeFits(first, s.Subscribers.Count) {
+		return bad("subscribers.count", "%d subscribers from %s overflow its %d digits", s.Subscribers.Count, s.Subscribers.First, first.Width)
 	}
 	switch {
-	case s.Load.TPS < 0:
-		return bad("load.tps", "must not be negative")
-	case s.Load.SessionsPerSecond < 0:
-		return bad("load.sessions_per_second", "must not be negative")
+	case s.Load.TPS < 0 || !finite(s.Load.TPS):
+		return bad("load.tps", "must be a positive number, got %v", s.Load.TPS)
+	case s.Load.SessionsPerSecond < 0 || !finite(s.Load.SessionsPerSecond):
+		return bad("load.sessions_per_second", "must be a positive number, got %v", s.Load.SessionsPerSecond)
 	case s.Load.TPS > 0 && s.Load.SessionsPerSecond > 0:
 		return bad("load", "set only one of tps and sessions_per_second")
 	case s.Load.TPS == 0 && s.Load.SessionsPerSecond == 0:
 		return bad("load.tps", "set tps or sessions_per_second")
 	}
 	if s.Phases.RampUp < 0 {
-		return bad("phases.ramp_up", "must not be negative")
+		return bad("phases.ramp_up", "must not be negative, got %s", s.Phases.RampUp.D())
 	}
 	if s.Phases.WarmUp < 0 {
-		return bad("phases.warm_up", "must not be negative")
+		return bad("phases.warm_up", "must not be negative, got %s", s.Phases.WarmUp.D())
 	}
 	if s.Phases.Duration <= 0 {
-		return bad("phases.duration", "must be positive")
+		return bad("phases.duration", "must be positive, got %s", s.Phases.Duration.D())
 	}
 	if s.Timeout <= 0 {
-		return bad("timeout", "must be positive")
+		return bad("timeout", "must be positive, got %s", s.Timeout.D())
 	}
 	if s.MaxInFlight <= 0 {
-		return bad("max_in_flight", "must be positive")
+		return bad("max_in_flight", "must be positive, got %d", s.MaxInFlight)
 	}
 	if s.LateThreshold <= 0 {
 		return bad("late_threshold", "must be positive")
 	}
 	if s.LateDrop < s.LateThreshold {
 		return bad("late_drop", "must be at least late_threshold")
+	}
+	for i, t := range s.Thresholds {
+		if _, err := ParseThreshold(t); err != nil {
+			return bad(fmt.Sprintf("thresholds[%d]", i), "%v", err)
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"gonum.org/v1/plot/plotter"
 
@@ -84,6 +85,8 @@ type Result struct {
 	KneeTPS         float64 `json:"knee_tps"` // highest offered TPS that met the SLO (0: none)
 	FirstFailTPS    float64 `json:"first_fail_tps,omitempty"`
 	FirstFailReason string  `json:"first_fail_reason,omitempty"`
+	// Interrupted says a signal cut the sweep short.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Knee returns the step at the knee, or nil.
@@ -96,10 +99,52 @@ func (r *Result) Knee() *Step {
 	return nil
 }
 
+// MaxSteps bounds the number of steps of one sweep.
+const MaxSteps = 1000
+
+// Validate checks the rates and the SLO (not RunStep), so that a command
+// can refuse a sweep before starting anything. Errors name the field.
+func (c Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, a...))
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case !(c.Start > 0) || !finite(c.Start):
+		return bad("start", "must be a positive TPS, got %v", c.Start)
+	case !(c.Step > 0) || !finite(c.Step):
+		return bad("step", "must be a positive TPS, got %v", c.Step)
+	case !(c.Max >= c.Start) || !finite(c.Max):
+		return bad("max", "must be at least start (%v), got %v", c.Start, c.Max)
+	case c.Steps() > MaxSteps:
+		return bad("step", "%v from %v to %v makes %d steps, more than %d", c.Step, c.Start, c.Max, c.Steps(), MaxSteps)
+	case c.SLO.P99Ms < 0 || !finite(c.SLO.P99Ms):
+		return bad("slo.p99_ms", "must not be negative, got %v", c.SLO.P99Ms)
+	case !(c.SLO.MaxErrorRate >= 0 && c.SLO.MaxErrorRate <= 1):
+		return bad("slo.max_error_rate", "must be within 0..1, got %v", c.SLO.MaxErrorRate)
+	case !(c.SLO.MaxLateRate >= 0 && c.SLO.MaxLateRate <= 1):
+		return bad("slo.max_late_rate", "must be within 0..1, got %v", c.SLO.MaxLateRate)
+	case !(c.SLO.MinAchieved >= 0 && c.SLO.MinAchieved <= 1):
+		return bad("slo.min_achieved", "must be within 0..1, got %v", c.SLO.MinAchieved)
+	}
+	return nil
+}
+
+// Steps returns the number of steps from Start to Max (valid rates).
+func (c Config) Steps() int {
+	if !(c.Step > 0) || !(c.Max >= c.Start) {
+		return 0
+	}
+	return int((c.Max-c.Start)/c.Step+1e-9) + 1
+}
+
 // Run performs the sweep.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Start <= 0 || cfg.Step <= 0 || cfg.Max < cfg.Start || cfg.RunStep == nil {
-		return nil, fmt.Errorf("%w: need 0 < start <= max, step > 0 and a step runner", ErrConfig)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.RunStep == nil {
+		return nil, fmt.Errorf("%w: no step runner", ErrConfig)
 	}
 	res := &Result{SchemaVersion: report.SchemaVersion, Kind: Kind, SLO: cfg.SLO}
 	for tps := cfg.Start; tps <= cfg.Max+1e-9; tps += cfg.Step {
@@ -138,6 +183,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // WriteMarkdown writes the sweep table.
 func (r *Result) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "# loadgen sweep\n\n")
+	if r.Interrupted {
+		fmt.Fprintf(w, "**INTERRUPTED**: the sweep was cut short; its last step covers only what ran.\n\n")
+	}
 	fmt.Fprintf(w, "SLO: p99 <= %.2f ms, error rate <= %.4f, late+dropped <= %.4f of offered.\n\n", r.SLO.P99Ms, r.SLO.MaxErrorRate, r.SLO.MaxLateRate)
 	if r.KneeTPS > 0 {
 		fmt.Fprintf(w, "Knee: **%.0f TPS** offered met the SLO", r.KneeTPS)
