@@ -301,7 +301,7 @@ func TestBalanceAndRouting(t *testing.T) {
 	s := startServer(t, &fakeCharger{}, 0)
 	for name, c := range clients(t) {
 		r := do(t, c, "GET", "http://"+s.Addr()+AccountsBase+"imsi-001010000000001", nil)
-		want := `{"supi":"imsi-001010000000001","balance":1000,"reserved":100,"available":900,"currency":"EUR","debited":250}`
+		want := `{"supi":"imsi-001010000000001","balance":1000,"reserved":100,"available":900,"currency":"EUR","debited":250,"overage":0}`
 		if r.status != 200 || string(r.body) != want || r.header.Get("Content-Type") != "application/json" {
 			t.Fatalf("%s: balance %d %s", name, r.status, r.body)
 		}

@@ -207,11 +207,16 @@ func (c *client) do(method, path string, body []byte) reply {
 	return r
 }
 
+// stamp makes every invocationTimeStamp req writes distinct, so two
+// requests are the same request (a retransmission) only when a test sends
+// the same body twice.
+var stamp atomic.Int64
+
 // req builds a ChargingDataRequest.
 func req(supi string, seq int, muu string, extra ...string) []byte {
 	var b strings.Builder
 	b.WriteString(`{"nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"0b4c52a2-1f9e-4a8e-9f3e-7d2b6c9e1a11"},"invocationTimeStamp":"`)
-	b.WriteString(time.Now().UTC().Format(time.RFC3339))
+	b.WriteString(time.Now().Add(time.Duration(stamp.Add(1))).UTC().Format(time.RFC3339Nano))
 	b.WriteString(`","invocationSequenceNumber":` + strconv.Itoa(seq))
 	if supi != "" {
 		b.WriteString(`,"subscriberIdentifier":"` + supi + `"`)
