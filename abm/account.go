@@ -61,14 +61,25 @@ func (a *account) expire(now int64) bool {
 }
 
 // findRecent returns the index of the remembered create or event with
-// req's identity (its Key, or for a retransmission its Loose key), or -1.
+// req's identity (its Key, or for a retransmission its Loose key with the
+// same operation and content), or -1.
 func (a *account) findRecent(req *chf.ApplyRequest) int {
 	if req.Key == 0 {
 		return -1
 	}
 	for i := range a.recent {
+		if a.recent[i].key == req.Key {
+			return i
+		}
+	}
+	if !req.Retransmission {
+		return -1
+	}
+	// A retransmission may carry a new timestamp: the same consumer,
+	// subscriber and sequence number with the same operation and content.
+	for i := range a.recent {
 		r := &a.recent[i]
-		if r.key == req.Key || req.Retransmission && r.loose == req.Loose {
+		if r.loose == req.Loose && r.op == req.Op && r.digest == req.Digest {
 			return i
 		}
 	}

@@ -152,7 +152,14 @@ func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
 	x := s.h.Acquire()
 	// The chassis context carries the trace context and the chassis
 	// budget header; a 3gpp-Sbi-Max-Rsp-Time bounds it too.
-	rctx := x.Context(chassis.Context(ctx), ctx.Time(), ctx.Request.Header.Peek(MaxRspTimeHeader))
+	parent := chassis.Context(ctx)
+	if tp := ctx.Request.Header.Peek(telemetry.TraceparentHeader); len(tp) > 0 && !trace.SpanContextFromContext(parent).IsValid() {
+		// Not traced here: pass the caller's trace context on as is.
+		if sc, ok := telemetry.ParseTraceparent(tp); ok {
+			parent = trace.ContextWithRemoteSpanContext(parent, sc)
+		}
+	}
+	rctx := x.Context(parent, ctx.Time(), ctx.Request.Header.Peek(MaxRspTimeHeader))
 	s.h.Serve(rctx, x, ctx.Method(), ctx.Path(), ctx.Host(), ctx.PostBody())
 	ctx.SetStatusCode(x.Status)
 	if x.ContentType != "" {

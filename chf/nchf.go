@@ -43,9 +43,10 @@ type NchfRequest struct {
 	// as reported).
 	Lines []UsageLine
 	// Key identifies the request across transmissions: FNV-1a over
-	// nfConsumerIdentification (as sent), subscriberIdentifier,
-	// invocationSequenceNumber, pduSessionChargingInformation (when sent)
-	// and invocationTimeStamp (as sent). Loose is the same without the
+	// nfConsumerIdentification (nodeFunctionality, nFName, nFIPv4Address,
+	// nFIPv6Address, nFFqdn), subscriberIdentifier,
+	// invocationSequenceNumber, pduSessionChargingInformation.chargingId
+	// (when sent) and invocationTimeStamp (as sent). Loose is the same without the
 	// timestamp (matched for a retransmissionIndicator request).
 	Key, Loose uint64
 }
@@ -80,9 +81,8 @@ var ErrNotJSON = errors.New("chf: body is not valid JSON")
 // decodes without allocating except for the SUPI string. Not safe for
 // concurrent use.
 type NchfDecoder struct {
-	p       fastjson.Parser
-	err     *FieldError
-	scratch []byte
+	p   fastjson.Parser
+	err *FieldError
 }
 
 // Decode parses body into r. It returns a *FieldError for a malformed
@@ -123,11 +123,9 @@ func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 		case "nfConsumerIdentification":
 			haveNF = true
 			d.decodeNF(v, r)
-			d.scratch = v.MarshalTo(d.scratch[:0])
-			nfHash = Hash(HashSeed, d.scratch)
+			nfHash = hashFields(v, "nodeFunctionality", "nFName", "nFIPv4Address", "nFIPv6Address", "nFFqdn")
 		case "pduSessionChargingInformation":
-			d.scratch = v.MarshalTo(d.scratch[:0])
-			pduHash = Hash(HashSeed, d.scratch)
+			pduHash = hashFields(v, "chargingId", "chargingIdentifier")
 		case "invocationTimeStamp":
 			haveTS = true
 			if b, ok := d.str(v, "/invocationTimeStamp"); ok {
@@ -179,6 +177,32 @@ func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 	r.Loose = HashUint(h, pduHash)
 	r.Key = HashUint(r.Loose, tsHash)
 	return nil
+}
+
+// hashFields hashes the named members of object v, in the order named
+// (so the members' order in the body does not matter), as they were sent.
+func hashFields(v *fastjson.Value, names ...string) uint64 {
+	h := HashSeed
+	o, err := v.Object()
+	if err != nil {
+		return h
+	}
+	for _, n := range names {
+		f := o.Get(n)
+		h = HashUint(h, uint64(len(n)))
+		if f == nil {
+			continue
+		}
+		switch f.Type() {
+		case fastjson.TypeString:
+			b, _ := f.StringBytes()
+			h = Hash(h, b)
+		case fastjson.TypeNumber:
+			u, _ := f.Uint64()
+			h = HashUint(h, u)
+		}
+	}
+	return h
 }
 
 func (d *NchfDecoder) fail(param, reason string) {
