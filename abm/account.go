@@ -76,32 +76,32 @@ func (a *account) findRecent(req *chf.ApplyRequest) int {
 		return -1
 	}
 	// A retransmission may carry a new timestamp: the same consumer,
-	// subscriber and sequence number with the same operation and content.
+	// subscriber and sequence number with the same operation and content;
+	// of several such (a client numbering every create 0), the latest.
+	best := -1
 	for i := range a.recent {
 		r := &a.recent[i]
 		if r.loose == req.Loose && r.op == req.Op && r.digest == req.Digest {
-			return i
+			best = i // entries are in the order remembered
 		}
 	}
-	return -1
+	return best
 }
 
-// remember keeps the answer to a create or event by its identity, evicting
-// the entry closest to expiry past lim.maxRecent.
+// remember keeps the answer to a create or event by its identity, after
+// the others (a.recent stays in the order remembered), evicting the oldest
+// past lim.maxRecent.
 func (a *account) remember(req *chf.ApplyRequest, session []byte, resp *chf.ChargeResponse, now int64, lim *limits) {
 	if req.Key == 0 || lim.maxRecent <= 0 {
 		return
 	}
 	if len(a.recent) >= lim.maxRecent {
-		oldest := 0
-		for i := range a.recent {
-			if a.recent[i].expires < a.recent[oldest].expires {
-				oldest = i
-			}
-		}
-		last := len(a.recent) - 1
-		a.recent[oldest], a.recent[last] = a.recent[last], a.recent[oldest]
-		a.recent = a.recent[:last]
+		// Entries are in the order remembered: drop the first, keeping
+		// its slot's capacity for the new one.
+		first := a.recent[0]
+		copy(a.recent, a.recent[1:])
+		a.recent[len(a.recent)-1] = first
+		a.recent = a.recent[:len(a.recent)-1]
 	}
 	r := a.newRecent()
 	r.key, r.loose, r.digest, r.op = req.Key, req.Loose, req.Digest, req.Op

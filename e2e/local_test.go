@@ -65,7 +65,12 @@ type localRun struct {
 // startLocal runs `chf local` and waits for its ready line.
 func startLocal(t *testing.T, args ...string) *localRun {
 	t.Helper()
-	bin := buildCHF(t)
+	return startLocalBin(t, buildCHF(t), args...)
+}
+
+// startLocalBin runs `bin local` and waits for its ready line.
+func startLocalBin(t *testing.T, bin string, args ...string) *localRun {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"local"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
