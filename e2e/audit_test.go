@@ -205,7 +205,11 @@ func (m *mix) check(initial, final *audit.Snapshot) audit.Result {
 func TestRandomSequencesReconcile(t *testing.T) {
 	e := startCHF(t)
 	const n = 6
+	overage := false
 	for seed := uint64(1); seed <= 3; seed++ {
+		// Two accounts run dry: refusals, final units and overage.
+		setBalance(t, e, supi(4), 40)
+		setBalance(t, e, supi(5), 15)
 		m := newMix(t, e.base, first, n, seed)
 		ini := m.snapshot(e.base+cgw.AccountsBase, n)
 		m.run(n, 150)
@@ -213,6 +217,10 @@ func TestRandomSequencesReconcile(t *testing.T) {
 		if !r.OK || !r.Independent || r.Expected != r.Debited+r.Overage || r.Expected == 0 {
 			t.Fatalf("seed %d: audit %+v", seed, r)
 		}
+		overage = overage || r.Overage > 0
+	}
+	if !overage {
+		t.Fatal("no run went beyond a balance: the overage path was not exercised")
 	}
 }
 
