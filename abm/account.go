@@ -2,6 +2,7 @@ package abm
 
 import (
 	"bytes"
+	"math"
 	"slices"
 
 	"github.com/chf-testbed/testbed/chf"
@@ -14,7 +15,13 @@ type limits struct {
 	defaultHold int64 // seconds a reservation is held when the line names no time
 	maxSessions int   // open sessions per account
 	maxClosed   int   // closed sessions (answers kept for retries) per account
+	maxRecent   int   // create/event identities (answers kept for retries) per account
 }
+
+// MaxRecent is how many create and event answers an account remembers by
+// identity (each for ClosedTTL): a repeat older than that, or after
+// MaxRecent newer creates and events on the account, is charged as new.
+const MaxRecent = 8
 
 // expire drops reservations and sessions whose time has passed. It reports
 // whether anything changed.
@@ -40,7 +47,68 @@ func (a *account) expire(now int64) bool {
 		}
 		i++
 	}
+	n := 0
+	for i := range a.recent {
+		if a.recent[i].expires > now {
+			a.recent[n], a.recent[i] = a.recent[i], a.recent[n]
+			n++
+		} else {
+			changed = true
+		}
+	}
+	a.recent = a.recent[:n]
 	return changed
+}
+
+// findRecent returns the index of the remembered create or event with
+// req's identity (its Key, or for a retransmission its Loose key with the
+// same operation and content), or -1.
+func (a *account) findRecent(req *chf.ApplyRequest) int {
+	if req.Key == 0 {
+		return -1
+	}
+	for i := range a.recent {
+		if a.recent[i].key == req.Key {
+			return i
+		}
+	}
+	if !req.Retransmission {
+		return -1
+	}
+	// A retransmission may carry a new timestamp: the same consumer,
+	// subscriber and sequence number with the same operation and content;
+	// of several such (a client numbering every create 0), the latest.
+	best := -1
+	for i := range a.recent {
+		r := &a.recent[i]
+		if r.loose == req.Loose && r.op == req.Op && r.digest == req.Digest {
+			best = i // entries are in the order remembered
+		}
+	}
+	return best
+}
+
+// remember keeps the answer to a create or event by its identity, after
+// the others (a.recent stays in the order remembered), evicting the oldest
+// past lim.maxRecent.
+func (a *account) remember(req *chf.ApplyRequest, session []byte, resp *chf.ChargeResponse, now int64, lim *limits) {
+	if req.Key == 0 || lim.maxRecent <= 0 {
+		return
+	}
+	if len(a.recent) >= lim.maxRecent {
+		// Entries are in the order remembered: drop the first, keeping
+		// its slot's capacity for the new one.
+		first := a.recent[0]
+		copy(a.recent, a.recent[1:])
+		a.recent[len(a.recent)-1] = first
+		a.recent = a.recent[:len(a.recent)-1]
+	}
+	r := a.newRecent()
+	r.key, r.loose, r.digest, r.op = req.Key, req.Loose, req.Digest, req.Op
+	r.expires = now + lim.closedTTL
+	r.session = append(r.session, session...)
+	r.result = resp.Result
+	r.lines = append(r.lines, resp.Lines...)
 }
 
 // find returns the index of the session with the given id, or -1.
@@ -57,17 +125,30 @@ func (a *account) find(id string) int {
 func (a *account) available() int64 { return a.balance - a.reserved }
 
 // debit takes up to cost minor units from the available balance (never
-// more: an account is never overdrawn) and returns what it took.
+// more: an account is never overdrawn) and returns what it took; the rest
+// is added to the account's overage, never lost.
 func (a *account) debit(cost int64) int64 {
 	if cost <= 0 {
 		return 0
 	}
-	if av := a.available(); cost > av {
-		cost = max(av, 0)
+	took := cost
+	if av := a.available(); took > av {
+		took = max(av, 0)
 	}
-	a.balance -= cost
-	a.debited += cost
-	return cost
+	a.balance -= took
+	a.debited += took
+	if over := cost - took; over > 0 {
+		a.overage = satAdd(a.overage, over)
+		a.overNew = satAdd(a.overNew, over)
+	}
+	return took
+}
+
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
 }
 
 // releaseRG frees the reservation of rating group rg in s, if any.
@@ -183,7 +264,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	resp.Result, resp.Detail, resp.Charged = chf.ResultSuccess, "", 0
 	resp.Lines = resp.Lines[:0]
 	defer func() {
-		resp.Balance, resp.Reserved, resp.Currency, resp.Debited = a.balance, a.reserved, a.currency, a.debited
+		resp.Balance, resp.Reserved, resp.Currency, resp.Debited, resp.Overage = a.balance, a.reserved, a.currency, a.debited, a.overage
 	}()
 	if req.Op == opExpire {
 		return write
@@ -194,13 +275,43 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		return false
 	}
 
+	resp.Session = ""
+	if req.Op == chf.OpCreate || req.Op == chf.OpEvent {
+		if k := a.findRecent(req); k >= 0 {
+			// The same create or event again (a retransmission, or a
+			// retry after a timeout): the first answer, charged once.
+			r := &a.recent[k]
+			if r.op != req.Op || r.digest != req.Digest {
+				resp.Result, resp.Detail = chf.ResultReplayMismatch, "a request with this identity was answered with other content"
+				return write
+			}
+			resp.Result, resp.Detail = r.result, replayDetail(r.result)
+			resp.Lines = append(resp.Lines, r.lines...)
+			if req.Op == chf.OpCreate && len(r.session) > 0 {
+				resp.Session = string(r.session)
+			}
+			return write
+		}
+	}
+
 	si := -1
 	if req.Session != "" {
 		si = a.find(req.Session)
 	}
 	if si >= 0 {
 		s := &a.sessions[si]
+		same := s.op == 0 || s.op == req.Op && s.digest == req.Digest
 		switch {
+		case s.closed && (req.Seq != s.lastSeq || !same):
+			// Anything but the very request that closed it.
+			resp.Result, resp.Detail = chf.ResultSessionUnknown, "charging session already released"
+			return write
+		case req.Seq == s.lastSeq && s.op != 0 && s.op != req.Op:
+			resp.Result, resp.Detail = chf.ResultSequenceReused, "invocation sequence number already answered for another operation"
+			return write
+		case req.Seq == s.lastSeq && !same:
+			resp.Result, resp.Detail = chf.ResultReplayMismatch, "a request with this sequence number was answered with other content"
+			return write
 		case req.Seq == s.lastSeq:
 			// A retry: answer what was answered, charge nothing.
 			resp.Result = s.result
@@ -243,8 +354,16 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	} else {
 		a.applySession(req, s, now, lim, resp)
 	}
+	if req.Op == chf.OpCreate || req.Op == chf.OpEvent {
+		var id []byte
+		if s != nil && req.Op == chf.OpCreate {
+			id = s.id
+		}
+		a.remember(req, id, resp, now, lim)
+	}
 	if s != nil {
 		s.lastSeq = req.Seq
+		s.op, s.digest = req.Op, req.Digest
 		s.result = resp.Result
 		s.lines = append(s.lines[:0], resp.Lines...)
 		if req.Op == chf.OpEvent || req.Op == chf.OpRelease || resp.Result != chf.ResultSuccess {

@@ -243,6 +243,7 @@ func (s *Service) wrote(g *batchGroup, err as.Error, rc types.ResultCode, bs *ba
 	if err == nil && rc == types.OK {
 		n := uint64(len(g.idx))
 		s.applied.Add(n)
+		s.overage.Add(uint64(g.acc.overNew))
 		if g.cached {
 			s.cacheHits.Add(n)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	as "github.com/aerospike/aerospike-client-go/v7"
+	"github.com/aerospike/aerospike-client-go/v7/types"
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/chassis/rpc"
@@ -12,7 +14,8 @@ import (
 
 // ApplyPath is the ABM's API: POST a msgp chf.ApplyRequest, get a msgp
 // chf.ChargeResponse (200). 400 for an undecodable body, 503 when the
-// record stayed contended, 500 when the database failed.
+// record stayed contended, 504 when the caller's deadline passed or the
+// database did not answer in time, 500 when the database failed.
 const ApplyPath = "/abm/v1/apply"
 
 // ApplyBatchPath takes a batch of ApplyRequests (see rpc.AppendBatchHeader)
@@ -29,8 +32,12 @@ func (s *Service) Handler() fasthttp.RequestHandler {
 
 // statusFor maps an Apply error to the HTTP status the ABM answers.
 func statusFor(err error) int {
-	if errors.Is(err, ErrContention) || errors.Is(err, context.DeadlineExceeded) {
+	var aerr as.Error
+	switch {
+	case errors.Is(err, ErrContention):
 		return fasthttp.StatusServiceUnavailable
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &aerr) && aerr.Matches(types.TIMEOUT):
+		return fasthttp.StatusGatewayTimeout
 	}
 	return fasthttp.StatusInternalServerError
 }

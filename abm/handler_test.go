@@ -1,8 +1,12 @@
 package abm
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 
+	as "github.com/aerospike/aerospike-client-go/v7"
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/chf"
@@ -36,5 +40,21 @@ func TestHandler(t *testing.T) {
 	}
 	if resp.Result != chf.ResultSuccess || resp.Balance != 42 || resp.Currency != "EUR" {
 		t.Fatalf("inquiry: %+v", resp)
+	}
+}
+
+func TestStatusFor(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("cannot update account x: %w", ErrContention), fasthttp.StatusServiceUnavailable},
+		{fmt.Errorf("cannot update account x: %w", context.DeadlineExceeded), fasthttp.StatusGatewayTimeout},
+		{fmt.Errorf("cannot read account x: %w", as.ErrTimeout), fasthttp.StatusGatewayTimeout},
+		{errors.New("disk on fire"), fasthttp.StatusInternalServerError},
+	} {
+		if got := statusFor(tc.err); got != tc.want {
+			t.Errorf("statusFor(%v) = %d, want %d", tc.err, got, tc.want)
+		}
 	}
 }

@@ -31,6 +31,10 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}
+	overage, err := m.Int64ObservableCounter("abm_overage_minor_units", metric.WithDescription("usage rated beyond what the balance could pay, recorded on the accounts as overage (minor units)"))
+	if err != nil {
+		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := s.Stats()
 		o.ObserveInt64(applied, int64(st.Applied))
@@ -38,8 +42,9 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 		o.ObserveInt64(expired, int64(st.Expired))
 		o.ObserveInt64(hits, int64(st.CacheHits))
 		o.ObserveInt64(stale, int64(st.CacheStale))
+		o.ObserveInt64(overage, int64(st.Overage))
 		return nil
-	}, applied, conflicts, expired, hits, stale)
+	}, applied, conflicts, expired, hits, stale, overage)
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}

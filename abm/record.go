@@ -12,15 +12,16 @@ import (
 // decoded.
 var ErrCorruptRecord = errors.New("abm: corrupt account session blob")
 
-// blobVersion is the first byte of every session blob.
-const blobVersion = 1
+// blobVersion is the first byte of every session blob written; version 1
+// blobs (no overage, operations, digests or recent identities) are read.
+const blobVersion = 2
 
 // Bin names of an account record (Aerospike limits them to 15 bytes).
 const (
 	BinBalance  = "bal"  // int: balance in minor units, reservations not subtracted
 	BinCurrency = "cur"  // string: ISO 4217 code
 	BinDebited  = "deb"  // int: total debited since provisioning, minor units
-	BinSessions = "sess" // blob: live sessions, reservations, last answers
+	BinSessions = "sess" // blob: overage, sessions, reservations, last answers, recent identities
 )
 
 // reservation is balance held for one rating group of one session.
@@ -40,9 +41,25 @@ type session struct {
 	closed  bool
 	expires int64 // unix seconds: removed at or after this time
 	res     []reservation
-	// The last answer, replayed for a request repeating lastSeq.
+	// The last answer, replayed for a request repeating lastSeq with the
+	// same operation and content digest (op 0: a version 1 record, not
+	// checked).
+	op     chf.Op
+	digest uint64
 	result chf.Result
 	lines  []chf.GrantLine
+}
+
+// recent is the remembered answer to a create or event, found again by
+// the request's identity (chf.ApplyRequest Key, or Loose for a
+// retransmission) until it expires.
+type recent struct {
+	key, loose, digest uint64
+	expires            int64 // unix seconds
+	op                 chf.Op
+	session            []byte // the session a create opened
+	result             chf.Result
+	lines              []chf.GrantLine
 }
 
 // account is an account record decoded for one read-modify-write. Its
@@ -51,13 +68,33 @@ type account struct {
 	balance  int64
 	debited  int64
 	reserved int64 // sum of the live reservations' amounts
+	// overage is usage rated beyond what the balance could pay, kept in
+	// the session blob; overNew is what this decode's events added (for
+	// the metric, not stored).
+	overage  int64
+	overNew  int64
 	currency string
 	sessions []session
+	recent   []recent
 }
 
 func (a *account) reset() {
-	a.balance, a.debited, a.reserved, a.currency = 0, 0, 0, ""
+	a.balance, a.debited, a.reserved, a.overage, a.overNew, a.currency = 0, 0, 0, 0, 0, ""
 	a.sessions = a.sessions[:0]
+	a.recent = a.recent[:0]
+}
+
+// newRecent appends an empty recent entry, reusing a previous slot's
+// capacity.
+func (a *account) newRecent() *recent {
+	if len(a.recent) < cap(a.recent) {
+		a.recent = a.recent[:len(a.recent)+1]
+	} else {
+		a.recent = append(a.recent, recent{})
+	}
+	r := &a.recent[len(a.recent)-1]
+	r.session, r.lines = r.session[:0], r.lines[:0]
+	return r
 }
 
 // newSession appends an empty session with the given id, reusing the
@@ -70,7 +107,7 @@ func (a *account) newSession(id string) *session {
 	}
 	s := &a.sessions[len(a.sessions)-1]
 	s.id = append(s.id[:0], id...)
-	s.lastSeq, s.closed, s.expires, s.result = 0, false, 0, chf.ResultSuccess
+	s.lastSeq, s.closed, s.expires, s.result, s.op, s.digest = 0, false, 0, chf.ResultSuccess, 0, 0
 	s.res = s.res[:0]
 	s.lines = s.lines[:0]
 	return s
@@ -86,7 +123,8 @@ func (a *account) removeSession(i int) {
 
 // Session blob layout (all integers varints as encoding/binary writes them):
 //
-//	version byte (1)
+//	version byte (2)
+//	varint overage (minor units)
 //	uvarint session count, then per session:
 //	  uvarint id length, id bytes
 //	  uvarint last answered sequence number
@@ -112,9 +150,10 @@ const (
 	lineSpecific
 )
 
-// appendSessions encodes a's sessions onto dst.
+// appendSessions encodes a's sessions and recent identities onto dst.
 func (a *account) appendSessions(dst []byte) []byte {
 	dst = append(dst, blobVersion)
+	dst = binary.AppendVarint(dst, a.overage)
 	dst = binary.AppendUvarint(dst, uint64(len(a.sessions)))
 	for i := range a.sessions {
 		s := &a.sessions[i]
@@ -135,50 +174,71 @@ func (a *account) appendSessions(dst []byte) []byte {
 			dst = binary.AppendVarint(dst, r.expires)
 		}
 		dst = append(dst, byte(s.result))
-		dst = binary.AppendUvarint(dst, uint64(len(s.lines)))
-		for j := range s.lines {
-			l := &s.lines[j]
-			dst = binary.AppendUvarint(dst, uint64(l.RatingGroup))
-			dst = append(dst, byte(l.Result))
-			var f byte
-			if l.FinalUnit {
-				f |= lineFinal
-			}
-			g := &l.Granted
-			if g.Time != 0 {
-				f |= lineTime
-			}
-			if g.TotalVolume != 0 {
-				f |= lineTotal
-			}
-			if g.UplinkVolume != 0 {
-				f |= lineUp
-			}
-			if g.DownlinkVolume != 0 {
-				f |= lineDown
-			}
-			if g.ServiceSpecific != 0 {
-				f |= lineSpecific
-			}
-			dst = append(dst, f)
-			if g.Time != 0 {
-				dst = binary.AppendUvarint(dst, uint64(g.Time))
-			}
-			if g.TotalVolume != 0 {
-				dst = binary.AppendUvarint(dst, g.TotalVolume)
-			}
-			if g.UplinkVolume != 0 {
-				dst = binary.AppendUvarint(dst, g.UplinkVolume)
-			}
-			if g.DownlinkVolume != 0 {
-				dst = binary.AppendUvarint(dst, g.DownlinkVolume)
-			}
-			if g.ServiceSpecific != 0 {
-				dst = binary.AppendUvarint(dst, g.ServiceSpecific)
-			}
-			dst = binary.AppendUvarint(dst, uint64(l.ValidityTime))
-			dst = binary.AppendUvarint(dst, uint64(l.QuotaHoldingTime))
+		dst = appendLines(dst, s.lines)
+		dst = append(dst, byte(s.op))
+		dst = binary.AppendUvarint(dst, s.digest)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(a.recent)))
+	for i := range a.recent {
+		r := &a.recent[i]
+		dst = binary.AppendUvarint(dst, r.key)
+		dst = binary.AppendUvarint(dst, r.loose)
+		dst = binary.AppendUvarint(dst, r.digest)
+		dst = binary.AppendVarint(dst, r.expires)
+		dst = append(dst, byte(r.op))
+		dst = binary.AppendUvarint(dst, uint64(len(r.session)))
+		dst = append(dst, r.session...)
+		dst = append(dst, byte(r.result))
+		dst = appendLines(dst, r.lines)
+	}
+	return dst
+}
+
+// appendLines encodes an answer's grant lines.
+func appendLines(dst []byte, lines []chf.GrantLine) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(lines)))
+	for j := range lines {
+		l := &lines[j]
+		dst = binary.AppendUvarint(dst, uint64(l.RatingGroup))
+		dst = append(dst, byte(l.Result))
+		var f byte
+		if l.FinalUnit {
+			f |= lineFinal
 		}
+		g := &l.Granted
+		if g.Time != 0 {
+			f |= lineTime
+		}
+		if g.TotalVolume != 0 {
+			f |= lineTotal
+		}
+		if g.UplinkVolume != 0 {
+			f |= lineUp
+		}
+		if g.DownlinkVolume != 0 {
+			f |= lineDown
+		}
+		if g.ServiceSpecific != 0 {
+			f |= lineSpecific
+		}
+		dst = append(dst, f)
+		if g.Time != 0 {
+			dst = binary.AppendUvarint(dst, uint64(g.Time))
+		}
+		if g.TotalVolume != 0 {
+			dst = binary.AppendUvarint(dst, g.TotalVolume)
+		}
+		if g.UplinkVolume != 0 {
+			dst = binary.AppendUvarint(dst, g.UplinkVolume)
+		}
+		if g.DownlinkVolume != 0 {
+			dst = binary.AppendUvarint(dst, g.DownlinkVolume)
+		}
+		if g.ServiceSpecific != 0 {
+			dst = binary.AppendUvarint(dst, g.ServiceSpecific)
+		}
+		dst = binary.AppendUvarint(dst, uint64(l.ValidityTime))
+		dst = binary.AppendUvarint(dst, uint64(l.QuotaHoldingTime))
 	}
 	return dst
 }
@@ -253,17 +313,23 @@ func (r *blobReader) count(min int) int {
 	return int(n)
 }
 
-// decodeSessions replaces a's sessions with those in blob and recomputes
-// a.reserved. Slices of a are reused; blob is not retained.
+// decodeSessions replaces a's overage, sessions and recent identities with
+// those in blob and recomputes a.reserved. Slices of a are reused; blob is
+// not retained.
 func (a *account) decodeSessions(blob []byte) error {
 	a.sessions = a.sessions[:0]
-	a.reserved = 0
+	a.recent = a.recent[:0]
+	a.reserved, a.overage, a.overNew = 0, 0, 0
 	if len(blob) == 0 {
 		return nil
 	}
 	r := blobReader{b: blob}
-	if v := r.byte(); v != blobVersion {
+	v := r.byte()
+	if v != 1 && v != blobVersion {
 		return fmt.Errorf("%w: version %d", ErrCorruptRecord, v)
+	}
+	if v >= 2 {
+		a.overage = r.varint()
 	}
 	n := r.count(6)
 	for i := 0; i < n && r.err == nil; i++ {
@@ -287,33 +353,56 @@ func (a *account) decodeSessions(blob []byte) error {
 			a.reserved += res.amount
 		}
 		s.result = chf.Result(r.byte())
-		nl := r.count(5)
-		for j := 0; j < nl && r.err == nil; j++ {
-			l := chf.GrantLine{RatingGroup: uint32(r.uvarint()), Result: chf.Result(r.byte())}
-			f := r.byte()
-			l.FinalUnit = f&lineFinal != 0
-			if f&lineTime != 0 {
-				l.Granted.Time = uint32(r.uvarint())
-			}
-			if f&lineTotal != 0 {
-				l.Granted.TotalVolume = r.uvarint()
-			}
-			if f&lineUp != 0 {
-				l.Granted.UplinkVolume = r.uvarint()
-			}
-			if f&lineDown != 0 {
-				l.Granted.DownlinkVolume = r.uvarint()
-			}
-			if f&lineSpecific != 0 {
-				l.Granted.ServiceSpecific = r.uvarint()
-			}
-			l.ValidityTime = uint32(r.uvarint())
-			l.QuotaHoldingTime = uint32(r.uvarint())
-			s.lines = append(s.lines, l)
+		s.lines = r.lines(s.lines)
+		if v >= 2 {
+			s.op = chf.Op(r.byte())
+			s.digest = r.uvarint()
+		}
+	}
+	if v >= 2 {
+		n = r.count(7)
+		for i := 0; i < n && r.err == nil; i++ {
+			e := a.newRecent()
+			e.key, e.loose, e.digest = r.uvarint(), r.uvarint(), r.uvarint()
+			e.expires = r.varint()
+			e.op = chf.Op(r.byte())
+			e.session = append(e.session, r.bytes(r.uvarint())...)
+			e.result = chf.Result(r.byte())
+			e.lines = r.lines(e.lines)
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = ErrCorruptRecord
 	}
 	return r.err
+}
+
+// lines decodes an answer's grant lines onto dst[:0].
+func (r *blobReader) lines(dst []chf.GrantLine) []chf.GrantLine {
+	dst = dst[:0]
+	nl := r.count(5)
+	for j := 0; j < nl && r.err == nil; j++ {
+		l := chf.GrantLine{RatingGroup: uint32(r.uvarint()), Result: chf.Result(r.byte())}
+		f := r.byte()
+		l.FinalUnit = f&lineFinal != 0
+		if f&lineTime != 0 {
+			l.Granted.Time = uint32(r.uvarint())
+		}
+		if f&lineTotal != 0 {
+			l.Granted.TotalVolume = r.uvarint()
+		}
+		if f&lineUp != 0 {
+			l.Granted.UplinkVolume = r.uvarint()
+		}
+		if f&lineDown != 0 {
+			l.Granted.DownlinkVolume = r.uvarint()
+		}
+		if f&lineSpecific != 0 {
+			l.Granted.ServiceSpecific = r.uvarint()
+		}
+		l.ValidityTime = uint32(r.uvarint())
+		l.QuotaHoldingTime = uint32(r.uvarint())
+		dst = append(dst, l)
+	}
+	return dst
 }

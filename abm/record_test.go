@@ -18,9 +18,17 @@ func sampleAccount() *account {
 		chf.GrantLine{RatingGroup: 10, Granted: chf.Units{TotalVolume: 10_000_000}, ValidityTime: 1800, QuotaHoldingTime: 300, FinalUnit: true},
 		chf.GrantLine{RatingGroup: 99, Result: chf.ResultRatingFailed},
 		chf.GrantLine{RatingGroup: 20, Granted: chf.Units{Time: 300, UplinkVolume: 1, DownlinkVolume: 2, ServiceSpecific: 3}})
+	s.op, s.digest = chf.OpUpdate, 0xfeedface12345678
 	c := a.newSession("closed")
-	c.closed, c.lastSeq, c.expires, c.result = true, 3, 1_800_000_600, chf.ResultQuotaLimitReached
+	c.closed, c.lastSeq, c.expires, c.result, c.op = true, 3, 1_800_000_600, chf.ResultQuotaLimitReached, chf.OpRelease
 	a.reserved = 310
+	a.overage = 12345
+	r := a.newRecent()
+	r.key, r.loose, r.digest, r.expires, r.op = 1<<63+5, 77, 99, 1_800_000_600, chf.OpCreate
+	r.session = append(r.session, "0123456789abcdef"...)
+	r.lines = append(r.lines, chf.GrantLine{RatingGroup: 10, Granted: chf.Units{TotalVolume: 10_000_000}, ValidityTime: 1800})
+	e := a.newRecent()
+	e.key, e.op, e.result = 3, chf.OpEvent, chf.ResultQuotaLimitReached
 	return a
 }
 
@@ -41,8 +49,19 @@ func TestSessionBlobRoundTrip(t *testing.T) {
 	if string(s.id) != "0123456789abcdef" || s.lastSeq != 7 || s.closed || len(s.res) != 2 || len(s.lines) != 3 || s.lines[2].Granted.ServiceSpecific != 3 || !s.lines[0].FinalUnit {
 		t.Fatalf("session %+v", s)
 	}
-	if c := b.sessions[1]; !c.closed || c.result != chf.ResultQuotaLimitReached {
+	if c := b.sessions[1]; !c.closed || c.result != chf.ResultQuotaLimitReached || c.op != chf.OpRelease {
 		t.Fatalf("closed session %+v", c)
+	}
+	if s.op != chf.OpUpdate || s.digest != 0xfeedface12345678 || b.overage != 12345 || len(b.recent) != 2 {
+		t.Fatalf("decoded op %d digest %x overage %d recent %d", s.op, s.digest, b.overage, len(b.recent))
+	}
+	if r := b.recent[0]; r.key != 1<<63+5 || r.loose != 77 || r.digest != 99 || string(r.session) != "0123456789abcdef" || len(r.lines) != 1 || r.lines[0].ValidityTime != 1800 {
+		t.Fatalf("recent %+v", r)
+	}
+	// A version 1 blob (before overage, digests and identities) still reads.
+	var v1 account
+	if err := v1.decodeSessions([]byte{1, 1, 2, 'i', 'd', 4, 0, 0, 0, 0, 0}); err != nil || len(v1.sessions) != 1 || v1.sessions[0].lastSeq != 4 {
+		t.Fatalf("version 1 blob: %v %+v", err, v1.sessions)
 	}
 	// Decoding again into the same account does not allocate.
 	if n := testing.AllocsPerRun(100, func() { _ = b.decodeSessions(blob) }); n != 0 {
@@ -169,5 +188,51 @@ func BenchmarkApplyInMemory(b *testing.B) {
 		acc.balance = 1 << 60
 		acc.apply(&req, 1000, &lim, &resp)
 		blob = acc.appendSessions(blob[:0])
+	}
+}
+
+// TestRecentIdentityWindow checks a repeated event is answered from the
+// record within the window (MaxRecent events, ClosedTTL) and charged anew
+// after it, and that a repeat with other content is refused.
+func TestRecentIdentityWindow(t *testing.T) {
+	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 16, maxClosed: 16, maxRecent: MaxRecent}
+	a := &account{balance: 1000, currency: "EUR"}
+	ev := func(key uint64, digest uint64) *chf.ApplyRequest {
+		return &chf.ApplyRequest{Op: chf.OpEvent, SUPI: "imsi-1", Key: key, Loose: key + 1, Digest: digest,
+			Lines: []chf.RatedLine{{RatingGroup: 30, Service: chf.ServiceSMS, UsedUnits: 1, UsedCost: 5, Price: 5, UnitSize: 1}}}
+	}
+	var resp chf.ChargeResponse
+	now := int64(1_800_000_000)
+	charge := func(r *chf.ApplyRequest) int64 {
+		t.Helper()
+		a.apply(r, now, &lim, &resp)
+		return resp.Charged
+	}
+	if c := charge(ev(1, 7)); c != 5 {
+		t.Fatalf("first event charged %d", c)
+	}
+	if c := charge(ev(1, 7)); c != 0 || resp.Result != chf.ResultSuccess {
+		t.Fatalf("repeated event charged %d result %d", c, resp.Result)
+	}
+	if charge(ev(1, 8)); resp.Result != chf.ResultReplayMismatch {
+		t.Fatalf("repeat with other content: result %d", resp.Result)
+	}
+	flagged := ev(100, 7)
+	flagged.Loose, flagged.Retransmission = 2, true // key 1's loose key
+	if c := charge(flagged); c != 0 {
+		t.Fatalf("flagged retransmission with a new timestamp charged %d", c)
+	}
+	for k := uint64(2); k <= MaxRecent+1; k++ {
+		charge(ev(k*10, 7))
+	}
+	if c := charge(ev(1, 7)); c != 5 {
+		t.Fatalf("after %d newer events the first is forgotten: charged %d, want 5", MaxRecent, c)
+	}
+	now += lim.closedTTL
+	if c := charge(ev(1, 7)); c != 5 {
+		t.Fatalf("after ClosedTTL: charged %d, want 5", c)
+	}
+	if len(a.recent) > MaxRecent {
+		t.Fatalf("%d identities kept, bound %d", len(a.recent), MaxRecent)
 	}
 }

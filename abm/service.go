@@ -123,6 +123,9 @@ type Stats struct {
 	// CacheHits counts events written without a read (cached state);
 	// CacheStale those whose cached state was outdated (then re-read).
 	CacheHits, CacheStale uint64
+	// Overage is the usage, in minor units, reported beyond what the
+	// balances could pay (recorded on the accounts, not debited).
+	Overage uint64
 }
 
 // Service applies charging events to account records. It is safe for
@@ -142,6 +145,7 @@ type Service struct {
 
 	applied, conflicts, expired atomic.Uint64
 	cacheHits, cacheStale       atomic.Uint64
+	overage                     atomic.Uint64
 }
 
 // New returns a Service on client. The client stays owned by the caller.
@@ -173,6 +177,7 @@ func New(client *as.Client, cfg Config) *Service {
 			defaultHold: int64(cfg.DefaultHold / time.Second),
 			maxSessions: cfg.MaxSessions,
 			maxClosed:   cfg.MaxClosed,
+			maxRecent:   MaxRecent,
 		},
 		readPolicy:       rp,
 		writePolicy:      *wp,
@@ -200,7 +205,7 @@ func batchWritePolicy() as.BatchWritePolicy {
 // Stats returns the service's counters.
 func (s *Service) Stats() Stats {
 	return Stats{Applied: s.applied.Load(), Conflicts: s.conflicts.Load(), Expired: s.expired.Load(),
-		CacheHits: s.cacheHits.Load(), CacheStale: s.cacheStale.Load()}
+		CacheHits: s.cacheHits.Load(), CacheStale: s.cacheStale.Load(), Overage: s.overage.Load()}
 }
 
 // Ready reports whether the Aerospike cluster is reachable.
@@ -291,6 +296,7 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 		aerr = s.write(key, rec.Generation, timeout, acc, sc)
 		if aerr == nil {
 			s.applied.Add(1)
+			s.overage.Add(uint64(acc.overNew))
 			if s.cache != nil {
 				s.cache.store(req.SUPI, rec.Generation, time.Now().UnixNano(), acc, sc.blob)
 			}
@@ -346,6 +352,7 @@ func (s *Service) applyCached(key *as.Key, req *chf.ApplyRequest, resp *chf.Char
 	aerr := s.write(key, gen, timeout, acc, sc)
 	if aerr == nil {
 		s.applied.Add(1)
+		s.overage.Add(uint64(acc.overNew))
 		s.cacheHits.Add(1)
 		s.cache.store(req.SUPI, gen, nowNs, acc, sc.blob)
 		return true, nil

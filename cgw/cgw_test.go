@@ -301,7 +301,7 @@ func TestBalanceAndRouting(t *testing.T) {
 	s := startServer(t, &fakeCharger{}, 0)
 	for name, c := range clients(t) {
 		r := do(t, c, "GET", "http://"+s.Addr()+AccountsBase+"imsi-001010000000001", nil)
-		want := `{"supi":"imsi-001010000000001","balance":1000,"reserved":100,"available":900,"currency":"EUR","debited":250}`
+		want := `{"supi":"imsi-001010000000001","balance":1000,"reserved":100,"available":900,"currency":"EUR","debited":250,"overage":0}`
 		if r.status != 200 || string(r.body) != want || r.header.Get("Content-Type") != "application/json" {
 			t.Fatalf("%s: balance %d %s", name, r.status, r.body)
 		}
@@ -407,9 +407,10 @@ func TestServeAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	method, path, host := []byte("POST"), []byte(NchfBase), []byte("127.0.0.1:8080")
+	maxRsp := []byte("500")
 	allocs := testing.AllocsPerRun(200, func() {
 		x := h.Acquire()
-		h.Serve(context.Background(), x, method, path, host, createBody)
+		h.Serve(x.Context(context.Background(), time.Now(), maxRsp), x, method, path, host, createBody)
 		if x.Status != 201 {
 			t.Fatalf("status %d: %s", x.Status, x.Body)
 		}
@@ -433,4 +434,28 @@ func BenchmarkServeCreate(b *testing.B) {
 		h.Serve(context.Background(), x, method, path, host, createBody)
 		h.Release(x)
 	}
+}
+
+// TestExchangeContext checks the deadline a request is served with.
+func TestExchangeContext(t *testing.T) {
+	var x Exchange
+	start := time.Now()
+	f := func(parent context.Context, maxRsp string, want time.Duration) {
+		t.Helper()
+		var h []byte
+		if maxRsp != "" {
+			h = []byte(maxRsp)
+		}
+		d, ok := x.Context(parent, start, h).Deadline()
+		if !ok || d.Sub(start) != want {
+			t.Errorf("parent %v, max-rsp %q: deadline in %v, want %v", parent, maxRsp, d.Sub(start), want)
+		}
+	}
+	f(context.Background(), "", DefaultBudget-50*time.Millisecond)
+	f(context.Background(), "400", 360*time.Millisecond)
+	f(context.Background(), "junk", DefaultBudget-50*time.Millisecond)
+	f(context.Background(), "99999999", DefaultBudget-50*time.Millisecond)
+	short, cancel := context.WithDeadline(context.Background(), start.Add(100*time.Millisecond))
+	defer cancel()
+	f(short, "400", 90*time.Millisecond)
 }

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -29,7 +31,18 @@ const (
 	// ChargedHeader carries ChargeResponse.Charged (minor units) on every
 	// Nchf charging response so a load generator can reconcile balances.
 	ChargedHeader = "X-Chf-Charged"
+	// MaxRspTimeHeader is TS 29.500's 3gpp-Sbi-Max-Rsp-Time: the caller's
+	// deadline in milliseconds from the request's arrival.
+	MaxRspTimeHeader = "3gpp-Sbi-Max-Rsp-Time"
 )
+
+// DefaultBudget is the time a request gets when its caller sends no
+// deadline (3gpp-Sbi-Max-Rsp-Time or the chassis budget header).
+const DefaultBudget = 2 * time.Second
+
+// maxMargin bounds the part of a caller's budget kept to answer 504 in
+// time (a tenth of the budget, at most this).
+const maxMargin = 50 * time.Millisecond
 
 // Content types of the responses.
 const (
@@ -133,6 +146,7 @@ type Exchange struct {
 	Body []byte
 
 	dec  chf.NchfDecoder
+	ctx  chf.Deadline
 	nreq chf.NchfRequest
 	req  chf.ChargeRequest
 	resp chf.ChargeResponse
@@ -148,6 +162,40 @@ func (x *Exchange) reset() {
 	x.Body = x.Body[:0]
 }
 
+// Context returns the context to Serve x with, valid until Release:
+// parent's values (trace context) with the caller's deadline, the
+// earliest of parent's, maxRspTime (a 3gpp-Sbi-Max-Rsp-Time value in
+// milliseconds from start, nil when absent) and DefaultBudget, less a
+// tenth of the budget (at most 50 ms) so that a stalled core is answered
+// 504 before the caller gives up. It allocates nothing.
+func (x *Exchange) Context(parent context.Context, start time.Time, maxRspTime []byte) context.Context {
+	budget := DefaultBudget
+	if ms, ok := parseMillis(maxRspTime); ok {
+		budget = min(budget, time.Duration(ms)*time.Millisecond)
+	}
+	if pd, ok := parent.Deadline(); ok {
+		budget = min(budget, pd.Sub(start))
+	}
+	budget -= min(budget/10, maxMargin)
+	x.ctx.Reset(parent, start.Add(budget))
+	return &x.ctx
+}
+
+// parseMillis parses a non-empty decimal of at most 9 digits.
+func parseMillis(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 9 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
+}
+
 // Acquire returns an Exchange from the pool.
 func (h *Handler) Acquire() *Exchange {
 	x := h.pool.Get().(*Exchange)
@@ -157,6 +205,7 @@ func (h *Handler) Acquire() *Exchange {
 
 // Release returns x to the pool.
 func (h *Handler) Release(x *Exchange) {
+	x.ctx = chf.Deadline{}
 	if cap(x.Body) > 64<<10 {
 		x.Body = make([]byte, 0, 1024)
 	}
@@ -239,17 +288,27 @@ func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
 	}
 	h.fillLines(x)
 	x.req.SUPI = x.nreq.SUPI
+	// The request's identity: a repeat (a retransmission, or a client
+	// retrying after a timeout) is answered from the account record with
+	// the first answer and Location, and charges once.
+	x.req.Key, x.req.Loose, x.req.Retransmission = x.nreq.Key, x.nreq.Loose, x.nreq.Retransmission
 	x.req.Op = chf.OpCreate
+	x.req.Session = ""
 	if x.nreq.OneTimeEvent {
+		// An event opens no session: its identity alone deduplicates it.
 		x.req.Op = chf.OpEvent
+	} else {
+		sess := chf.AppendSessionID(x.sess[:0], h.newSession())
+		x.req.Session = string(sess)
 	}
-	sess := chf.AppendSessionID(x.sess[:0], h.newSession())
-	x.req.Session = string(sess)
 	if !h.charge(ctx, x) {
 		return
 	}
 	x.Status = http.StatusCreated
 	if x.req.Op == chf.OpCreate {
+		if x.resp.Session != "" {
+			x.req.Session = x.resp.Session // a repeated create: the first one's session
+		}
 		if len(host) > 0 {
 			x.Location = append(x.Location, "http://"...)
 			x.Location = append(x.Location, host...)
@@ -272,6 +331,7 @@ func (h *Handler) session(ctx context.Context, x *Exchange, op chf.Op, ref []byt
 		return
 	}
 	h.fillLines(x)
+	x.req.Key, x.req.Loose, x.req.Retransmission = 0, 0, x.nreq.Retransmission
 	x.req.Op = op
 	x.req.SUPI = supi // allocated by string(ref) above; owned by this request
 	x.req.Session = sess
@@ -311,8 +371,12 @@ func (h *Handler) charge(ctx context.Context, x *Exchange) bool {
 }
 
 func (h *Handler) chargerError(x *Exchange, err error) {
+	var se *chassis.StatusError
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, fasthttp.ErrTimeout),
+		errors.As(err, &se) && se.Code == http.StatusGatewayTimeout:
+		// The core, or the ABM or database behind it, did not answer
+		// within the caller's deadline.
 		h.problem(x, http.StatusGatewayTimeout, "TIMED_OUT_REQUEST", "charging core did not answer in time", "", "")
 	case chassis.IsOverload(err):
 		// A 503 from the core or no free connection to it: answer
@@ -343,6 +407,14 @@ func (h *Handler) resultProblem(x *Exchange, r chf.Result, detail string) {
 		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED",
 			orDefault(detail, "invocationSequenceNumber "+strconv.FormatUint(uint64(x.req.Seq), 10)+" is older than the last one answered"),
 			"/invocationSequenceNumber", "stale: older than the last one answered")
+	case chf.ResultSequenceReused:
+		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED",
+			orDefault(detail, "invocationSequenceNumber "+strconv.FormatUint(uint64(x.req.Seq), 10)+" was answered for another operation"),
+			"/invocationSequenceNumber", "already answered for another operation on this resource")
+	case chf.ResultReplayMismatch:
+		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED",
+			orDefault(detail, "a repeated request differs from the one first answered"),
+			"/multipleUnitUsage", "differs from the request first answered with this identity")
 	case chf.ResultRatingFailed:
 		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED", orDefault(detail, "rating failed"), "", "")
 	case chf.ResultOverloaded:
@@ -392,8 +464,9 @@ func (h *Handler) balance(ctx context.Context, x *Exchange, supi string) {
 }
 
 // AppendBalance appends the balance inquiry JSON object for resp to dst:
-// {"supi","balance","reserved","available","currency","debited"}, integer
-// minor units; debited is the account's running total of debits.
+// {"supi","balance","reserved","available","currency","debited","overage"},
+// integer minor units; debited is the account's running total of debits,
+// overage that of usage reported beyond what the balance could pay.
 func AppendBalance(dst []byte, supi string, resp *chf.ChargeResponse) []byte {
 	dst = append(dst, `{"supi":`...)
 	dst = chf.AppendJSONString(dst, supi)
@@ -407,5 +480,7 @@ func AppendBalance(dst []byte, supi string, resp *chf.ChargeResponse) []byte {
 	dst = chf.AppendJSONString(dst, resp.Currency)
 	dst = append(dst, `,"debited":`...)
 	dst = strconv.AppendInt(dst, resp.Debited, 10)
+	dst = append(dst, `,"overage":`...)
+	dst = strconv.AppendInt(dst, resp.Overage, 10)
 	return append(dst, '}')
 }

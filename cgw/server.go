@@ -13,8 +13,11 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/h2c"
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
 // Config configures a Server.
@@ -147,7 +150,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // serveFast is the HTTP/1.1 adapter.
 func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
 	x := s.h.Acquire()
-	s.h.Serve(context.Background(), x, ctx.Method(), ctx.Path(), ctx.Host(), ctx.PostBody())
+	// The chassis context carries the trace context and the chassis
+	// budget header; a 3gpp-Sbi-Max-Rsp-Time bounds it too.
+	parent := chassis.Context(ctx)
+	if tp := ctx.Request.Header.Peek(telemetry.TraceparentHeader); len(tp) > 0 && !trace.SpanContextFromContext(parent).IsValid() {
+		// Not traced here: pass the caller's trace context on as is.
+		if sc, ok := telemetry.ParseTraceparent(tp); ok {
+			parent = trace.ContextWithRemoteSpanContext(parent, sc)
+		}
+	}
+	rctx := x.Context(parent, ctx.Time(), ctx.Request.Header.Peek(MaxRspTimeHeader))
+	s.h.Serve(rctx, x, ctx.Method(), ctx.Path(), ctx.Host(), ctx.PostBody())
 	ctx.SetStatusCode(x.Status)
 	if x.ContentType != "" {
 		ctx.SetContentType(x.ContentType)
@@ -188,7 +201,14 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 		}
 	}
 	x := s.h.Acquire()
-	s.h.Serve(context.Background(), x, r.Method, r.Path, r.Authority, r.Body)
+	parent := context.Background()
+	if tp := r.Header(telemetry.TraceparentHeader); len(tp) > 0 {
+		if sc, ok := telemetry.ParseTraceparent(tp); ok {
+			parent = trace.ContextWithRemoteSpanContext(parent, sc)
+		}
+	}
+	rctx := x.Context(parent, time.Now(), r.Header("3gpp-sbi-max-rsp-time"))
+	s.h.Serve(rctx, x, r.Method, r.Path, r.Authority, r.Body)
 	w.SetStatus(x.Status)
 	if x.ContentType != "" {
 		w.AddHeader("content-type", x.ContentType)

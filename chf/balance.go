@@ -45,6 +45,13 @@ type ApplyRequest struct {
 	Session string      `msg:"sn"`
 	Seq     uint32      `msg:"q"`
 	Lines   []RatedLine `msg:"l"`
+	// Key, Loose and Retransmission are the ChargeRequest's; Digest is its
+	// ChargeRequest.Digest. The ABM answers a repeated request from the
+	// record when they match (see abm/README.md, Retransmissions).
+	Key            uint64 `msg:"k"`
+	Loose          uint64 `msg:"lk"`
+	Retransmission bool   `msg:"rt"`
+	Digest         uint64 `msg:"dg"`
 }
 
 // Reset clears r for reuse, keeping the capacity of Lines.
@@ -98,9 +105,26 @@ func Covered(amount int64, price int64, unitSize uint64) uint64 {
 	return q
 }
 
+// Add adds one reported container c to u, counting vol as its volume
+// (c's totalVolume when it has one, else its uplink + downlink: the fronts
+// decide per container, so a line mixing both kinds of containers counts
+// each as reported). It reports false when a sum would overflow.
+func (u *Units) Add(c Units, vol uint64) bool {
+	t := uint64(u.Time) + uint64(c.Time)
+	ok := t <= math.MaxUint32
+	var carry, c2, c3, c4 uint64
+	u.TotalVolume, carry = bits.Add64(u.TotalVolume, vol, 0)
+	u.UplinkVolume, c2 = bits.Add64(u.UplinkVolume, c.UplinkVolume, 0)
+	u.DownlinkVolume, c3 = bits.Add64(u.DownlinkVolume, c.DownlinkVolume, 0)
+	u.ServiceSpecific, c4 = bits.Add64(u.ServiceSpecific, c.ServiceSpecific, 0)
+	u.Time = uint32(min(t, math.MaxUint32))
+	return ok && carry|c2|c3|c4 == 0
+}
+
 // Amount returns the quantity of u that service s is rated on: total volume
 // (or uplink plus downlink when no total is given) for data, time for
-// voice, service-specific units for SMS.
+// voice, service-specific units for SMS. Fronts fill TotalVolume with
+// the per-container volumes (see Add), so a sum is never counted twice.
 func (u Units) Amount(s Service) uint64 {
 	switch s {
 	case ServiceData:

@@ -67,6 +67,30 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 					return
 				}
 			}
+		case "k":
+			z.Key, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Key")
+				return
+			}
+		case "lk":
+			z.Loose, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Loose")
+				return
+			}
+		case "rt":
+			z.Retransmission, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Retransmission")
+				return
+			}
+		case "dg":
+			z.Digest, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Digest")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -80,9 +104,9 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 5
+	// map header, size 9
 	// write "op"
-	err = en.Append(0x85, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x89, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -138,15 +162,55 @@ func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
 			return
 		}
 	}
+	// write "k"
+	err = en.Append(0xa1, 0x6b)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Key)
+	if err != nil {
+		err = msgp.WrapError(err, "Key")
+		return
+	}
+	// write "lk"
+	err = en.Append(0xa2, 0x6c, 0x6b)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Loose)
+	if err != nil {
+		err = msgp.WrapError(err, "Loose")
+		return
+	}
+	// write "rt"
+	err = en.Append(0xa2, 0x72, 0x74)
+	if err != nil {
+		return
+	}
+	err = en.WriteBool(z.Retransmission)
+	if err != nil {
+		err = msgp.WrapError(err, "Retransmission")
+		return
+	}
+	// write "dg"
+	err = en.Append(0xa2, 0x64, 0x67)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Digest)
+	if err != nil {
+		err = msgp.WrapError(err, "Digest")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 5
+	// map header, size 9
 	// string "op"
-	o = append(o, 0x85, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x89, 0xa2, 0x6f, 0x70)
 	o, err = z.Op.MarshalMsg(o)
 	if err != nil {
 		err = msgp.WrapError(err, "Op")
@@ -171,6 +235,18 @@ func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			return
 		}
 	}
+	// string "k"
+	o = append(o, 0xa1, 0x6b)
+	o = msgp.AppendUint64(o, z.Key)
+	// string "lk"
+	o = append(o, 0xa2, 0x6c, 0x6b)
+	o = msgp.AppendUint64(o, z.Loose)
+	// string "rt"
+	o = append(o, 0xa2, 0x72, 0x74)
+	o = msgp.AppendBool(o, z.Retransmission)
+	// string "dg"
+	o = append(o, 0xa2, 0x64, 0x67)
+	o = msgp.AppendUint64(o, z.Digest)
 	return
 }
 
@@ -235,6 +311,30 @@ func (z *ApplyRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "k":
+			z.Key, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Key")
+				return
+			}
+		case "lk":
+			z.Loose, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Loose")
+				return
+			}
+		case "rt":
+			z.Retransmission, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Retransmission")
+				return
+			}
+		case "dg":
+			z.Digest, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Digest")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -253,6 +353,7 @@ func (z *ApplyRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size
 	return
 }
 

@@ -47,6 +47,15 @@ const (
 	ResultStaleSequence        Result = 6 // invocationSequenceNumber older than the last one answered
 	ResultInvalid              Result = 7 // the request is semantically invalid (Detail says why)
 	ResultOverloaded           Result = 8 // shed load: Nchf 503, Diameter 3004
+	// ResultSequenceReused: the Seq was last answered for another
+	// operation (an update's number reused by a release): Nchf 400 naming
+	// invocationSequenceNumber, Diameter 5004 with CC-Request-Number.
+	ResultSequenceReused Result = 9
+	// ResultReplayMismatch: a request repeating the identity of one
+	// already answered (same Seq on the session, or same create/event
+	// identity) with different content: Nchf 400 naming
+	// multipleUnitUsage, Diameter 5004.
+	ResultReplayMismatch Result = 10
 )
 
 // Units mirrors Nchf ServiceUnit and Diameter *-Service-Unit. Zero fields
@@ -57,6 +66,70 @@ type Units struct {
 	UplinkVolume    uint64 `msg:"uv"` // octets
 	DownlinkVolume  uint64 `msg:"dv"` // octets
 	ServiceSpecific uint64 `msg:"ss"` // events
+}
+
+// Digest returns a content digest of the request's operation and lines
+// (FNV-1a over their fields): a replay must repeat it. Allocation-free.
+func (r *ChargeRequest) Digest() uint64 {
+	h := HashUint(hashOffset, uint64(r.Op))
+	for i := range r.Lines {
+		l := &r.Lines[i]
+		h = HashUint(h, uint64(l.RatingGroup))
+		h = l.Used.hash(h)
+		if l.Request {
+			h = HashUint(h, 1)
+			h = l.Requested.hash(h)
+		} else {
+			h = HashUint(h, 0)
+		}
+	}
+	return h
+}
+
+func (u *Units) hash(h uint64) uint64 {
+	h = HashUint(h, uint64(u.Time))
+	h = HashUint(h, u.TotalVolume)
+	h = HashUint(h, u.UplinkVolume)
+	h = HashUint(h, u.DownlinkVolume)
+	return HashUint(h, u.ServiceSpecific)
+}
+
+const (
+	hashOffset = 14695981039346656037
+	hashPrime  = 1099511628211
+)
+
+// HashSeed is the FNV-1a 64 offset basis to start Hash and HashUint from.
+const HashSeed uint64 = hashOffset
+
+// Hash folds b into the FNV-1a 64 hash h (start from HashSeed). Unlike
+// hash/maphash it is the same in every process, so every CGW instance
+// derives the same identity for the same request.
+func Hash(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= hashPrime
+	}
+	return h
+}
+
+// HashString is Hash for a string.
+func HashString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= hashPrime
+	}
+	return h
+}
+
+// HashUint folds the 8 bytes of v into h.
+func HashUint(h, v uint64) uint64 {
+	for i := 0; i < 8; i++ {
+		h ^= v & 0xff
+		h *= hashPrime
+		v >>= 8
+	}
+	return h
 }
 
 // IsZero reports whether no unit is set.
@@ -86,6 +159,15 @@ type ChargeRequest struct {
 	// charges once; an older Seq is refused with ResultStaleSequence.
 	Seq   uint32      `msg:"q"`
 	Lines []UsageLine `msg:"l"`
+	// Key identifies a create or event across transmissions (Nchf: the
+	// consumer, subscriber, invocationSequenceNumber and
+	// invocationTimeStamp hashed, see NchfRequest.Key); 0 when the front
+	// has none (Gy: the Session-Id already identifies it). Loose is the
+	// same without the timestamp, matched when Retransmission is set.
+	Key   uint64 `msg:"k"`
+	Loose uint64 `msg:"lk"`
+	// Retransmission is Nchf retransmissionIndicator / the Diameter T flag.
+	Retransmission bool `msg:"rt"`
 }
 
 // Reset empties r, keeping the capacity of Lines.
@@ -121,6 +203,13 @@ type ChargeResponse struct {
 	Currency string `msg:"cu"`
 	// Debited is the account's running total of every debit, for audits.
 	Debited int64 `msg:"db"`
+	// Overage is the account's running total of usage reported beyond
+	// what the balance could pay (minor units, never debited, kept for
+	// billing and audits): Debited + Overage is all usage ever rated.
+	Overage int64 `msg:"ov"`
+	// Session is set only when a repeated create is answered from the
+	// record: the session the first transmission opened (its Location).
+	Session string `msg:"sn"`
 }
 
 // Charger is the charging core as the fronts see it. The OCP's client

@@ -71,6 +71,24 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 					return
 				}
 			}
+		case "k":
+			z.Key, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Key")
+				return
+			}
+		case "lk":
+			z.Loose, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Loose")
+				return
+			}
+		case "rt":
+			z.Retransmission, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Retransmission")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -84,9 +102,9 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 5
+	// map header, size 8
 	// write "op"
-	err = en.Append(0x85, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x88, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -142,15 +160,45 @@ func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
 			return
 		}
 	}
+	// write "k"
+	err = en.Append(0xa1, 0x6b)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Key)
+	if err != nil {
+		err = msgp.WrapError(err, "Key")
+		return
+	}
+	// write "lk"
+	err = en.Append(0xa2, 0x6c, 0x6b)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Loose)
+	if err != nil {
+		err = msgp.WrapError(err, "Loose")
+		return
+	}
+	// write "rt"
+	err = en.Append(0xa2, 0x72, 0x74)
+	if err != nil {
+		return
+	}
+	err = en.WriteBool(z.Retransmission)
+	if err != nil {
+		err = msgp.WrapError(err, "Retransmission")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 5
+	// map header, size 8
 	// string "op"
-	o = append(o, 0x85, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x88, 0xa2, 0x6f, 0x70)
 	o = msgp.AppendUint8(o, uint8(z.Op))
 	// string "s"
 	o = append(o, 0xa1, 0x73)
@@ -171,6 +219,15 @@ func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			return
 		}
 	}
+	// string "k"
+	o = append(o, 0xa1, 0x6b)
+	o = msgp.AppendUint64(o, z.Key)
+	// string "lk"
+	o = append(o, 0xa2, 0x6c, 0x6b)
+	o = msgp.AppendUint64(o, z.Loose)
+	// string "rt"
+	o = append(o, 0xa2, 0x72, 0x74)
+	o = msgp.AppendBool(o, z.Retransmission)
 	return
 }
 
@@ -239,6 +296,24 @@ func (z *ChargeRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "k":
+			z.Key, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Key")
+				return
+			}
+		case "lk":
+			z.Loose, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Loose")
+				return
+			}
+		case "rt":
+			z.Retransmission, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Retransmission")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -257,6 +332,7 @@ func (z *ChargeRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize
 	return
 }
 
@@ -343,6 +419,18 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Debited")
 				return
 			}
+		case "ov":
+			z.Overage, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Overage")
+				return
+			}
+		case "sn":
+			z.Session, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Session")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -356,9 +444,9 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 8
+	// map header, size 10
 	// write "r"
-	err = en.Append(0x88, 0xa1, 0x72)
+	err = en.Append(0x8a, 0xa1, 0x72)
 	if err != nil {
 		return
 	}
@@ -444,15 +532,35 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Debited")
 		return
 	}
+	// write "ov"
+	err = en.Append(0xa2, 0x6f, 0x76)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Overage)
+	if err != nil {
+		err = msgp.WrapError(err, "Overage")
+		return
+	}
+	// write "sn"
+	err = en.Append(0xa2, 0x73, 0x6e)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.Session)
+	if err != nil {
+		err = msgp.WrapError(err, "Session")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 8
+	// map header, size 10
 	// string "r"
-	o = append(o, 0x88, 0xa1, 0x72)
+	o = append(o, 0x8a, 0xa1, 0x72)
 	o = msgp.AppendUint8(o, uint8(z.Result))
 	// string "d"
 	o = append(o, 0xa1, 0x64)
@@ -482,6 +590,12 @@ func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "db"
 	o = append(o, 0xa2, 0x64, 0x62)
 	o = msgp.AppendInt64(o, z.Debited)
+	// string "ov"
+	o = append(o, 0xa2, 0x6f, 0x76)
+	o = msgp.AppendInt64(o, z.Overage)
+	// string "sn"
+	o = append(o, 0xa2, 0x73, 0x6e)
+	o = msgp.AppendString(o, z.Session)
 	return
 }
 
@@ -568,6 +682,18 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Debited")
 				return
 			}
+		case "ov":
+			z.Overage, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Overage")
+				return
+			}
+		case "sn":
+			z.Session, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Session")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -586,7 +712,7 @@ func (z *ChargeResponse) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size
+	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Session)
 	return
 }
 

@@ -35,8 +35,20 @@ type NchfRequest struct {
 	OneTimeEvent bool
 	// OneTimeEventType is oneTimeEventType ("IEC", "PEC" or "").
 	OneTimeEventType string
-	// Lines holds one entry per multipleUnitUsage, usedUnitContainers summed.
+	// Lines holds one entry per multipleUnitUsage (a rating group named
+	// twice is refused), its usedUnitContainers summed container by
+	// container: each container's volume is its totalVolume when present,
+	// else its uplinkVolume + downlinkVolume, and Used.TotalVolume is the
+	// sum of those (Used.UplinkVolume and Used.DownlinkVolume keep the sums
+	// as reported).
 	Lines []UsageLine
+	// Key identifies the request across transmissions: FNV-1a over
+	// nfConsumerIdentification (nodeFunctionality, nFName, nFIPv4Address,
+	// nFIPv6Address, nFFqdn), subscriberIdentifier,
+	// invocationSequenceNumber, pduSessionChargingInformation.chargingId
+	// (when sent) and invocationTimeStamp (as sent). Loose is the same without the
+	// timestamp (matched for a retransmissionIndicator request).
+	Key, Loose uint64
 }
 
 func (r *NchfRequest) reset() {
@@ -93,6 +105,7 @@ func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 		return &FieldError{Param: "/", Reason: "must be a JSON object (ChargingDataRequest)"}
 	}
 	var haveNF, haveTS, haveSeq bool
+	var nfHash, tsHash, pduHash uint64
 	o.Visit(func(key []byte, v *fastjson.Value) {
 		if d.err != nil {
 			return
@@ -110,12 +123,16 @@ func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 		case "nfConsumerIdentification":
 			haveNF = true
 			d.decodeNF(v, r)
+			nfHash = hashFields(v, "nodeFunctionality", "nFName", "nFIPv4Address", "nFIPv6Address", "nFFqdn")
+		case "pduSessionChargingInformation":
+			pduHash = hashFields(v, "chargingId", "chargingIdentifier")
 		case "invocationTimeStamp":
 			haveTS = true
 			if b, ok := d.str(v, "/invocationTimeStamp"); ok {
 				if _, err := time.Parse(time.RFC3339, string(b)); err != nil {
 					d.fail("/invocationTimeStamp", "must be a date-time (RFC 3339)")
 				}
+				tsHash = Hash(HashSeed, b)
 			}
 		case "invocationSequenceNumber":
 			haveSeq = true
@@ -154,7 +171,38 @@ func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 	case !haveSeq:
 		return &FieldError{Param: "/invocationSequenceNumber", Reason: "mandatory field missing"}
 	}
+	h := HashUint(HashSeed, nfHash)
+	h = HashString(h, r.SUPI)
+	h = HashUint(h, uint64(r.Seq))
+	r.Loose = HashUint(h, pduHash)
+	r.Key = HashUint(r.Loose, tsHash)
 	return nil
+}
+
+// hashFields hashes the named members of object v, in the order named
+// (so the members' order in the body does not matter), as they were sent.
+func hashFields(v *fastjson.Value, names ...string) uint64 {
+	h := HashSeed
+	o, err := v.Object()
+	if err != nil {
+		return h
+	}
+	for _, n := range names {
+		f := o.Get(n)
+		h = HashUint(h, uint64(len(n)))
+		if f == nil {
+			continue
+		}
+		switch f.Type() {
+		case fastjson.TypeString:
+			b, _ := f.StringBytes()
+			h = Hash(h, b)
+		case fastjson.TypeNumber:
+			u, _ := f.Uint64()
+			h = HashUint(h, u)
+		}
+	}
+	return h
 }
 
 func (d *NchfDecoder) fail(param, reason string) {
@@ -261,6 +309,13 @@ func (d *NchfDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
 			line.Request = true
 			d.units(ru, &line.Requested, i, -1)
 		}
+		for k := range r.Lines {
+			if r.Lines[k].RatingGroup == line.RatingGroup {
+				d.fail(idxParam("/multipleUnitUsage/", i, "/ratingGroup"),
+					"rating group "+strconv.FormatUint(uint64(line.RatingGroup), 10)+" already named in "+idxParam("/multipleUnitUsage/", k, ""))
+				return
+			}
+		}
 		if uc := o.Get("usedUnitContainer"); uc != nil {
 			cs, err := uc.Array()
 			if err != nil {
@@ -269,12 +324,16 @@ func (d *NchfDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
 			}
 			for j, c := range cs {
 				var u Units
-				d.units(c, &u, i, j)
-				line.Used.Time += u.Time
-				line.Used.TotalVolume += u.TotalVolume
-				line.Used.UplinkVolume += u.UplinkVolume
-				line.Used.DownlinkVolume += u.DownlinkVolume
-				line.Used.ServiceSpecific += u.ServiceSpecific
+				hasTotal := d.units(c, &u, i, j)
+				vol := u.UplinkVolume + u.DownlinkVolume
+				if hasTotal {
+					vol = u.TotalVolume
+				} else if vol < u.UplinkVolume {
+					d.fail(unitParam(i, j, ""), "uplinkVolume + downlinkVolume overflows 64 bits")
+				}
+				if !line.Used.Add(u, vol) {
+					d.fail(unitParam(i, j, ""), "the rating group's usage overflows")
+				}
 			}
 		}
 		if d.err != nil {
@@ -285,29 +344,29 @@ func (d *NchfDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
 }
 
 // units decodes a RequestedUnit (j < 0) or the j-th UsedUnitContainer of
-// multipleUnitUsage i.
-func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) {
+// multipleUnitUsage i; it reports whether totalVolume was present.
+func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) (hasTotal bool) {
 	if d.err != nil {
-		return
+		return false
 	}
 	o, err := v.Object()
 	if err != nil {
 		d.fail(unitParam(i, j, ""), "must be an object")
-		return
+		return false
 	}
 	if j >= 0 {
 		lsn := o.Get("localSequenceNumber")
 		if lsn == nil {
 			d.fail(unitParam(i, j, "/localSequenceNumber"), "mandatory field missing")
-			return
+			return false
 		}
 		if lsn.Type() != fastjson.TypeNumber {
 			d.fail(unitParam(i, j, "/localSequenceNumber"), "must be an integer")
-			return
+			return false
 		}
 		if _, err := lsn.Int64(); err != nil {
 			d.fail(unitParam(i, j, "/localSequenceNumber"), "must be an integer")
-			return
+			return false
 		}
 	}
 	o.Visit(func(key []byte, v *fastjson.Value) {
@@ -319,6 +378,7 @@ func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) {
 			u.Time = d.uint32(v, "x")
 		case "totalVolume":
 			u.TotalVolume = d.uint64(v, "x")
+			hasTotal = true
 		case "uplinkVolume":
 			u.UplinkVolume = d.uint64(v, "x")
 		case "downlinkVolume":
@@ -332,6 +392,7 @@ func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) {
 			d.err.Param = unitParam(i, j, "/"+string(key))
 		}
 	})
+	return hasTotal
 }
 
 func idxParam(prefix string, i int, suffix string) string {

@@ -30,6 +30,10 @@ func TestNchfDecode(t *testing.T) {
 				Used: Units{Time: 6, TotalVolume: 100, UplinkVolume: 40, DownlinkVolume: 60, ServiceSpecific: 2}},
 		},
 	}
+	if r.Key == 0 || r.Loose == 0 || r.Key == r.Loose {
+		t.Fatalf("identity keys %x %x", r.Key, r.Loose)
+	}
+	want.Key, want.Loose = r.Key, r.Loose
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("got %+v\nwant %+v", r, want)
 	}
@@ -41,6 +45,55 @@ func TestNchfDecode(t *testing.T) {
 	}
 	if !r.OneTimeEvent || r.OneTimeEventType != "IEC" || r.Seq != 4294967295 || len(r.Lines) != 1 || r.Lines[0].Requested.ServiceSpecific != 1 {
 		t.Fatalf("event decoded as %+v", r)
+	}
+}
+
+// TestNchfIdentity checks what makes two requests the same one: member
+// order and fields outside the identity do not matter; the consumer,
+// subscriber, sequence number and timestamp do (the timestamp not for
+// Loose).
+func TestNchfIdentity(t *testing.T) {
+	var d NchfDecoder
+	keys := func(body string) (uint64, uint64) {
+		t.Helper()
+		var r NchfRequest
+		if err := d.Decode([]byte(body), &r); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		return r.Key, r.Loose
+	}
+	const base = `{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:00Z","invocationSequenceNumber":3}`
+	k, l := keys(base)
+	if k2, l2 := keys(`{"invocationSequenceNumber":3,"nfConsumerIdentification":{"nFName":"a","nodeFunctionality":"SMF"},"retransmissionIndicator":true,"invocationTimeStamp":"2026-11-30T04:00:00Z","subscriberIdentifier":"imsi-1"}`); k2 != k || l2 != l {
+		t.Fatal("reordered members changed the identity")
+	}
+	for _, other := range []string{
+		`{"subscriberIdentifier":"imsi-2","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:00Z","invocationSequenceNumber":3}`,
+		`{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"b"},"invocationTimeStamp":"2026-11-30T04:00:00Z","invocationSequenceNumber":3}`,
+		`{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:00Z","invocationSequenceNumber":4}`,
+		`{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:00Z","invocationSequenceNumber":3,"pduSessionChargingInformation":{"chargingId":7}}`,
+	} {
+		if k2, l2 := keys(other); k2 == k || l2 == l {
+			t.Errorf("%s: same identity as %s", other, base)
+		}
+	}
+	if k2, l2 := keys(`{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:01Z","invocationSequenceNumber":3}`); k2 == k || l2 != l {
+		t.Error("a new timestamp must change Key and keep Loose")
+	}
+}
+
+// TestNchfContainersAsReported checks each used unit container counts
+// its own volume: totalVolume when present, else uplink + downlink.
+func TestNchfContainersAsReported(t *testing.T) {
+	var d NchfDecoder
+	var r NchfRequest
+	body := `{"nfConsumerIdentification":{"nodeFunctionality":"SMF"},"invocationTimeStamp":"2026-11-30T04:00:00Z","invocationSequenceNumber":1,
+	 "multipleUnitUsage":[{"ratingGroup":10,"usedUnitContainer":[{"localSequenceNumber":1,"totalVolume":1000000},{"localSequenceNumber":2,"uplinkVolume":4000000,"downlinkVolume":5000000}]}]}`
+	if err := d.Decode([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Lines[0].Used.Amount(ServiceData); got != 10_000_000 {
+		t.Fatalf("data amount %d, want 10,000,000 (%+v)", got, r.Lines[0].Used)
 	}
 }
 
@@ -78,6 +131,10 @@ func TestNchfDecodeErrors(t *testing.T) {
 		{"muu not array", base(func(m map[string]any) { m["multipleUnitUsage"] = map[string]any{} }), "/multipleUnitUsage"},
 		{"muu entry not object", base(func(m map[string]any) { m["multipleUnitUsage"] = []any{1} }), "/multipleUnitUsage/0"},
 		{"no rating group", base(func(m map[string]any) { delete(muu(m, 1), "ratingGroup") }), "/multipleUnitUsage/1/ratingGroup"},
+		{"rating group twice", base(func(m map[string]any) { muu(m, 1)["ratingGroup"] = 10 }), "/multipleUnitUsage/1/ratingGroup"},
+		{"volume overflow", base(func(m map[string]any) {
+			muu(m, 1)["usedUnitContainer"].([]any)[1].(map[string]any)["totalVolume"] = uint64(1<<64 - 50)
+		}), "/multipleUnitUsage/1/usedUnitContainer/1"},
 		{"rating group string", base(func(m map[string]any) { muu(m, 0)["ratingGroup"] = "10" }), "/multipleUnitUsage/0/ratingGroup"},
 		{"requested not object", base(func(m map[string]any) { muu(m, 0)["requestedUnit"] = 5 }), "/multipleUnitUsage/0/requestedUnit"},
 		{"requested time string", base(func(m map[string]any) { muu(m, 1)["requestedUnit"] = map[string]any{"time": "60"} }), "/multipleUnitUsage/1/requestedUnit/time"},

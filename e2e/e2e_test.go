@@ -54,6 +54,8 @@ type env struct {
 	base  string // http://host:port of the CGW
 	clock *clock
 	as    *as.Client
+	abm   *gate // the ABM's requests pass through it (stall tests)
+	core  *ocp.Client
 }
 
 // startCHF starts aslite, abm, ocp and cgw in process, each on its own
@@ -67,12 +69,14 @@ func startCHF(t *testing.T) *env {
 	}
 	clk := &clock{}
 	svc := abm.New(asc, abm.Config{Now: clk.now})
-	abmSrv := startService(t, "abm", svc.Handler())
+	g := newGate(t, svc.Handler())
+	abmSrv := startService(t, "abm", g.serve)
 	abmCl := newClient(t, "abm", abmSrv.Addr())
 	proc := ocp.NewProcessor(nil, abm.NewClient(abmCl, chassis.BatchConfig{}))
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
-	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: ocp.NewClient(ocpCl, chassis.BatchConfig{}), MaxBody: 8192}})
+	core := ocp.NewClient(ocpCl, chassis.BatchConfig{})
+	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: core, MaxBody: 8192}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +84,7 @@ func startCHF(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { shutdown(t, srv.Shutdown) })
-	return &env{base: "http://" + srv.Addr(), clock: clk, as: asc}
+	return &env{base: "http://" + srv.Addr(), clock: clk, as: asc, abm: g, core: core}
 }
 
 func startService(t *testing.T, name string, h fasthttp.RequestHandler) *chassis.Server {
@@ -207,11 +211,16 @@ func (c *client) do(method, path string, body []byte) reply {
 	return r
 }
 
+// stamp makes every invocationTimeStamp req writes distinct, so two
+// requests are the same request (a retransmission) only when a test sends
+// the same body twice.
+var stamp atomic.Int64
+
 // req builds a ChargingDataRequest.
 func req(supi string, seq int, muu string, extra ...string) []byte {
 	var b strings.Builder
 	b.WriteString(`{"nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"0b4c52a2-1f9e-4a8e-9f3e-7d2b6c9e1a11"},"invocationTimeStamp":"`)
-	b.WriteString(time.Now().UTC().Format(time.RFC3339))
+	b.WriteString(time.Now().Add(time.Duration(stamp.Add(1))).UTC().Format(time.RFC3339Nano))
 	b.WriteString(`","invocationSequenceNumber":` + strconv.Itoa(seq))
 	if supi != "" {
 		b.WriteString(`,"subscriberIdentifier":"` + supi + `"`)
@@ -249,6 +258,7 @@ func grants(t *testing.T, r reply) []grant {
 type bal struct {
 	SUPI                         string
 	Balance, Reserved, Available int64
+	Debited, Overage             int64
 	Currency                     string
 }
 

@@ -65,7 +65,12 @@ type localRun struct {
 // startLocal runs `chf local` and waits for its ready line.
 func startLocal(t *testing.T, args ...string) *localRun {
 	t.Helper()
-	bin := buildCHF(t)
+	return startLocalBin(t, buildCHF(t), args...)
+}
+
+// startLocalBin runs `bin local` and waits for its ready line.
+func startLocalBin(t *testing.T, bin string, args ...string) *localRun {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"local"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -243,4 +248,63 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestLocalStoppedABM is case 7 of issue 13 with real processes: with the
+// ABM process stopped (SIGSTOP), a create answers 504 within the caller's
+// 3gpp-Sbi-Max-Rsp-Time, over HTTP/2 and HTTP/1.1; once the ABM runs
+// again the same create succeeds.
+func TestLocalStoppedABM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the chf binary")
+	}
+	lr := startLocal(t, "--accounts", "10", "--nchf", "127.0.0.1:0", "--quiet")
+	abmPid := lr.pids["abm"]
+	if err := syscall.Kill(abmPid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { syscall.Kill(abmPid, syscall.SIGCONT) }
+	t.Cleanup(cont)
+	h2 := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	h1 := &http.Transport{}
+	defer h2.CloseIdleConnections()
+	defer h1.CloseIdleConnections()
+	body := req("imsi-001010000000003", 0, `{"ratingGroup":10,"requestedUnit":{}}`)
+	post := func(rt http.RoundTripper) (int, time.Duration) {
+		t.Helper()
+		hreq, err := http.NewRequest("POST", lr.nchfURL, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("3gpp-Sbi-Max-Rsp-Time", "500")
+		start := time.Now()
+		resp, err := (&http.Client{Transport: rt, Timeout: 10 * time.Second}).Do(hreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, time.Since(start)
+	}
+	for name, rt := range map[string]http.RoundTripper{"h2c": h2, "http1": h1} {
+		if status, took := post(rt); status != http.StatusGatewayTimeout || took > 500*time.Millisecond+slack {
+			t.Fatalf("%s: create with the ABM stopped: %d after %v, want 504 within 500ms", name, status, took)
+		}
+	}
+	cont()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, _ := post(h2)
+		if status == http.StatusCreated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create after SIGCONT: %d", status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

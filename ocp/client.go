@@ -34,17 +34,19 @@ func (c *Client) Charge(ctx context.Context, req *chf.ChargeRequest, resp *chf.C
 }
 
 // statusFor maps a charging failure to the HTTP status the OCP answers:
-// the upstream's 503 (overload, contention) passes through, a missing
+// the upstream's 503 (overload, contention) and 504 pass through, a missed
 // deadline is 504, anything else 502.
 func statusFor(err error) int {
 	var se *chassis.StatusError
 	switch {
-	case errors.As(err, &se) && se.Code == fasthttp.StatusServiceUnavailable:
-		return fasthttp.StatusServiceUnavailable
+	case errors.As(err, &se) && (se.Code == fasthttp.StatusServiceUnavailable || se.Code == fasthttp.StatusGatewayTimeout):
+		return se.Code
 	case errors.Is(err, fasthttp.ErrNoFreeConns):
 		// The connection pool to the ABM is exhausted: overload.
 		return fasthttp.StatusServiceUnavailable
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, fasthttp.ErrTimeout):
+		// The ABM (or the database behind it) did not answer within the
+		// caller's deadline.
 		return fasthttp.StatusGatewayTimeout
 	case errors.Is(err, chassis.ErrNoEndpoints):
 		return fasthttp.StatusServiceUnavailable

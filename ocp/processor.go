@@ -128,7 +128,22 @@ func validate(req *chf.ChargeRequest) (chf.Result, string) {
 	if len(req.Session) > 64 {
 		return chf.ResultInvalid, "session identifier longer than 64 bytes"
 	}
+	for i := range req.Lines {
+		for j := range i {
+			if req.Lines[j].RatingGroup == req.Lines[i].RatingGroup {
+				// One reservation per rating group and session: a second
+				// line would be granted without money behind it.
+				return chf.ResultInvalid, "rating group named twice"
+			}
+		}
+	}
 	return chf.ResultSuccess, ""
+}
+
+// rate is the tariff's rate of rg (misrate_audittest.go skews it in the
+// audit_misrate build).
+func (p *Processor) rate(rg uint32) *Rate {
+	return misrate(p.tariff.Rate(rg))
 }
 
 // Rate fills ar with req's lines rated on the tariff (ar.Lines reused).
@@ -139,10 +154,11 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 	if req.Op == chf.OpBalance {
 		return
 	}
+	ar.Key, ar.Loose, ar.Retransmission, ar.Digest = req.Key, req.Loose, req.Retransmission, req.Digest()
 	for i := range req.Lines {
 		in := &req.Lines[i]
 		out := chf.RatedLine{RatingGroup: in.RatingGroup}
-		r := p.tariff.Rate(in.RatingGroup)
+		r := p.rate(in.RatingGroup)
 		if r == nil {
 			out.Result = chf.ResultRatingFailed
 			ar.Lines = append(ar.Lines, out)

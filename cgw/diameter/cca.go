@@ -20,7 +20,7 @@ func resultCode(r chf.Result) uint32 {
 		return wire.ResultRatingFailed
 	case chf.ResultSessionUnknown:
 		return wire.ResultUnknownSessionID
-	case chf.ResultStaleSequence:
+	case chf.ResultStaleSequence, chf.ResultSequenceReused, chf.ResultReplayMismatch:
 		return wire.ResultInvalidAVPValue // Failed-AVP: CC-Request-Number
 	case chf.ResultOverloaded:
 		return wire.ResultTooBusy

@@ -231,7 +231,17 @@ func (c *ccr) decodeMSCC(g *wire.AVP) {
 			m.requested = true
 			c.decodeUnits(&a, &m.rsu)
 		case wire.CodeUsedServiceUnit:
-			c.decodeUnits(&a, &m.used) // several are summed
+			// Several are summed, each counted as reported: its
+			// CC-Total-Octets when present, else input + output.
+			var u chf.Units
+			hasTotal := c.decodeUnits(&a, &u)
+			vol := u.UplinkVolume + u.DownlinkVolume
+			if hasTotal {
+				vol = u.TotalVolume
+			}
+			if !m.used.Add(u, vol) || (!hasTotal && vol < u.UplinkVolume) {
+				c.fail(wire.ResultInvalidAVPValue, a.Raw)
+			}
 		}
 	}
 	if it.Err() != nil {
@@ -242,11 +252,20 @@ func (c *ccr) decodeMSCC(g *wire.AVP) {
 		c.failMissing(wire.CodeRatingGroup, 0, 4)
 		return
 	}
+	for i := range c.lines {
+		if c.lines[i].ratingGroup == m.ratingGroup && c.result == 0 {
+			// A rating group in two MSCCs: refused (5004 naming the
+			// Rating-Group) rather than granted twice on one reservation.
+			c.fail(wire.ResultInvalidAVPValue, wire.AppendUint32(c.failed[:0], wire.CodeRatingGroup, wire.AVPMandatory, 0, m.ratingGroup))
+			return
+		}
+	}
 	c.lines = append(c.lines, m)
 }
 
-// decodeUnits adds the units of a *-Service-Unit AVP to u.
-func (c *ccr) decodeUnits(g *wire.AVP, u *chf.Units) {
+// decodeUnits adds the units of a *-Service-Unit AVP to u; it reports
+// whether CC-Total-Octets was present.
+func (c *ccr) decodeUnits(g *wire.AVP, u *chf.Units) (hasTotal bool) {
 	it := wire.NewIter(g.Data)
 	var a wire.AVP
 	for it.Next(&a) {
@@ -261,6 +280,7 @@ func (c *ccr) decodeUnits(g *wire.AVP, u *chf.Units) {
 		case wire.CodeCCTotalOctets:
 			if v, ok := c.u64(&a); ok {
 				u.TotalVolume += v
+				hasTotal = true
 			}
 		case wire.CodeCCInputOctets:
 			if v, ok := c.u64(&a); ok {
@@ -279,6 +299,7 @@ func (c *ccr) decodeUnits(g *wire.AVP, u *chf.Units) {
 	if it.Err() != nil {
 		c.fail(wire.ResultInvalidAVPLength, it.Bad())
 	}
+	return hasTotal
 }
 
 // validate checks the AVPs RFC 4006 makes mandatory, plus Subscription-Id
@@ -342,6 +363,10 @@ func (c *ccr) fill(req *chf.ChargeRequest) {
 		req.Session = sessionKey(c.sessionID)
 	}
 	req.Seq = c.reqNumber
+	// The Session-Id and CC-Request-Number identify a Gy request; the
+	// core answers a repeat from the record whether or not T is set.
+	req.Key, req.Loose = 0, 0
+	req.Retransmission = c.hdr.Flags&wire.FlagRetransmitted != 0
 	req.Lines = req.Lines[:0]
 	if req.Op == chf.OpBalance {
 		return

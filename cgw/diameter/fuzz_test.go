@@ -14,7 +14,7 @@ func seedCCRs() [][]byte {
 	reqs := []gy.Request{
 		{SessionID: "pgw;1;1", Type: gy.Initial, IMSI: imsi1, Services: []gy.Service{{RatingGroup: 10, Request: true}}},
 		{SessionID: "pgw;1;1", Type: gy.Update, Number: 1, IMSI: imsi1, Services: []gy.Service{
-			{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 1 << 20}, Used: chf.Units{UplinkVolume: 10, DownlinkVolume: 20}},
+			{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 1 << 20}, Used: chf.Units{TotalVolume: 30, UplinkVolume: 10, DownlinkVolume: 20}},
 			{RatingGroup: 20, Used: chf.Units{Time: 5}}}},
 		{SessionID: "pgw;1;1", Type: gy.Termination, Number: 2, MSISDN: "4917012345", Services: []gy.Service{{RatingGroup: 20, Used: chf.Units{Time: 5}}}},
 		{SessionID: "smsc;1;2", Type: gy.Event, IMSI: imsi1, Action: gy.DirectDebiting, HasAction: true, Services: []gy.Service{{RatingGroup: 30, Request: true, Requested: chf.Units{ServiceSpecific: 1}}}},
@@ -77,7 +77,7 @@ func TestLoadgenCCRRoundTrip(t *testing.T) {
 	want := []chf.ChargeRequest{
 		{Op: chf.OpCreate, SUPI: supi1, Session: "pgw;1;1", Lines: []chf.UsageLine{{RatingGroup: 10, Request: true}}},
 		{Op: chf.OpUpdate, SUPI: supi1, Session: "pgw;1;1", Seq: 1, Lines: []chf.UsageLine{
-			{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 1 << 20}, Used: chf.Units{UplinkVolume: 10, DownlinkVolume: 20}},
+			{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 1 << 20}, Used: chf.Units{TotalVolume: 30, UplinkVolume: 10, DownlinkVolume: 20}},
 			{RatingGroup: 20, Used: chf.Units{Time: 5}}}},
 		{Op: chf.OpRelease, SUPI: "msisdn-4917012345", Session: "pgw;1;1", Seq: 2, Lines: []chf.UsageLine{{RatingGroup: 20, Used: chf.Units{Time: 5}}}},
 		{Op: chf.OpEvent, SUPI: supi1, Session: "smsc;1;2", Lines: []chf.UsageLine{{RatingGroup: 30, Request: true, Requested: chf.Units{ServiceSpecific: 1}}}},

@@ -78,7 +78,8 @@ func TestDecodeGoDiameterCCR(t *testing.T) {
 	c.fill(&req)
 	want := chf.ChargeRequest{Op: chf.OpUpdate, SUPI: supi1, Session: "pgw.example;1;2;gd", Seq: 7, Lines: []chf.UsageLine{
 		{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 5_000_000},
-			Used: chf.Units{Time: 30, TotalVolume: 3000, UplinkVolume: 1000, DownlinkVolume: 2000, ServiceSpecific: 2}},
+			// Each USU counts as reported: 1000+2000, then a total of 3000.
+			Used: chf.Units{Time: 30, TotalVolume: 6000, UplinkVolume: 1000, DownlinkVolume: 2000, ServiceSpecific: 2}},
 		{RatingGroup: 20, Used: chf.Units{Time: 61}},
 	}}
 	if req.Op != want.Op || req.SUPI != want.SUPI || req.Session != want.Session || req.Seq != want.Seq ||

@@ -27,7 +27,10 @@ import (
 	"github.com/fiorix/go-diameter/v4/diam/datatype"
 	"github.com/fiorix/go-diameter/v4/diam/dict"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
+	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -59,6 +62,10 @@ type Config struct {
 	// CERTimeout is how long a new connection has to send its CER.
 	// Default 10s.
 	CERTimeout time.Duration
+	// CoreTimeout bounds how long a CCR waits for the charging core; past
+	// it the CCA says 3002 UNABLE_TO_DELIVER (default 2 s, below the
+	// usual Tx timer of a Gy client).
+	CoreTimeout time.Duration
 	// WriteTimeout bounds how long an answer may wait for a peer that
 	// does not read; the peer is then disconnected so it cannot pin
 	// in-flight slots other peers need. Default 10s.
@@ -89,6 +96,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CERTimeout <= 0 {
 		c.CERTimeout = 10 * time.Second
+	}
+	if c.CoreTimeout <= 0 {
+		c.CoreTimeout = 2 * time.Second
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
@@ -142,6 +152,7 @@ type Server struct {
 // ccrState is the per-request scratch space, pooled.
 type ccrState struct {
 	c    ccr
+	ctx  chf.Deadline
 	req  chf.ChargeRequest
 	resp chf.ChargeResponse
 	out  []byte
@@ -497,17 +508,34 @@ func (s *Server) answerCCR(msg []byte, st *ccrState) []byte {
 	resp := &st.resp
 	lines := resp.Lines[:0]
 	*resp = chf.ChargeResponse{Lines: lines}
-	if err := s.charger.Charge(s.ctx, &st.req, resp); err != nil {
+	// Diameter carries no deadline: the core has CoreTimeout (the Tx
+	// timer a client waits for a CCA) to answer.
+	st.ctx.Reset(s.ctx, time.Now().Add(s.cfg.CoreTimeout))
+	err := s.charger.Charge(&st.ctx, &st.req, resp)
+	st.ctx = chf.Deadline{}
+	if err != nil {
 		s.coreErrors.Add(1)
 		a.result = wire.ResultTooBusy
+		if isTimeout(err) {
+			a.result = wire.ResultUnableToDeliver
+		}
 		return appendCCA(st.out[:0], c, s.ident, &a)
 	}
 	a.result, a.resp, a.op = resultCode(resp.Result), resp, st.req.Op
-	if resp.Result == chf.ResultStaleSequence {
+	switch resp.Result {
+	case chf.ResultStaleSequence, chf.ResultSequenceReused, chf.ResultReplayMismatch:
 		c.failed = wire.AppendUint32(c.failed[:0], wire.CodeCCRequestNumber, wire.AVPMandatory, 0, c.reqNumber)
 		a.failed = c.failed
 	}
 	return appendCCA(st.out[:0], c, s.ident, &a)
+}
+
+// isTimeout reports whether a core error means the core (or something
+// behind it) did not answer in time.
+func isTimeout(err error) bool {
+	var se *chassis.StatusError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout) ||
+		errors.As(err, &se) && se.Code == fasthttp.StatusGatewayTimeout
 }
 
 // write sends one whole message. Concurrent writers batch: the last one

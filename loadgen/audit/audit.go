@@ -1,7 +1,11 @@
-// Package audit reconciles balances after a load run: for every subscriber
-// the run touched, the initial balance minus the final balance must equal
-// the sum of what the CHF reported charging (X-Chf-Charged); no balance may
-// be negative and no reservation may be left once every session ended.
+// Package audit reconciles balances after a load run, twice: for every
+// subscriber the run touched, what the account paid (initial minus final
+// balance, plus the overage the CHF recorded for usage beyond the balance)
+// must equal what the audit rated on its own from the tariff for what the
+// load generator sent (Tariff.Rate, independent of what the CHF reports),
+// and the debit must equal the sum of what the CHF reported charging
+// (X-Chf-Charged); no balance may be negative and no reservation may be
+// left once every session ended.
 //
 // Balances are read through an HTTP driver (GET /chf/v1/accounts/{supi}),
 // many at a time: the load's own, or for a Diameter Gy load one to the
@@ -30,6 +34,7 @@ var ErrRead = errors.New("audit: cannot read balances")
 type Account struct {
 	Balance  int64
 	Reserved int64
+	Overage  int64 // usage the CHF recorded beyond the balance
 	Found    bool
 }
 
@@ -95,7 +100,7 @@ func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32,
 					continue
 				}
 				if a.Found {
-					s.Accounts[k] = Account{Balance: a.Balance, Reserved: a.Reserved, Found: true}
+					s.Accounts[k] = Account{Balance: a.Balance, Reserved: a.Reserved, Overage: a.Overage, Found: true}
 				}
 			}
 		}()
@@ -113,20 +118,29 @@ func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32,
 
 // Result is the verdict, as written into reports.
 type Result struct {
-	OK         bool     `json:"ok"`
-	Skipped    bool     `json:"skipped,omitempty"`
-	Reason     string   `json:"reason,omitempty"`
-	Touched    int      `json:"subscribers_touched"`
-	Checked    int      `json:"subscribers_checked"`
-	Charged    int64    `json:"charged_total"` // sum of X-Chf-Charged
-	Debited    int64    `json:"debited_total"` // sum of initial - final over checked subscribers
-	Mismatches int      `json:"mismatches"`    // subscribers whose delta != charged
-	Negative   int      `json:"negative_balances"`
-	Reserved   int      `json:"reserved_left"` // accounts with a reservation left
-	Unreadable int      `json:"unreadable"`    // accounts that could not be read
-	Unresolved int64    `json:"unresolved_requests"`
-	NoHeader   int64    `json:"answers_without_charged_header"`
-	Examples   []string `json:"examples,omitempty"`
+	OK         bool   `json:"ok"`
+	Skipped    bool   `json:"skipped,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Touched    int    `json:"subscribers_touched"`
+	Checked    int    `json:"subscribers_checked"`
+	Charged    int64  `json:"charged_total"` // sum of X-Chf-Charged
+	Debited    int64  `json:"debited_total"` // sum of initial - final over checked subscribers
+	Mismatches int    `json:"mismatches"`    // subscribers whose delta != charged
+	// The independent check (when Input.Expected is set): Expected is
+	// the sum of the audit's own rating of what was sent, Overage the sum
+	// of the overage the CHF recorded during the run, and
+	// ExpectedMismatches the subscribers whose delta + overage differs
+	// from their expectation.
+	Independent        bool     `json:"independent"`
+	Expected           int64    `json:"expected_total"`
+	Overage            int64    `json:"overage_total"`
+	ExpectedMismatches int      `json:"expected_mismatches"`
+	Negative           int      `json:"negative_balances"`
+	Reserved           int      `json:"reserved_left"` // accounts with a reservation left
+	Unreadable         int      `json:"unreadable"`    // accounts that could not be read
+	Unresolved         int64    `json:"unresolved_requests"`
+	NoHeader           int64    `json:"answers_without_charged_header"`
+	Examples           []string `json:"examples,omitempty"`
 }
 
 // Input is what Check compares.
@@ -138,8 +152,18 @@ type Input struct {
 	InitialBalance int64
 	Final          *Snapshot
 	Ledger         *engine.Ledger
-	Unresolved     int64
-	NoHeader       int64
+	// Expected is the audit's own expectation per subscriber (the engine's
+	// ledger of Tariff.Rate over every charge answered as charged); nil
+	// skips the independent check.
+	Expected   Expectation
+	Unresolved int64
+	NoHeader   int64
+}
+
+// Expectation is what a run expects each subscriber to have paid, in minor
+// units, as rated by the audit (the engine's Ledger.Expected).
+type Expectation interface {
+	Expected(i int32) int64
 }
 
 // Check reconciles the final snapshot against the initial one and the
@@ -162,7 +186,7 @@ func Check(in Input) Result {
 			}
 			continue
 		}
-		var ini int64
+		var ini, iniOver int64
 		if in.Initial != nil {
 			a, ok := in.Initial.Get(i)
 			if !ok || !a.Found {
@@ -171,7 +195,7 @@ func Check(in Input) Result {
 				}
 				continue
 			}
-			ini = a.Balance
+			ini, iniOver = a.Balance, a.Overage
 		} else {
 			ini = in.InitialBalance
 		}
@@ -181,6 +205,16 @@ func Check(in Input) Result {
 		if want := in.Ledger.Charged(i); delta != want {
 			r.Mismatches++
 			example("%s: initial %d - final %d = %d, CHF reported charging %d", in.First.String(int(i)), ini, fin.Balance, delta, want)
+		}
+		if in.Expected != nil {
+			over := fin.Overage - iniOver
+			want := in.Expected.Expected(i)
+			r.Overage += over
+			r.Expected += want
+			if delta+over != want {
+				r.ExpectedMismatches++
+				example("%s: debited %d + overage %d = %d, the tariff rates what was sent at %d", in.First.String(int(i)), delta, over, delta+over, want)
+			}
 		}
 		if fin.Balance < 0 {
 			r.Negative++
@@ -192,11 +226,13 @@ func Check(in Input) Result {
 		}
 	}
 	r.Unreadable += in.Final.Failed
-	r.OK = r.Mismatches == 0 && r.Negative == 0 && r.Reserved == 0 && r.Unreadable == 0 && r.Checked > 0
+	r.Independent = in.Expected != nil
+	r.OK = r.Mismatches == 0 && r.ExpectedMismatches == 0 && r.Negative == 0 && r.Reserved == 0 && r.Unreadable == 0 && r.Checked > 0
 	if r.Checked == 0 {
 		r.Reason = "no account could be checked"
 	} else if !r.OK {
-		r.Reason = fmt.Sprintf("%d mismatches, %d negative, %d reservations left, %d unreadable", r.Mismatches, r.Negative, r.Reserved, r.Unreadable)
+		r.Reason = fmt.Sprintf("%d mismatches with the reported charges, %d with the tariff, %d negative, %d reservations left, %d unreadable",
+			r.Mismatches, r.ExpectedMismatches, r.Negative, r.Reserved, r.Unreadable)
 	}
 	if !r.OK && in.Unresolved > 0 {
 		r.Reason += fmt.Sprintf(" (%d requests had an unknown outcome)", in.Unresolved)

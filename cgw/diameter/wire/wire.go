@@ -100,6 +100,7 @@ const (
 const (
 	ResultSuccess              uint32 = 2001
 	ResultCommandUnsupported   uint32 = 3001
+	ResultUnableToDeliver      uint32 = 3002
 	ResultTooBusy              uint32 = 3004
 	ResultApplicationUnsupport uint32 = 3007
 	ResultInvalidHdrBits       uint32 = 3008

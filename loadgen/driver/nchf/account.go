@@ -13,6 +13,9 @@ import (
 type Account struct {
 	Balance  int64
 	Reserved int64
+	// Overage is usage reported beyond what the balance covered, in
+	// minor units, recorded by the CHF instead of being lost.
+	Overage int64
 	// Found is false when the CHF answered 404 (no such account).
 	Found bool
 }
@@ -31,6 +34,7 @@ func (d *Driver) NewAccountReader() *AccountReader {
 type accountJSON struct {
 	Balance  *int64 `json:"balance"`
 	Reserved int64  `json:"reserved"`
+	Overage  int64  `json:"overage"`
 }
 
 // ReadAccount reads the balance of supi from target (an index, modulo
@@ -58,5 +62,5 @@ func (r *AccountReader) ReadAccount(ctx context.Context, target int, supi []byte
 	if err := json.Unmarshal(e.m.rbody, &a); err != nil || a.Balance == nil {
 		return Account{}, fmt.Errorf("%w: bad account body for %s: %q", ErrStatus, supi, e.m.rbody)
 	}
-	return Account{Balance: *a.Balance, Reserved: a.Reserved, Found: true}, nil
+	return Account{Balance: *a.Balance, Reserved: a.Reserved, Overage: a.Overage, Found: true}, nil
 }

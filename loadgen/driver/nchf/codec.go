@@ -57,7 +57,10 @@ func AppendBody(dst []byte, r *Request) []byte {
 	dst = append(dst, `","nFName":"`...)
 	dst = append(dst, r.NFName...)
 	dst = append(dst, `"},"invocationTimeStamp":"`...)
-	dst = r.Now.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z")
+	// Nanoseconds: the CHF identifies a create or event by consumer,
+	// subscriber, sequence number and this timestamp (issue 13), so two
+	// flows of one subscriber must not share it.
+	dst = r.Now.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000000Z")
 	dst = append(dst, `","invocationSequenceNumber":`...)
 	dst = strconv.AppendUint(dst, uint64(r.Seq), 10)
 	if r.Retransmit {

@@ -1,0 +1,181 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/driver"
+)
+
+// The audit rates what the load generator sent on its own, from the tariff
+// file the OCP loads (or the built-in default, mirrored here), so that a
+// CHF that charges wrongly and reports what it charged is still caught. It
+// shares no rating code with the OCP: only the file format (ocp/README.md)
+// and the rule, which is
+//
+//	cost of N base units = ceil(N × price / unit), once per rating group
+//	per request, unit = 1,000,000 octets for data, 1 s for voice, 1 event
+//	for sms; data is the container's totalVolume, else uplink + downlink.
+//
+// An event charges its used units, else the requested ones, else the
+// rating group's defaultGrant (capped by maxGrant).
+
+// ErrTariff is wrapped by every tariff error of the audit.
+var ErrTariff = errors.New("audit: invalid tariff")
+
+// defaultTariff mirrors the OCP's built-in tariff (ocp.DefaultTariff);
+// TestDefaultTariffMirrorsOCP keeps the two in step.
+const defaultTariff = `ratingGroups:
+  - {ratingGroup: 10, service: data, price: 1, defaultGrant: 10000000, validityTime: 1800, quotaHoldingTime: 300}
+  - {ratingGroup: 20, service: voice, price: 1, defaultGrant: 300, validityTime: 1800, quotaHoldingTime: 300}
+  - {ratingGroup: 30, service: sms, price: 5, defaultGrant: 1, validityTime: 1800, quotaHoldingTime: 300}
+`
+
+// Tariff is a tariff as the audit reads it. It is immutable and safe for
+// concurrent use.
+type Tariff struct {
+	rates map[uint32]auditRate
+}
+
+type auditRate struct {
+	service      string // data, voice, sms
+	price        int64
+	unit         uint64
+	defaultGrant uint64
+	maxGrant     uint64
+}
+
+// tariffFile is the file format (ocp.Tariff's fields).
+type tariffFile struct {
+	RatingGroups []struct {
+		RatingGroup      uint32 `yaml:"ratingGroup"`
+		Service          string `yaml:"service"`
+		Price            int64  `yaml:"price"`
+		DefaultGrant     uint64 `yaml:"defaultGrant"`
+		MaxGrant         uint64 `yaml:"maxGrant"`
+		ValidityTime     int64  `yaml:"validityTime"`
+		QuotaHoldingTime int64  `yaml:"quotaHoldingTime"`
+	} `yaml:"ratingGroups"`
+}
+
+// LoadTariff reads a YAML or JSON tariff file, the one the OCP loads
+// (`chf ocp --tariff`); an empty path is the built-in default tariff.
+func LoadTariff(path string) (*Tariff, error) {
+	if path == "" {
+		return ParseTariff([]byte(defaultTariff))
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read tariff: %w", err)
+	}
+	t, err := ParseTariff(b)
+	if err != nil {
+		return nil, fmt.Errorf("cannot load tariff %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// ParseTariff decodes a tariff, refusing unknown fields and the values the
+// OCP refuses, naming the field.
+func ParseTariff(b []byte) (*Tariff, error) {
+	var f tariffFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%w: cannot decode: %w", ErrTariff, err)
+	}
+	if len(f.RatingGroups) == 0 {
+		return nil, fmt.Errorf("%w: ratingGroups: at least one rating group is required", ErrTariff)
+	}
+	t := &Tariff{rates: make(map[uint32]auditRate, len(f.RatingGroups))}
+	for i, g := range f.RatingGroups {
+		r := auditRate{service: strings.ToLower(g.Service), price: g.Price, defaultGrant: g.DefaultGrant, maxGrant: g.MaxGrant}
+		switch r.service {
+		case "data":
+			r.unit = 1_000_000
+		case "voice", "sms":
+			r.unit = 1
+		default:
+			return nil, fmt.Errorf("%w: ratingGroups[%d].service: %q (want data, voice or sms)", ErrTariff, i, g.Service)
+		}
+		if g.Price < 0 {
+			return nil, fmt.Errorf("%w: ratingGroups[%d].price: must not be negative", ErrTariff, i)
+		}
+		if g.DefaultGrant == 0 {
+			return nil, fmt.Errorf("%w: ratingGroups[%d].defaultGrant: must be positive", ErrTariff, i)
+		}
+		if _, dup := t.rates[g.RatingGroup]; dup {
+			return nil, fmt.Errorf("%w: ratingGroups[%d].ratingGroup: duplicate rating group %d", ErrTariff, i, g.RatingGroup)
+		}
+		t.rates[g.RatingGroup] = r
+	}
+	return t, nil
+}
+
+// Rate returns what the CHF must debit for c, in minor units: its usage
+// rated on the tariff (0 for a rating group the tariff lacks, which the
+// CHF refuses with RATING_FAILED, and for balance inquiries). It
+// implements the load engine's Rater. Allocation-free.
+func (t *Tariff) Rate(c *driver.Charge) int64 {
+	r, ok := t.rates[c.RatingGroup]
+	if !ok {
+		return 0
+	}
+	switch c.Op {
+	case driver.ChargeCreate, driver.ChargeUpdate, driver.ChargeRelease:
+		return r.cost(r.amount(c.Used))
+	case driver.ChargeEvent:
+		n := r.amount(c.Used)
+		if n == 0 {
+			n = r.amount(c.Requested)
+			if n == 0 {
+				n = r.defaultGrant
+			} else if r.maxGrant != 0 && n > r.maxGrant {
+				n = r.maxGrant
+			}
+		}
+		return r.cost(n)
+	}
+	return 0
+}
+
+// amount is the quantity of u this rate charges for.
+func (r auditRate) amount(u chf.Units) uint64 {
+	switch r.service {
+	case "data":
+		if u.TotalVolume != 0 {
+			return u.TotalVolume
+		}
+		return u.UplinkVolume + u.DownlinkVolume
+	case "voice":
+		return uint64(u.Time)
+	}
+	return u.ServiceSpecific
+}
+
+// cost is ceil(n × price / unit) minor units, saturating.
+func (r auditRate) cost(n uint64) int64 {
+	if n == 0 || r.price <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(n, uint64(r.price))
+	if hi >= r.unit {
+		return math.MaxInt64
+	}
+	q, rem := bits.Div64(hi, lo, r.unit)
+	if rem != 0 {
+		q++
+	}
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
