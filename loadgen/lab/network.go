@@ -39,10 +39,15 @@ func (l *Lab) network(ctx context.Context, t *Topology, pinned bool) (Network, e
 	if l.o.IPerf3 == "" {
 		n.Missing = "iperf3 not installed (Debian package iperf3)"
 	} else {
+		srv, err := l.iperfServer(t, cpus)
+		if err != nil {
+			return n, err
+		}
+		defer srv.stop(time.Second)
 		for i, streams := range []int{1, Streams} {
 			gbps, retr, err := l.iperf(ctx, t, cpus, streams, l.o.IPerfTime, "")
 			if err != nil {
-				return n, err
+				return n, errors.Join(err, srv.exited())
 			}
 			if i == 0 {
 				n.IPerf3Gbps.Single, n.Retransmits.Single = gbps, retr
@@ -70,17 +75,18 @@ func (l *Lab) network(ctx context.Context, t *Topology, pinned bool) (Network, e
 	return n, nil
 }
 
-// iperf runs an iperf3 server next to the cgw and a client in the
-// client's namespace for d with streams parallel streams; it returns the
-// received Gbit/s and the sender's retransmits. cc, when set, is the
-// congestion control (-C).
+// iperfServer starts an iperf3 server next to the cgw.
+func (l *Lab) iperfServer(t *Topology, cpus map[string]string) (*proc, error) {
+	srv := t.Places["cgw"]
+	return start("iperf3-server", srv.NS, cpus["cgw"], nil, l.o.Logs, l.o.IPerf3, "-s", "-B", srv.Addr, "-p", strconv.Itoa(iperfPort))
+}
+
+// iperf runs an iperf3 client in the client's namespace against the
+// iperfServer for d with streams parallel streams; it returns the received
+// Gbit/s and the sender's retransmits. cc, when set, is the congestion
+// control (-C).
 func (l *Lab) iperf(ctx context.Context, t *Topology, cpus map[string]string, streams int, d time.Duration, cc string) (float64, float64, error) {
 	srv, cli := t.Places["cgw"], t.Places["loadgen"]
-	s, err := start("iperf3-server", srv.NS, cpus["cgw"], nil, l.o.Logs, l.o.IPerf3, "-s", "-B", srv.Addr, "-p", strconv.Itoa(iperfPort))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer s.stop(time.Second)
 	args := []string{l.o.IPerf3, "-c", srv.Addr, "-p", strconv.Itoa(iperfPort), "-t", strconv.Itoa(int(d.Seconds())), "-P", strconv.Itoa(streams), "-J"}
 	if cc != "" {
 		args = append(args, "-C", cc)

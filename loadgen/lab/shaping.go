@@ -116,17 +116,15 @@ func (l *Lab) shapingRun(ctx context.Context, row *ShapingRow, trial int) (shapi
 	}
 	pinned := l.o.Pin[0]
 	cpus := l.cpuSets(pinned)
-	if st.gbps, st.retr, err = l.iperf(ctx, t, cpus, 1, l.o.IPerfTime, row.CC); err != nil {
-		return st, err
-	}
-	// The bulk flow's server starts first: it listens long before the CHF
-	// is ready (a TCP readiness probe would count as an iperf3 client).
-	srv, cli := t.Places["cgw"], t.Places["loadgen"]
-	s, err := start("iperf3-server", srv.NS, cpus["cgw"], nil, l.o.Logs, l.o.IPerf3, "-s", "-B", srv.Addr, "-p", strconv.Itoa(iperfPort))
+	s, err := l.iperfServer(t, cpus)
 	if err != nil {
 		return st, err
 	}
 	defer s.stop(time.Second)
+	if st.gbps, st.retr, err = l.iperf(ctx, t, cpus, 1, l.o.IPerfTime, row.CC); err != nil {
+		return st, err
+	}
+	srv, cli := t.Places["cgw"], t.Places["loadgen"]
 	c, err := l.startCHF(ctx, t, pinned)
 	if err != nil {
 		return st, err
