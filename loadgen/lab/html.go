@@ -1,9 +1,15 @@
 package lab
 
 import (
+	"bytes"
 	"fmt"
 	"html"
 	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
 )
 
 // HTML renders the report as one offline page (no script, no network).
@@ -29,6 +35,16 @@ func (r *Report) HTML() string {
 	if r.Kind == "lab" {
 		head, rows := r.table()
 		htmlTable(&b, head, rows)
+		b.WriteString("<p class=\"note\">Bars: median over trials; whiskers: the range of the trials. P = pinned.</p>\n")
+		for _, c := range []struct{ title, figure, unit string }{
+			{"Latency p50 (from scheduled send)", "p50_ms", "ms"},
+			{"Latency p99", "p99_ms", "ms"},
+			{"SUT CPU per transaction", "sut_cpu_us_per_txn", "µs"},
+			{"Probe RTT (median)", "rtt_us_median", "µs"},
+			{"iperf3, one stream", "iperf3_gbps_single", "Gbit/s"},
+		} {
+			b.WriteString(r.barChart(c.title, c.figure, c.unit))
+		}
 		if len(r.Reference) > 0 {
 			fmt.Fprintf(&b, "<h2>Ordering</h2><ul><li>Reference deployment (published): %s</li>", html.EscapeString(r.Reference[0]))
 			for _, m := range r.Measured {
@@ -83,4 +99,68 @@ func htmlTable(b *strings.Builder, head []string, rows [][]string) {
 		b.WriteString("</tr>\n")
 	}
 	b.WriteString("</table>\n")
+}
+
+// barChart renders one figure of every measured row as bars of the median
+// with the trial range as error bars, inline SVG (empty when nothing to
+// plot or gonum/plot refuses the data).
+func (r *Report) barChart(title, figure, unit string) (svg string) {
+	defer func() {
+		if recover() != nil { // gonum/plot panics on degenerate axes
+			svg = ""
+		}
+	}()
+	var vals plotter.Values
+	var errs []plotter.XY
+	var names []string
+	for _, row := range r.Rows {
+		s, ok := row.Stats[figure]
+		if !ok {
+			continue
+		}
+		vals = append(vals, s.Median)
+		errs = append(errs, plotter.XY{X: float64(len(names)), Y: s.Median})
+		names = append(names, row.Model+map[bool]string{true: " P", false: ""}[row.Pinned])
+	}
+	if len(vals) == 0 {
+		return ""
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = unit
+	bars, err := plotter.NewBarChart(vals, vg.Points(14))
+	if err != nil {
+		return ""
+	}
+	bars.Color = plotutil.Color(0)
+	p.Add(bars)
+	var ranges plotter.YErrors
+	for _, row := range r.Rows {
+		if s, ok := row.Stats[figure]; ok {
+			ranges = append(ranges, struct{ Low, High float64 }{s.Median - s.Min, s.Max - s.Median})
+		}
+	}
+	eb, err := plotter.NewYErrorBars(struct {
+		plotter.XYer
+		plotter.YErrorer
+	}{plotter.XYs(errs), ranges})
+	if err == nil {
+		p.Add(eb)
+	}
+	p.NominalX(names...)
+	p.X.Tick.Label.Rotation = 0.6
+	p.X.Tick.Label.XAlign = -0.9
+	wt, err := p.WriterTo(8*vg.Inch, 3.6*vg.Inch, "svg")
+	if err != nil {
+		return ""
+	}
+	var buf bytes.Buffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return ""
+	}
+	s := buf.String()
+	if i := strings.Index(s, "<svg"); i > 0 {
+		s = s[i:]
+	}
+	return s
 }

@@ -90,6 +90,41 @@ func TestVersus(t *testing.T) {
 	}
 }
 
+// TestReport renders a report from made-up trials: ratios, "no
+// measurable difference", the ordering verdicts and the charts.
+func TestReport(t *testing.T) {
+	trial := func(p50, sut float64) Trial {
+		return Trial{TPS: 1000, P50Ms: p50, P99Ms: 3 * p50, SUTUsTxn: sut, AuditOK: true,
+			Network: Network{IPerf3Gbps: Pair{10, 12}, RTTUs: RTT{MedianUs: 30, P99Us: 60}}, raw: []byte(`{"tps":1000}`)}
+	}
+	rep := &Report{Kind: "lab", Baseline: "baremetal/pinned", Rows: []*Row{
+		{Model: "baremetal", Pinned: true, Trials: []Trial{trial(1.0, 200), trial(1.1, 210), trial(1.05, 205)}},
+		{Model: "sriov", Pinned: true, Trials: []Trial{trial(1.02, 150), trial(1.08, 155), trial(1.04, 152)}},
+		{Model: "baremetal", Pinned: false, Trials: []Trial{trial(1.5, 300), trial(1.6, 310), trial(1.55, 305)}},
+		{Model: "calico-ipip", Pinned: true, Unavailable: "not available on this kernel (no ipip module)"},
+	}}
+	rep.finish(Options{MatchGOMAXPROCS: true, MTU: 1500})
+	sr := rep.Rows[1]
+	if sr.Versus["p50_ms"] != "no measurable difference" || !strings.HasPrefix(sr.Versus["sut_cpu_us_per_txn"], "better") {
+		t.Errorf("sriov vs baremetal: %v", sr.Versus)
+	}
+	if r := sr.Ratio["sut_cpu_us_per_txn"]; r < 0.73 || r > 0.75 {
+		t.Errorf("SUT ratio %v, want 152/205", r)
+	}
+	if string(sr.Result) != `{"tps":1000}` {
+		t.Errorf("the median trial's result is not kept: %s", sr.Result)
+	}
+	md, htm := rep.Markdown(), rep.HTML()
+	for _, want := range []string{"sriov/pinned ahead of baremetal/pinned: agrees with the reference", "not available on this kernel", "| baremetal (emulation) | unpinned |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("lab.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Count(htm, "<svg") != 5 || strings.Contains(htm, "<script") {
+		t.Errorf("lab.html: want 5 inline charts and no script")
+	}
+}
+
 var (
 	buildOnce sync.Once
 	binDir    string
@@ -314,7 +349,7 @@ func TestLabModels(t *testing.T) {
 			t.Errorf("lab.html lacks %s", m)
 		}
 	}
-	if !strings.Contains(string(md), "Reference deployment") || strings.Contains(string(htm), "http://") || strings.Contains(string(htm), "https://") {
+	if !strings.Contains(string(md), "Reference deployment") || strings.Contains(string(htm), "src=\"http") || strings.Contains(string(htm), "href=\"http") {
 		t.Errorf("lab.md lacks the ordering or lab.html is not offline")
 	}
 }
