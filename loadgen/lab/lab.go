@@ -573,7 +573,9 @@ const exitAudit = 3
 // sweep runs `loadgen sweep` against c and returns its knee.
 func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step time.Duration) (float64, error) {
 	args := append([]string{l.o.Loadgen, "sweep"}, l.loadArgs(c, step)...)
-	args = append(args, "--start", "2000", "--step", "2000", "--max", "40000", "--out", dir)
+	// The late-send SLO is relaxed to 5%: on a shared machine the load
+	// generator's own lateness would end the sweep before the CHF's p99.
+	args = append(args, "--start", "1000", "--step", "1000", "--max", "40000", "--slo-late-rate", "0.05", "--out", dir)
 	if _, err := runOut(ctx, c.t.Places["loadgen"].NS, l.cpuSets(pinned)["loadgen"], nil, l.o.Logs, args...); err != nil {
 		return 0, fmt.Errorf("loadgen sweep: %w", err)
 	}
@@ -607,7 +609,7 @@ func (l *Lab) hostKnee(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	if knee == 0 {
-		return 0, errors.New("no step of the sweep met the SLO")
+		return 0, errors.New("not even the first step (1000 TPS) met the SLO (p99 10 ms, late sends 5%): pass --rate")
 	}
 	return knee, nil
 }
