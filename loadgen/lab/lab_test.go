@@ -18,7 +18,7 @@ import (
 
 func TestValidate(t *testing.T) {
 	good := func() Options {
-		return Options{Models: []string{"host"}, Pin: []bool{true}, Duration: time.Second, Trials: 1, MTU: 1500,
+		return Options{Models: []string{"host"}, Pin: []bool{true}, KneeP99: time.Second, Duration: time.Second, Trials: 1, MTU: 1500,
 			Out: "x", Baseline: "baremetal", Accounts: 1000, IPerfTime: time.Second, ProbeCount: 100, ShapingRateMbit: 100, ShapingRTT: time.Millisecond}
 	}
 	if err := (&Options{}).Validate(); err == nil {

@@ -21,8 +21,10 @@ type Report struct {
 	// PinNote says what pinned means on this machine.
 	PinNote string `json:"pin_note"`
 	// GOMAXPROCSNote says what Go sized GOMAXPROCS from and what the lab did.
-	GOMAXPROCSNote string  `json:"gomaxprocs_note"`
-	RateTPS        float64 `json:"rate_tps"`
+	GOMAXPROCSNote string `json:"gomaxprocs_note"`
+	// GoDefaultGOMAXPROCS is what an unpinned Go process picks itself.
+	GoDefaultGOMAXPROCS int     `json:"go_default_gomaxprocs,omitempty"`
+	RateTPS             float64 `json:"rate_tps"`
 	// HostKneeTPS is the knee of the short host sweep the rate came from.
 	HostKneeTPS float64 `json:"host_knee_tps,omitempty"`
 	DurationS   float64 `json:"duration_s"`
@@ -202,7 +204,7 @@ func (r *Report) finish(o Options) {
 			base = row
 		}
 	}
-	r.GOMAXPROCSNote = gomaxprocsNote(r.Rows, o.MatchGOMAXPROCS)
+	r.GOMAXPROCSNote = gomaxprocsNote(r.Rows, o.MatchGOMAXPROCS, r.GoDefaultGOMAXPROCS)
 	if base != nil {
 		for _, row := range r.Rows {
 			if len(row.Trials) == 0 {
@@ -290,7 +292,7 @@ func versus(a, b Stat, higherBetter bool) string {
 	return fmt.Sprintf("%s (%+.1f%%)", word, pct)
 }
 
-func gomaxprocsNote(rows []*Row, match bool) string {
+func gomaxprocsNote(rows []*Row, match bool, goDefault int) string {
 	var pinned, unpinned map[string]int
 	for _, r := range rows {
 		if r.GOMAXPROCS == nil {
@@ -313,7 +315,11 @@ func gomaxprocsNote(rows []*Row, match bool) string {
 		}
 		return strings.Join(s, ", ")
 	}
-	note := fmt.Sprintf("Go sizes GOMAXPROCS from the CPU affinity mask at start-up (measured: a Go process started as each service is reports pinned: %s; unpinned: %s).", f(pinned), f(unpinned))
+	note := fmt.Sprintf("Go sizes GOMAXPROCS from the CPU affinity mask at start-up (measured: a Go process started as each service is reports pinned: %s; unpinned: %s", f(pinned), f(unpinned))
+	if goDefault > 0 {
+		note += fmt.Sprintf("; unpinned without GOMAXPROCS set: %d", goDefault)
+	}
+	note += ")."
 	if match {
 		note += " The unpinned runs set GOMAXPROCS of each service to its pinned value, so pinning changes only where the threads may run, not how many run Go code (--match-gomaxprocs=false for Go's default)."
 	} else {
