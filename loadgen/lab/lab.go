@@ -147,7 +147,6 @@ type Lab struct {
 	prefix string
 	pins   map[string]string // role → CPU list when pinned
 	procs  map[bool]map[string]int
-	undo   cleanup
 	cell   int
 	// goDefault is GOMAXPROCS of an unpinned Go process left to choose.
 	goDefault int
@@ -180,7 +179,10 @@ func (l *Lab) progress(format string, args ...any) {
 // report into Options.Out. Whatever happens, it leaves no namespace or
 // process behind; on cancellation the rows measured so far are written.
 func (l *Lab) Run(ctx context.Context) (*Report, error) {
-	defer l.undo.run()
+	// Namespaces of an earlier lab that was killed (SIGKILL leaves them).
+	if err := removeStale(); err != nil {
+		l.progress("cannot remove the namespaces of a killed lab: %v", err)
+	}
 	// A last sweep by prefix catches what a cancelled step left half-built.
 	defer func() { _ = removeNamespaces(l.prefix) }()
 	if err := os.MkdirAll(filepath.Join(l.o.Out, "runs"), 0o755); err != nil {

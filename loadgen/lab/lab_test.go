@@ -415,3 +415,39 @@ func childRunning(arg string) bool {
 	}
 	return false
 }
+
+// TestRemoveStale: the namespaces of a lab that was SIGKILLed (its pid no
+// longer a loadgen) go at the next lab's start; a running lab's stay.
+func TestRemoveStale(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces); not root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skipf("needs ip: %v", err)
+	}
+	dead := "chfl999999-c1-n1"
+	if _, err := os.Stat("/proc/999999"); err == nil {
+		t.Skip("pid 999999 exists here")
+	}
+	mine := fmt.Sprintf("chfl%d-c1-n1", os.Getpid()) // the calling lab's own
+	for _, ns := range []string{dead, mine} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			t.Fatalf("ip netns add %s: %v %s", ns, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", dead).Run()
+		exec.Command("ip", "netns", "del", mine).Run()
+	})
+	if err := removeStale(); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	if strings.Contains(string(out), dead) {
+		t.Errorf("%s is left", dead)
+	}
+	// pid == this process counts as the running lab (Run calls it first).
+	if !strings.Contains(string(out), mine) {
+		t.Errorf("%s (this process's own prefix) was removed", mine)
+	}
+}

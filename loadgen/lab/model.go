@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -483,6 +484,36 @@ func removeNamespaces(prefix string) error {
 		f := strings.Fields(line)
 		if len(f) == 0 || !strings.HasPrefix(f[0], prefix) {
 			continue
+		}
+		if err := run(context.Background(), "ip", "netns", "del", f[0]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeStale deletes the namespaces of labs whose process is gone
+// (chfl<pid>-…, the process no longer a loadgen): the children die with
+// their lab (Pdeathsig), the namespaces of a SIGKILLed lab stay.
+func removeStale() error {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return fmt.Errorf("cannot list namespaces: %w", err)
+	}
+	var errs []error
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		rest, ok := strings.CutPrefix(f[0], "chfl")
+		num, _, ok2 := strings.Cut(rest, "-")
+		owner, err := strconv.Atoi(num)
+		if !ok || !ok2 || err != nil || owner == pid {
+			continue
+		}
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", owner)); err == nil && strings.TrimSpace(string(comm)) == "loadgen" {
+			continue // a lab still running
 		}
 		if err := run(context.Background(), "ip", "netns", "del", f[0]); err != nil {
 			errs = append(errs, err)

@@ -125,28 +125,6 @@ func runOut(ctx context.Context, ns, cpus string, env []string, stderr io.Writer
 	return out.Bytes(), nil
 }
 
-// cleanup is a stack of undo functions, run in reverse order once.
-type cleanup struct {
-	mu  sync.Mutex
-	fns []func()
-}
-
-func (c *cleanup) push(fn func()) {
-	c.mu.Lock()
-	c.fns = append(c.fns, fn)
-	c.mu.Unlock()
-}
-
-func (c *cleanup) run() {
-	c.mu.Lock()
-	fns := c.fns
-	c.fns = nil
-	c.mu.Unlock()
-	for i := len(fns) - 1; i >= 0; i-- {
-		fns[i]()
-	}
-}
-
 // tailBuf keeps the last 2 KiB written to it.
 type tailBuf struct {
 	mu  sync.Mutex
