@@ -14,9 +14,9 @@ MSGP_VERSION := v1.6.5
 BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
 
 # Debian packages some tests and measurements drive as independent peers.
-DEB_PKGS := nghttp2-client tshark
+DEB_PKGS := nghttp2-client tshark iperf3
 
-.PHONY: all build run test test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates
+.PHONY: all build run lab test test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates
 
 all: build
 
@@ -34,6 +34,15 @@ build:
 RUN_ARGS ?=
 run: build
 	$(BIN)/loadgen local $(RUN_ARGS)
+
+## lab: compare the network models on this box (root): build host, baremetal,
+## bridge, calico-* and sriov emulations in network namespaces, run the CHF
+## on each with and without CPU pinning, write lab.json, lab.md and lab.html
+## under ./results/lab-<timestamp>/ (loadgen/lab/README.md). Override with
+## LAB_ARGS, e.g. LAB_ARGS="--models baremetal,sriov --trials 5".
+LAB_ARGS ?=
+lab: build deb-deps
+	$(BIN)/loadgen lab $(LAB_ARGS)
 
 ## test: what CI runs: gofmt check, go vet, every test with -race, and the
 ## allocation tests without it.
@@ -67,7 +76,7 @@ bench-creates: build deb-deps
 	local/bench-creates.sh $(CREATES_ARGS)
 
 ## tools: install the pinned tools tests need (helm from the module proxy,
-## h2load and tshark from Debian) when they are missing.
+## h2load, tshark and iperf3 from Debian) when they are missing.
 tools: $(TOOLS)/bin/helm deb-deps
 
 $(TOOLS)/bin/helm:
@@ -77,6 +86,7 @@ deb-deps:
 	@missing=""; \
 	command -v h2load >/dev/null || missing="$$missing nghttp2-client"; \
 	command -v tshark >/dev/null || missing="$$missing tshark"; \
+	command -v iperf3 >/dev/null || missing="$$missing iperf3"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \

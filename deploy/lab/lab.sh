@@ -62,6 +62,9 @@ fabric() {
 		newns "${P}n$i"
 		in_ns "${P}fab" ip link add "n$i" mtu "$mtu" type veth peer name eth0 netns "${P}n$i"
 		in_ns "${P}fab" ip link set "n$i" master br0 up
+		# The node's end at the fabric MTU too (a veth peer does not
+		# inherit the MTU given to the other end).
+		in_ns "${P}n$i" ip link set eth0 mtu "$mtu"
 		in_ns "${P}n$i" ip addr add "10.77.0.$i/24" dev eth0
 		in_ns "${P}n$i" ip link set eth0 up
 		in_ns "${P}n$i" sysctl -qw net.ipv4.ip_forward=1
@@ -72,18 +75,23 @@ fabric() {
 	done
 }
 
-# calico_pods NODES PODS: a veth per pod, Calico style (/32 address, default
-# route to a link-local gateway answered by proxy ARP on the node side).
+# calico_pods NODES PODS MTU: a veth per pod, Calico style (/32 address,
+# default route to a link-local gateway answered by proxy ARP on the node
+# side, without proxy_delay, which would hold the first packets up to
+# 0.8 s), at MTU (the fabric's less the encapsulation's overhead, as
+# Calico sets the pod MTU).
 calico_pods() {
-	local n=$1 pods=$2 i j ns
+	local n=$1 pods=$2 mtu=$3 i j ns
 	for ((i = 1; i <= n; i++)); do
 		for ((j = 1; j <= pods; j++)); do
 			ns=${P}n${i}p$j
 			newns "$ns"
-			in_ns "${P}n$i" ip link add "cali$j" type veth peer name eth0 netns "$ns"
+			in_ns "${P}n$i" ip link add "cali$j" mtu "$mtu" type veth peer name eth0 netns "$ns"
 			in_ns "${P}n$i" ip link set "cali$j" up
 			in_ns "${P}n$i" sysctl -qw "net.ipv4.conf.cali$j.proxy_arp=1"
+			in_ns "${P}n$i" sysctl -qw "net.ipv4.neigh.cali$j.proxy_delay=0"
 			in_ns "${P}n$i" ip route add "10.78.$i.$((j + 1))/32" dev "cali$j"
+			in_ns "$ns" ip link set eth0 mtu "$mtu"
 			in_ns "$ns" ip addr add "10.78.$i.$((j + 1))/32" dev eth0
 			in_ns "$ns" ip link set eth0 up
 			in_ns "$ns" ip route add 169.254.1.1 dev eth0
@@ -92,11 +100,11 @@ calico_pods() {
 	done
 }
 
-# routes NODES ENCAP: how node i reaches node k's pod subnet 10.78.k.0/24,
+# routes NODES ENCAP MTU: how node i reaches node k's pod subnet 10.78.k.0/24,
 # directly over the fabric (none, as Calico with BGP) or through an IP-in-IP
 # tunnel per peer (ipip).
 routes() {
-	local n=$1 encap=$2 i k
+	local n=$1 encap=$2 mtu=$3 i k
 	for ((i = 1; i <= n; i++)); do
 		for ((k = 1; k <= n; k++)); do
 			[ "$k" -ne "$i" ] || continue
@@ -107,7 +115,7 @@ routes() {
 			ipip)
 				in_ns "${P}n$i" ip link add "ipip$k" type ipip local "10.77.0.$i" remote "10.77.0.$k" ||
 					die "this kernel has no IP-in-IP (modprobe ipip); try calico-vxlan"
-				in_ns "${P}n$i" ip link set "ipip$k" up
+				in_ns "${P}n$i" ip link set "ipip$k" mtu "$((mtu - 20))" up
 				in_ns "${P}n$i" ip route add "10.78.$k.0/24" dev "ipip$k"
 				;;
 			esac
@@ -115,14 +123,14 @@ routes() {
 	done
 }
 
-# vxlan_routes NODES: a VXLAN device (VNI 4096, as Calico's vxlan.calico)
-# per node; node k's pod subnet is routed via its VTEP with static
+# vxlan_routes NODES MTU: a VXLAN device (VNI 4096, as Calico's
+# vxlan.calico) per node at MTU - 50 (the pods are at MTU - 50 too); node k's pod subnet is routed via its VTEP with static
 # neighbour and forwarding entries, as Calico programs them. The devices
 # all exist before the entries reference their MACs.
 vxlan_routes() {
-	local n=$1 i k mac
+	local n=$1 mtu=$2 i k mac
 	for ((i = 1; i <= n; i++)); do
-		in_ns "${P}n$i" ip link add vxlan0 type vxlan id 4096 dev eth0 local "10.77.0.$i" dstport 4789 nolearning
+		in_ns "${P}n$i" ip link add vxlan0 mtu "$((mtu - 50))" type vxlan id 4096 dev eth0 local "10.77.0.$i" dstport 4789 nolearning
 		in_ns "${P}n$i" ip addr add "10.79.0.$i/24" dev vxlan0
 		in_ns "${P}n$i" ip link set vxlan0 up
 	done
@@ -138,10 +146,17 @@ vxlan_routes() {
 }
 
 # macvlan_pods NODES PODS: each pod gets a macvlan child of its node's
-# uplink, on the fabric's L2 segment, like a VF of the node's NIC.
+# uplink, on the fabric's L2 segment, like a VF of the node's NIC. A
+# macvlan parent cannot reach its own children (a PF reaches its VFs
+# through the NIC's switch), so the node's address moves to a macvlan
+# child of its own (mv0): the node then reaches its pods as on SR-IOV.
 macvlan_pods() {
 	local n=$1 pods=$2 i j ns
 	for ((i = 1; i <= n; i++)); do
+		in_ns "${P}n$i" ip addr del "10.77.0.$i/24" dev eth0
+		in_ns "${P}n$i" ip link add mv0 link eth0 type macvlan mode bridge
+		in_ns "${P}n$i" ip addr add "10.77.0.$i/24" dev mv0
+		in_ns "${P}n$i" ip link set mv0 up
 		for ((j = 1; j <= pods; j++)); do
 			ns=${P}n${i}p$j
 			newns "$ns"
@@ -180,18 +195,18 @@ up() {
 	baremetal) fabric "$n" "$mtu" ;;
 	calico-noencap)
 		fabric "$n" "$mtu"
-		calico_pods "$n" "$pods"
-		routes "$n" none
+		calico_pods "$n" "$pods" "$mtu"
+		routes "$n" none "$mtu"
 		;;
 	calico-ipip)
 		fabric "$n" "$mtu"
-		calico_pods "$n" "$pods"
-		routes "$n" ipip
+		calico_pods "$n" "$pods" "$((mtu - 20))"
+		routes "$n" ipip "$mtu"
 		;;
 	calico-vxlan)
 		fabric "$n" "$mtu"
-		calico_pods "$n" "$pods"
-		vxlan_routes "$n"
+		calico_pods "$n" "$pods" "$((mtu - 50))"
+		vxlan_routes "$n" "$mtu"
 		;;
 	sriov)
 		fabric "$n" "$mtu"
@@ -213,7 +228,7 @@ down() {
 
 addr() {
 	local ns=$1 dev
-	for dev in net1 eth0; do
+	for dev in net1 mv0 eth0; do
 		if in_ns "$ns" ip -4 -o addr show dev "$dev" 2>/dev/null | awk '{split($4, a, "/"); print a[1]; f=1} END {exit !f}'; then
 			return
 		fi

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/lab"
+	"github.com/chf-testbed/testbed/loadgen/testbed"
+)
+
+func init() {
+	register("lab", "build the network models in namespaces, run the CHF on each ± pinning, write lab.json/lab.md/lab.html (root)", labCmd)
+}
+
+func labCmd(args []string) error {
+	if len(args) > 0 {
+		switch args[0] { // hidden helpers the lab runs inside its namespaces
+		case "probe-server", "probe", "wait", "gomaxprocs":
+			return labHelper(args[0], args[1:])
+		}
+	}
+	fs := flag.NewFlagSet("loadgen lab", flag.ContinueOnError)
+	models := fs.String("models", strings.Join(lab.Models, ","), "comma-separated network models to compare: "+strings.Join(lab.Models, ", ")+" (each an emulation in network namespaces; deploy/lab/README.md)")
+	pin := fs.String("pin", "both", "CPU pinning: on (each service its own CPU set, taskset), off, or both")
+	rate := fs.Float64("rate", 0, "fixed offered TPS of every run; 0 = 50% of the host model's knee, found first by a short sweep")
+	duration := fs.Duration("duration", 10*time.Second, "measured duration of each run (after a 1s ramp-up and --warmup)")
+	warmup := fs.Duration("warmup", 2*time.Second, "warm-up of each run at full rate, excluded from the results")
+	kneeP99 := fs.Duration("knee-slo-p99", 50*time.Millisecond, "p99 limit of the sweeps that find a knee (the host sweep for the default rate, --sweep): where the CHF saturates, its p99 climbs far past it")
+	trials := fs.Int("trials", 3, "trials per model × pinning, interleaved across models so drift hits all alike; the report shows medians and the range")
+	mtu := fs.Int("mtu", 1500, "MTU of the fabric, the node uplinks and the pods: 1500 or 9000 (encapsulating models lower the pod MTU by their overhead)")
+	sweep := fs.Bool("sweep", false, "also sweep each model × pinning (first trial) to find its knee: the TPS the models can carry, not only the fixed rate")
+	experiment := fs.String("experiment", "", "instead of the comparison, run an experiment: shaping (a tbf bottleneck between the nodes: BDP queue vs one-burst queue, cubic vs bbr; iperf3 and the CHF's p99)")
+	out := fs.String("out", "", "directory receiving lab.json, lab.md, lab.html, lab.log and every run's result (default results/lab-<timestamp>)")
+	baseline := fs.String("baseline", "baremetal,pinned", "row the ratios are taken to: MODEL[,pinned|,unpinned]")
+	accounts := fs.Int("accounts", 20_000, "accounts provisioned on each model (the subscriber range of the runs)")
+	chfBin := fs.String("chf", "", "chf binary (default: next to loadgen, ./bin/chf, PATH, else built from ./cmd/chf)")
+	iperfTime := fs.Duration("iperf-time", 3*time.Second, "length of each iperf3 run (whole seconds)")
+	probes := fs.Int("probes", 2000, "request/response exchanges of the RTT probe per model")
+	match := fs.Bool("match-gomaxprocs", true, "give each unpinned service the GOMAXPROCS it gets pinned (Go sizes it from the CPU mask), so pinning changes only the mask; false keeps Go's default")
+	shRate := fs.Int("shaping-rate", 100, "--experiment shaping: bottleneck rate in Mbit/s")
+	shRTT := fs.Duration("shaping-rtt", 10*time.Millisecond, "--experiment shaping: reference RTT sizing the shaping queue (rate × RTT)")
+	logs := fs.Bool("logs", false, "copy the services' output to stderr (default: into lab.log in --out)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: loadgen lab [--models host,baremetal,...] [--pin on|off|both] [--rate N] [--out DIR] [flags]\n\n"+
+			"Builds each network model in network namespaces (emulations, on this box), places the CHF's services on two\n"+
+			"nodes (aslite and abm on n2 with the client, ocp and cgw on n1), runs `chf` and `loadgen run` on each with and\n"+
+			"without CPU pinning, measures the datapath alone (iperf3, a TCP request/response probe), and writes one\n"+
+			"comparison report. Removes everything it created at the end, on failure and on SIGINT/SIGTERM. Needs root and ip.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	o := lab.Options{
+		Rate: *rate, KneeP99: *kneeP99, Duration: *duration, Warmup: *warmup, Trials: *trials, MTU: *mtu, Sweep: *sweep,
+		Experiment: *experiment, Out: *out, Accounts: *accounts, MatchGOMAXPROCS: *match,
+		IPerfTime: *iperfTime, ProbeCount: *probes, ShapingRateMbit: *shRate, ShapingRTT: *shRTT,
+		Progress: os.Stderr,
+	}
+	for _, m := range strings.Split(*models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			o.Models = append(o.Models, m)
+		}
+	}
+	switch *pin {
+	case "on":
+		o.Pin = []bool{true}
+	case "off":
+		o.Pin = []bool{false}
+	case "both":
+		o.Pin = []bool{true, false}
+	default:
+		return usageError{fmt.Errorf("--pin: %q is not on, off or both", *pin)}
+	}
+	bm, bp, _ := strings.Cut(*baseline, ",")
+	o.Baseline = bm
+	switch bp {
+	case "", "pinned":
+		o.BaselinePinned = true
+	case "unpinned":
+	default:
+		return usageError{fmt.Errorf("--baseline: %q: the pinning after the comma is pinned or unpinned", *baseline)}
+	}
+	if o.Out == "" {
+		o.Out = filepath.Join("results", "lab-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	if p, err := exec.LookPath("iperf3"); err == nil {
+		o.IPerf3 = p
+	}
+	if err := o.Validate(); err != nil {
+		return usageError{err}
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("needs root: it creates network namespaces, links and qdiscs (run it with sudo)")
+	}
+	for _, tool := range []string{"ip", "taskset"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("needs %s (iproute2, util-linux): %w", tool, err)
+		}
+	}
+	if *experiment == "shaping" {
+		if _, err := exec.LookPath("tc"); err != nil {
+			return fmt.Errorf("--experiment shaping needs tc (iproute2): %w", err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find the loadgen executable: %w", err)
+	}
+	o.Loadgen = self
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop() // only after Run has torn everything down
+	exe, cleanup, err := testbed.FindCHF(ctx, *chfBin, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		return err
+	}
+	if cleanup != nil {
+		defer cleanup()
+	}
+	o.CHF = exe
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return fmt.Errorf("cannot create --out %s: %w", o.Out, err)
+	}
+	if *logs {
+		o.Logs = os.Stderr
+	} else {
+		f, err := os.Create(filepath.Join(o.Out, "lab.log"))
+		if err != nil {
+			return fmt.Errorf("cannot create lab.log: %w", err)
+		}
+		defer f.Close()
+		o.Logs = f
+	}
+	l := lab.New(o)
+	fmt.Fprintf(os.Stderr, "lab: namespaces %s*, report into %s\n", l.Prefix(), o.Out)
+	_, err = l.Run(ctx)
+	fmt.Fprintf(os.Stderr, "lab: wrote %s\n", filepath.Join(o.Out, "lab.md"))
+	return err
+}
+
+// labHelper runs one of the hidden helpers inside a namespace.
+func labHelper(name string, args []string) error {
+	fs := flag.NewFlagSet("loadgen lab "+name, flag.ContinueOnError)
+	listen := fs.String("listen", "", "probe-server: host:port to serve the RR probe on")
+	connect := fs.String("connect", "", "probe: host:port of the probe server")
+	count := fs.Int("count", 2000, "probe: timed exchanges")
+	tcp := fs.String("tcp", "", "wait: host:port that must accept connections")
+	url := fs.String("http", "", "wait: URL that must answer 200")
+	timeout := fs.Duration("timeout", 30*time.Second, "wait and probe: give up after this")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch name {
+	case "probe-server":
+		if *listen == "" {
+			return usageError{errors.New("--listen is required")}
+		}
+		return lab.ServeProbe(ctx, *listen)
+	case "probe":
+		if *connect == "" || *count < 1 {
+			return usageError{errors.New("--connect and a positive --count are required")}
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		r, err := lab.Ping(ctx, *connect, *count)
+		if err != nil {
+			return err
+		}
+		return lab.WriteRTT(os.Stdout, r)
+	case "wait":
+		if (*tcp == "") == (*url == "") {
+			return usageError{errors.New("one of --tcp and --http is required")}
+		}
+		return lab.Wait(ctx, *tcp, *url, *timeout)
+	default: // gomaxprocs
+		_, err := fmt.Println(strconv.Itoa(lab.GOMAXPROCS()))
+		return err
+	}
+}
