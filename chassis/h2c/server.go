@@ -487,7 +487,11 @@ func (sc *serverConn) processFrame(f http2.Frame) error {
 	case *http2.PushPromiseFrame:
 		return sc.goAway(http2.ErrCodeProtocol, "PUSH_PROMISE from client")
 	case *http2.PriorityFrame:
-		// Priorities are ignored.
+		// Priorities are ignored, but a stream may not depend on
+		// itself (RFC 9113 §5.3.1).
+		if f.StreamDep == f.StreamID {
+			sc.resetStream(f.StreamID, http2.ErrCodeProtocol)
+		}
 	}
 	return nil
 }
@@ -517,7 +521,14 @@ func (sc *serverConn) onHeaders(f *http2.HeadersFrame) error {
 	}
 	sc.maxClientID = id
 	refuse := false
-	if sc.draining {
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		// A stream that depends on itself (RFC 9113 §5.3.1): a stream
+		// error; the header block is still decoded below to keep the
+		// HPACK state in step.
+		sc.srv.stats.streamErrors.Add(1)
+		l.wf.WriteRSTStream(id, http2.ErrCodeProtocol)
+		l.kickLocked()
+	} else if sc.draining {
 		// Streams above the GOAWAY's last id are ignored.
 	} else if sc.active >= sc.srv.maxStreams() {
 		refuse = true
@@ -669,7 +680,10 @@ func (sc *serverConn) onData(f *http2.DataFrame) error {
 	recv := st != nil && st.state == stateRecv
 	l.mu.Unlock()
 	if st == nil {
-		// Closed or refused stream: the data was already credited.
+		// Closed, reset or refused stream (RFC 9113 §6.1: a stream
+		// error STREAM_CLOSED); the data was already credited to the
+		// connection window.
+		sc.resetStream(id, http2.ErrCodeStreamClosed)
 		return nil
 	}
 	if !recv {
