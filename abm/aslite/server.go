@@ -51,15 +51,31 @@ type Config struct {
 	NodeName string
 	// ClusterName is answered to the cluster-name info command; empty = "null".
 	ClusterName string
+
+	// DataDir, when set, makes the store survive a restart or a crash:
+	// every change is appended to a log there and compacted into
+	// snapshots, and New recovers what the directory holds (journal.go).
+	// Empty = memory only.
+	DataDir string
+	// Commit is when a durable write is acknowledged: CommitSync (the
+	// default) once the log holding it is fsynced, CommitInterval at once,
+	// the log being fsynced every CommitInterval.
+	Commit Commit
+	// CommitInterval is the fsync period of CommitInterval; 0 = 100ms.
+	CommitInterval time.Duration
+	// SnapshotBytes is the log size that starts a snapshot; 0 = 64 MiB.
+	SnapshotBytes int64
 }
 
 // Server is an aslite server. Its methods are safe for concurrent use.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	now    func() time.Time
-	ns     []*namespace
-	byName map[string]*namespace
+	cfg       Config
+	jr        *journal // nil: memory only
+	recovered recovery
+	log       *slog.Logger
+	now       func() time.Time
+	ns        []*namespace
+	byName    map[string]*namespace
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -129,6 +145,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DefaultTTL < 0 {
 		return nil, fmt.Errorf("%w: negative DefaultTTL", ErrConfig)
 	}
+	if cfg.DataDir != "" {
+		if cfg.Commit == "" {
+			cfg.Commit = CommitSync
+		}
+		if _, err := ParseCommit(string(cfg.Commit)); err != nil {
+			return nil, err
+		}
+		if cfg.CommitInterval < 0 {
+			return nil, fmt.Errorf("%w: negative CommitInterval", ErrConfig)
+		}
+		if cfg.CommitInterval == 0 {
+			cfg.CommitInterval = 100 * time.Millisecond
+		}
+		if cfg.SnapshotBytes <= 0 {
+			cfg.SnapshotBytes = 64 << 20
+		}
+	}
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger,
@@ -152,6 +185,15 @@ func New(cfg Config) (*Server, error) {
 		ns := &namespace{name: name}
 		s.ns = append(s.ns, ns)
 		s.byName[name] = ns
+	}
+	if cfg.DataDir != "" {
+		jr, err := s.openJournal()
+		if err != nil {
+			s.free()
+			return nil, fmt.Errorf("cannot recover %s: %w", cfg.DataDir, err)
+		}
+		s.jr = jr
+		go jr.run()
 	}
 	return s, nil
 }
@@ -238,6 +280,9 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	if s.jr != nil {
+		s.jr.close()
+	}
 	for _, ns := range s.ns {
 		ns.free()
 	}
@@ -496,6 +541,13 @@ func (s *Server) serveOne(c *conn) error {
 		}
 	default:
 		return fmt.Errorf("%w: unsupported message type %d", ErrMalformed, typ)
+	}
+	if seq := c.ws.logSeq; seq != 0 {
+		// Durable: the reply waits for the log (group commit).
+		c.ws.logSeq = 0
+		if err := s.jr.wait(seq); err != nil {
+			return err
+		}
 	}
 	if len(c.out) > 0 {
 		if _, err := c.nc.Write(c.out); err != nil {
