@@ -10,6 +10,7 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 
 HELM_VERSION := v3.22.0
+H2SPEC_VERSION := v2.2.1+incompatible
 MSGP_VERSION := v1.6.5
 BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
 
@@ -75,12 +76,16 @@ CREATES_ARGS ?= sms 8 8000
 bench-creates: build deb-deps
 	local/bench-creates.sh $(CREATES_ARGS)
 
-## tools: install the pinned tools tests need (helm from the module proxy,
-## h2load, tshark and iperf3 from Debian) when they are missing.
-tools: $(TOOLS)/bin/helm deb-deps
+## tools: install the pinned tools tests need (helm and h2spec from the module
+## proxy, h2load, tshark and iperf3 from Debian) when they are missing.
+tools: $(TOOLS)/bin/helm $(TOOLS)/bin/h2spec deb-deps
 
 $(TOOLS)/bin/helm:
 	GOBIN=$(TOOLS)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# h2spec: the HTTP/2 conformance suite cgw's TestH2spec runs (strict).
+$(TOOLS)/bin/h2spec:
+	GOBIN=$(TOOLS)/bin $(GO) install github.com/summerwind/h2spec/cmd/h2spec@$(H2SPEC_VERSION)
 
 deb-deps:
 	@missing=""; \

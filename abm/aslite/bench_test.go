@@ -38,7 +38,11 @@ func TestBenchServerProcess(t *testing.T) {
 	if os.Getenv("ASLITE_BENCH_CHILD") != "1" {
 		t.Skip("helper process for the benchmarks")
 	}
-	s, err := New(Config{Namespaces: []string{"chf"}, Logger: quietLogger()})
+	cfg := Config{Namespaces: []string{"chf"}, Logger: quietLogger()}
+	if c := os.Getenv("ASLITE_BENCH_COMMIT"); c != "" && c != "off" {
+		cfg.DataDir, cfg.Commit = t.TempDir(), Commit(c)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +179,29 @@ func BenchmarkClientPut(b *testing.B) {
 	benchClient(b, func(c *as.Client, keys []*as.Key, r *rand.Rand) error {
 		return c.Put(nil, keys[r.IntN(len(keys))], accountBins(int(i.Add(1))))
 	})
+}
+
+// BenchmarkClientPutDurable is BenchmarkClientPut against a server with
+// durability off, Config.Commit interval and sync (a data dir on the
+// test's temporary directory); latency-µs/op is the mean time one Put
+// takes as its client goroutine sees it.
+//
+//	go test -run '^$' -bench ClientPutDurable -benchtime 20000x -count 3 ./abm/aslite
+func BenchmarkClientPutDurable(b *testing.B) {
+	for _, commit := range []string{"off", "interval", "sync"} {
+		b.Run("commit="+commit, func(b *testing.B) {
+			b.Setenv("ASLITE_BENCH_COMMIT", commit)
+			var i atomic.Int64
+			var lat atomic.Int64
+			benchClient(b, func(c *as.Client, keys []*as.Key, r *rand.Rand) error {
+				t0 := time.Now()
+				err := c.Put(nil, keys[r.IntN(len(keys))], accountBins(int(i.Add(1))))
+				lat.Add(int64(time.Since(t0)))
+				return err
+			})
+			b.ReportMetric(float64(lat.Load())/1e3/float64(b.N), "latency-µs/op")
+		})
+	}
 }
 
 // BenchmarkClientRMW is the ABM's charging pattern: read the account, write

@@ -40,6 +40,7 @@ type workspace struct {
 	rec      []byte
 	inflated []byte
 	digests  []digest
+	logSeq   uint64 // last journal record of this request (durable servers)
 }
 
 func (ws *workspace) release() {
@@ -401,6 +402,9 @@ func (s *Server) writeLocked(ws *workspace, dst []byte, r *request, index uint32
 		}
 		p.remove(&r.d, &old)
 		ns.deleted(&old)
+		if s.jr != nil {
+			ws.logSeq = s.jr.del(ns, &r.d)
+		}
 		return appendMsgHeader(dst, 0, rcOK, 0, 0, index, 0, 0)
 	}
 	ws.bins = ws.bins[:0]
@@ -489,6 +493,9 @@ func (s *Server) writeLocked(ws *workspace, dst []byte, r *request, index uint32
 		}
 		p.remove(&r.d, &old)
 		ns.deleted(&old)
+		if s.jr != nil {
+			ws.logSeq = s.jr.del(ns, &r.d)
+		}
 		binary.BigEndian.PutUint16(dst[at+20:], uint16(nops))
 		return dst
 	}
@@ -532,6 +539,9 @@ func (s *Server) writeLocked(ws *workspace, dst []byte, r *request, index uint32
 	p.put(&r.d, e, rec, oldp)
 	if !exists {
 		ns.created(&e)
+	}
+	if s.jr != nil {
+		ws.logSeq = s.jr.put(ns, &r.d, &e, rec)
 	}
 	binary.BigEndian.PutUint32(dst[at+6:], uint32(e.gen))
 	binary.BigEndian.PutUint32(dst[at+10:], e.void)

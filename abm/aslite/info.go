@@ -212,6 +212,11 @@ func (s *Server) infoTruncate(dst []byte, cmd, params string) []byte {
 		}
 	}
 	n := ns.truncate(id, all, cutoff)
+	if s.jr != nil {
+		if err := s.jr.wait(s.jr.truncate(ns, set, all, cutoff)); err != nil {
+			return append(dst, "ERROR:1:journal"...)
+		}
+	}
 	s.log.Info("aslite truncate", "namespace", nsName, "set", set, "deleted", n)
 	return append(dst, "ok"...)
 }

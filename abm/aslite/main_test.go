@@ -11,6 +11,9 @@ import (
 
 // TestMain fails the run when a server goroutine outlives the tests.
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		runChild() // TestDurableKill9's server process
+	}
 	code := m.Run()
 	if code == 0 {
 		if leaked := serverGoroutines(); leaked != "" {

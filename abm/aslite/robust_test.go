@@ -274,3 +274,89 @@ func writeCorpus(t *testing.T, fuzz string, n int, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestConnectionTimeouts: a client that connects and never sends, one that
+// stops in the middle of a message, and (with IdleTimeout) one that goes
+// quiet are closed; a client that sends requests keeps its connection past
+// FirstRequestTimeout; a pooled official client carries on across idle
+// periods when IdleTimeout is 0.
+func TestConnectionTimeouts(t *testing.T) {
+	start := func(t *testing.T, cfg Config) (*Server, string) {
+		t.Helper()
+		cfg.Namespaces = []string{"test"}
+		cfg.Logger = quietLogger()
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, s.Addr()
+	}
+	closedWithin := func(t *testing.T, nc net.Conn, min, max time.Duration) {
+		t.Helper()
+		t0 := time.Now()
+		nc.SetReadDeadline(time.Now().Add(max))
+		_, err := io.ReadAll(nc)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("connection not closed within %v", max)
+		}
+		if d := time.Since(t0); d < min {
+			t.Fatalf("closed after %v, before %v", d, min)
+		}
+	}
+	t.Run("never sends", func(t *testing.T) {
+		s, addr := start(t, Config{FirstRequestTimeout: 200 * time.Millisecond})
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		closedWithin(t, nc, 150*time.Millisecond, 3*time.Second)
+		if s.Stats().TimedOut != 1 {
+			t.Fatalf("TimedOut = %d, want 1", s.Stats().TimedOut)
+		}
+	})
+	t.Run("stops mid-message", func(t *testing.T) {
+		_, addr := start(t, Config{FirstRequestTimeout: 200 * time.Millisecond})
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.Write([]byte{2, 3, 0, 0, 0, 0, 0, 100, 22}) // header of 100 bytes, 1 sent
+		closedWithin(t, nc, 150*time.Millisecond, 3*time.Second)
+	})
+	t.Run("idle timeout", func(t *testing.T) {
+		_, addr := start(t, Config{FirstRequestTimeout: 5 * time.Second, IdleTimeout: 300 * time.Millisecond})
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		info := append([]byte{2, 1, 0, 0, 0, 0, 0, 5}, "node\n"...)
+		if _, err := nc.Write(info); err != nil {
+			t.Fatal(err)
+		}
+		closedWithin(t, nc, 200*time.Millisecond, 5*time.Second)
+	})
+	t.Run("active client kept", func(t *testing.T) {
+		_, addr := start(t, Config{FirstRequestTimeout: 200 * time.Millisecond})
+		cl := dial(t, addr)
+		defer cl.Close()
+		k, _ := as.NewKey("test", "s", 1)
+		for i := 0; i < 5; i++ {
+			if err := cl.Put(nil, k, as.BinMap{"v": i}); err != nil {
+				t.Fatalf("put %d: %v", i, err)
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+		rec, err := cl.Get(nil, k)
+		if err != nil || rec.Bins["v"] != 4 {
+			t.Fatalf("get: %v %v", rec, err)
+		}
+	})
+}

@@ -51,15 +51,43 @@ type Config struct {
 	NodeName string
 	// ClusterName is answered to the cluster-name info command; empty = "null".
 	ClusterName string
+
+	// DataDir, when set, makes the store survive a restart or a crash:
+	// every change is appended to a log there and compacted into
+	// snapshots, and New recovers what the directory holds (journal.go).
+	// Empty = memory only.
+	DataDir string
+	// Commit is when a durable write is acknowledged: CommitSync (the
+	// default) once the log holding it is fsynced, CommitInterval at once,
+	// the log being fsynced every CommitInterval.
+	Commit Commit
+	// CommitInterval is the fsync period of CommitInterval; 0 = 100ms.
+	CommitInterval time.Duration
+	// SnapshotBytes is the log size that starts a snapshot; 0 = 64 MiB.
+	SnapshotBytes int64
+
+	// FirstRequestTimeout closes a connection that sends no complete
+	// request within it of being accepted; 0 = 10s.
+	FirstRequestTimeout time.Duration
+	// IdleTimeout closes a connection that then sends nothing for that
+	// long (Aerospike's proto-fd-idle-ms); 0 = never, as the official
+	// client's pools expect unless ClientPolicy.IdleTimeout is set a few
+	// seconds below it.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds writing one reply to a client that does not
+	// read; 0 = 30s.
+	WriteTimeout time.Duration
 }
 
 // Server is an aslite server. Its methods are safe for concurrent use.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	now    func() time.Time
-	ns     []*namespace
-	byName map[string]*namespace
+	cfg       Config
+	jr        *journal // nil: memory only
+	recovered recovery
+	log       *slog.Logger
+	now       func() time.Time
+	ns        []*namespace
+	byName    map[string]*namespace
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -82,6 +110,7 @@ type counters struct {
 	InfoRequests   atomic.Int64
 	Reclaimed      atomic.Int64 // expired records deleted in the background
 	Refused        atomic.Int64 // connections closed over Config.MaxConnections
+	TimedOut       atomic.Int64 // connections closed by FirstRequestTimeout, IdleTimeout or WriteTimeout
 }
 
 // Stats is a snapshot of a server's activity.
@@ -90,6 +119,7 @@ type Stats struct {
 	ConnsAccepted  int64 // connections accepted since start
 	BadConnections int64 // connections closed because of a malformed message
 	Refused        int64 // connections closed over Config.MaxConnections
+	TimedOut       int64 // connections closed by FirstRequestTimeout, IdleTimeout or WriteTimeout
 	Requests       int64 // AS_MSG requests (a batch or a scan counts once)
 	InfoRequests   int64 // info requests
 	Reclaimed      int64 // expired records deleted by Reclaim
@@ -126,8 +156,34 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRecordSize <= 0 {
 		cfg.MaxRecordSize = 1 << 20
 	}
+	if cfg.FirstRequestTimeout <= 0 {
+		cfg.FirstRequestTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative IdleTimeout", ErrConfig)
+	}
 	if cfg.DefaultTTL < 0 {
 		return nil, fmt.Errorf("%w: negative DefaultTTL", ErrConfig)
+	}
+	if cfg.DataDir != "" {
+		if cfg.Commit == "" {
+			cfg.Commit = CommitSync
+		}
+		if _, err := ParseCommit(string(cfg.Commit)); err != nil {
+			return nil, err
+		}
+		if cfg.CommitInterval < 0 {
+			return nil, fmt.Errorf("%w: negative CommitInterval", ErrConfig)
+		}
+		if cfg.CommitInterval == 0 {
+			cfg.CommitInterval = 100 * time.Millisecond
+		}
+		if cfg.SnapshotBytes <= 0 {
+			cfg.SnapshotBytes = 64 << 20
+		}
 	}
 	s := &Server{
 		cfg:    cfg,
@@ -152,6 +208,15 @@ func New(cfg Config) (*Server, error) {
 		ns := &namespace{name: name}
 		s.ns = append(s.ns, ns)
 		s.byName[name] = ns
+	}
+	if cfg.DataDir != "" {
+		jr, err := s.openJournal()
+		if err != nil {
+			s.free()
+			return nil, fmt.Errorf("cannot recover %s: %w", cfg.DataDir, err)
+		}
+		s.jr = jr
+		go jr.run()
 	}
 	return s, nil
 }
@@ -238,6 +303,9 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	if s.jr != nil {
+		s.jr.close()
+	}
 	for _, ns := range s.ns {
 		ns.free()
 	}
@@ -257,6 +325,7 @@ func (s *Server) Stats() Stats {
 		InfoRequests:   s.stats.InfoRequests.Load(),
 		Reclaimed:      s.stats.Reclaimed.Load(),
 		Refused:        s.stats.Refused.Load(),
+		TimedOut:       s.stats.TimedOut.Load(),
 	}
 	for _, ns := range s.ns {
 		st.Objects += ns.objects.Load()
@@ -356,6 +425,9 @@ type conn struct {
 	ws  workspace
 	zr  io.ReadCloser
 	hdr [8]byte
+
+	first          bool      // no complete request yet
+	rArmed, wArmed time.Time // when the read and write deadlines were last set
 }
 
 var connPool = sync.Pool{New: func() any {
@@ -386,10 +458,22 @@ func (s *Server) serveConn(nc net.Conn) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	nc.SetReadDeadline(time.Now().Add(s.cfg.FirstRequestTimeout))
+	c.first = true
 	for {
 		err := s.serveOne(c)
 		if err == nil {
+			if c.first {
+				c.first = false
+				if s.cfg.IdleTimeout == 0 {
+					nc.SetReadDeadline(time.Time{})
+				}
+			}
 			continue
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			s.stats.TimedOut.Add(1)
+			return
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isConnReset(err) {
 			return
@@ -447,6 +531,14 @@ func (c *conn) readBody(n int) ([]byte, error) {
 
 // serveOne reads one request, handles it and writes the reply.
 func (s *Server) serveOne(c *conn) error {
+	if idle := s.cfg.IdleTimeout; idle > 0 && !c.first {
+		// Re-armed at most every idle/4: silence is detected after
+		// 3/4 to 1 IdleTimeout, without a timer update per request.
+		if now := time.Now(); now.Sub(c.rArmed) > idle/4 {
+			c.nc.SetReadDeadline(now.Add(idle))
+			c.rArmed = now
+		}
+	}
 	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("cannot read header: %w", ErrMalformed)
@@ -497,7 +589,18 @@ func (s *Server) serveOne(c *conn) error {
 	default:
 		return fmt.Errorf("%w: unsupported message type %d", ErrMalformed, typ)
 	}
+	if seq := c.ws.logSeq; seq != 0 {
+		// Durable: the reply waits for the log (group commit).
+		c.ws.logSeq = 0
+		if err := s.jr.wait(seq); err != nil {
+			return err
+		}
+	}
 	if len(c.out) > 0 {
+		if now := time.Now(); now.Sub(c.wArmed) > s.cfg.WriteTimeout/4 {
+			c.nc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
+			c.wArmed = now
+		}
 		if _, err := c.nc.Write(c.out); err != nil {
 			return err
 		}

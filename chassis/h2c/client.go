@@ -579,7 +579,9 @@ func (c *Conn) processFrame(f http2.Frame) error {
 			return c.fail(code, "window overflow")
 		}
 	case *http2.PingFrame:
-		l.handlePing(f)
+		if !l.handlePing(f) {
+			return c.fail(http2.ErrCodeEnhanceYourCalm, "PING flood")
+		}
 	case *http2.RSTStreamFrame:
 		err := ErrStreamReset
 		if f.ErrCode == http2.ErrCodeRefusedStream {

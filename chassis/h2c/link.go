@@ -33,6 +33,11 @@ const (
 	maxPendingWrite = 4 << 20
 	// writeTimeout bounds one write to the connection.
 	writeTimeout = 30 * time.Second
+	// maxQueuedAcks bounds the PING and SETTINGS acknowledgements that
+	// may wait for the writer: a peer that floods them without reading
+	// the answers gets GOAWAY(ENHANCE_YOUR_CALM) (as nghttp2's
+	// max_outbound_ack).
+	maxQueuedAcks = 1000
 )
 
 // Errors reported by this package.
@@ -99,6 +104,7 @@ type link struct {
 	streams        map[uint32]sender
 
 	recvCredit int64 // connection-level bytes consumed and not yet credited
+	queuedAcks int   // PING/SETTINGS ACKs appended since the writer last took ob
 
 	wake       chan struct{}
 	flushed    chan struct{} // poked after every write (backpressure)
@@ -168,6 +174,7 @@ func (l *link) writeLoop() {
 			continue
 		}
 		l.ob.b = spare[:0]
+		l.queuedAcks = 0
 		l.mu.Unlock()
 		l.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_, err := l.nc.Write(buf)
@@ -404,6 +411,9 @@ func (l *link) handleSettings(f *http2.SettingsFrame) (http2.ErrCode, bool) {
 	if !ok {
 		return code, false
 	}
+	if l.queuedAcks++; l.queuedAcks > maxQueuedAcks {
+		return http2.ErrCodeEnhanceYourCalm, false
+	}
 	l.wf.WriteSettingsAck()
 	l.unblockLocked()
 	l.kickLocked()
@@ -442,15 +452,20 @@ func (l *link) handleWindowUpdate(f *http2.WindowUpdateFrame) (http2.ErrCode, bo
 	return 0, true
 }
 
-// handlePing answers a PING.
-func (l *link) handlePing(f *http2.PingFrame) {
+// handlePing answers a PING; false means the peer floods PINGs without
+// reading the answers (a connection error ENHANCE_YOUR_CALM).
+func (l *link) handlePing(f *http2.PingFrame) bool {
 	if f.IsAck() {
-		return
+		return true
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.queuedAcks++; l.queuedAcks > maxQueuedAcks {
+		return false
+	}
 	l.wf.WritePing(true, f.Data)
 	l.kickLocked()
-	l.mu.Unlock()
+	return true
 }
 
 // encodeLocked encodes one header field into hbuf.

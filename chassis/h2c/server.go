@@ -45,6 +45,11 @@ type Server struct {
 	// block (tests, benchmarks, pure in-memory work): a blocking handler
 	// then stalls the whole connection.
 	InlineHandler bool
+	// IdleTimeout closes (GOAWAY NO_ERROR) a connection that sends nothing
+	// for this long while no handler of it is running: idle clients, and
+	// slowloris ones that open streams or frames and never finish them.
+	// It also bounds the wait for the client preface. 0 means 3 minutes.
+	IdleTimeout time.Duration
 	// Logger receives connection-level errors; nil means slog.Default().
 	Logger *slog.Logger
 
@@ -66,12 +71,13 @@ type ServerStats struct {
 	Rejected     uint64 // requests answered 413/431 without the Handler
 	StreamErrors uint64 // RST_STREAM sent for malformed or failed streams
 	ConnErrors   uint64 // connections ended by GOAWAY with an error code
+	IdleClosed   uint64 // connections closed after IdleTimeout of silence
 }
 
 type serverCounters struct {
 	connsOpen                               atomic.Int64
 	connsTotal, requests, refused, rejected atomic.Uint64
-	streamErrors, connErrors                atomic.Uint64
+	streamErrors, connErrors, idleClosed    atomic.Uint64
 }
 
 // Stats returns the server's counters; safe for concurrent use.
@@ -85,6 +91,7 @@ func (s *Server) Stats() ServerStats {
 		Rejected:     c.rejected.Load(),
 		StreamErrors: c.streamErrors.Load(),
 		ConnErrors:   c.connErrors.Load(),
+		IdleClosed:   c.idleClosed.Load(),
 	}
 }
 
@@ -118,6 +125,29 @@ func (s *Server) initWindow() int64 {
 	}
 	return int64(min(s.InitialWindowSize, maxWindow))
 }
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout <= 0 {
+		return 3 * time.Minute
+	}
+	return s.IdleTimeout
+}
+
+// Abuse limits (each a connection error ENHANCE_YOUR_CALM; see also
+// maxQueuedAcks in link.go):
+const (
+	// resetAllowance: a client may reset this many streams before its
+	// resets are weighed against its requests (rapid reset,
+	// CVE-2023-44487); beyond it, resetting more than half of its streams
+	// ends the connection. Reset streams whose handler still runs keep
+	// counting against MaxConcurrentStreams, so resets never buy more
+	// concurrent work.
+	resetAllowance = 256
+	// maxBlockFrames and the header block byte limit (twice
+	// MaxHeaderListSize) bound one header block across CONTINUATION frames
+	// (CONTINUATION flood, CVE-2024-27316).
+	maxBlockFrames = 128
+)
 
 func (s *Server) logger() *slog.Logger {
 	if s.Logger != nil {
@@ -302,6 +332,10 @@ type serverConn struct {
 	contID      uint32
 	contActive  bool
 	gotSettings bool
+	blockBytes  int // bytes of the header block being received
+	blockFrames int // frames of it
+	opened      int // streams the client opened
+	resets      int // of them, reset by the client before their end
 
 	// under l.mu
 	maxClientID uint32
@@ -320,7 +354,10 @@ func (sc *serverConn) serve(c net.Conn) {
 	br := bufio.NewReaderSize(c, readBufSize)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var pre [len(ClientPreface)]byte
-	if _, err := io.ReadFull(br, pre[:]); err != nil || string(pre[:]) != ClientPreface {
+	c.SetReadDeadline(time.Now().Add(min(sc.srv.idleTimeout(), SniffTimeout)))
+	_, err := io.ReadFull(br, pre[:])
+	c.SetReadDeadline(time.Time{})
+	if err != nil || string(pre[:]) != ClientPreface {
 		c.Close()
 		return
 	}
@@ -348,7 +385,7 @@ func (sc *serverConn) serve(c net.Conn) {
 	}
 	l.mu.Unlock()
 
-	err := sc.readLoop()
+	err = sc.readLoop()
 	l.mu.Lock()
 	if err != nil && l.err == nil {
 		l.err = err
@@ -415,12 +452,29 @@ func (sc *serverConn) goAway(code http2.ErrCode, reason string) error {
 // readLoop reads and dispatches frames until the connection fails.
 func (sc *serverConn) readLoop() error {
 	l := &sc.l
+	// The read deadline is re-armed at most every idle/4 (a timer update
+	// per frame would cost more than it buys): silence is detected after
+	// between 3/4 and 1 IdleTimeout.
+	idle := sc.srv.idleTimeout()
+	var armed time.Time
 	for {
 		if l.br.Buffered() == 0 {
 			l.throttle()
 		}
+		if now := time.Now(); now.Sub(armed) > idle/4 {
+			l.nc.SetReadDeadline(now.Add(idle))
+			armed = now
+		}
 		f, err := l.rf.ReadFrame()
 		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if sc.handlersRunning() {
+					continue // the client waits for answers
+				}
+				sc.srv.stats.idleClosed.Add(1)
+				return sc.goAway(http2.ErrCodeNo, "idle")
+			}
 			var se http2.StreamError
 			var ce http2.ConnectionError
 			switch {
@@ -478,7 +532,9 @@ func (sc *serverConn) processFrame(f http2.Frame) error {
 			return sc.goAway(code, "window overflow")
 		}
 	case *http2.PingFrame:
-		l.handlePing(f)
+		if !l.handlePing(f) {
+			return sc.goAway(http2.ErrCodeEnhanceYourCalm, "PING flood")
+		}
 	case *http2.RSTStreamFrame:
 		return sc.onReset(f)
 	case *http2.GoAwayFrame:
@@ -487,7 +543,11 @@ func (sc *serverConn) processFrame(f http2.Frame) error {
 	case *http2.PushPromiseFrame:
 		return sc.goAway(http2.ErrCodeProtocol, "PUSH_PROMISE from client")
 	case *http2.PriorityFrame:
-		// Priorities are ignored.
+		// Priorities are ignored, but a stream may not depend on
+		// itself (RFC 9113 §5.3.1).
+		if f.StreamDep == f.StreamID {
+			sc.resetStream(f.StreamID, http2.ErrCodeProtocol)
+		}
 	}
 	return nil
 }
@@ -501,6 +561,7 @@ func (sc *serverConn) onHeaders(f *http2.HeadersFrame) error {
 	sc.contEnd = f.StreamEnded()
 	sc.contID = id
 	sc.cur = nil
+	sc.blockBytes, sc.blockFrames = 0, 0
 	l.mu.Lock()
 	if id <= sc.maxClientID {
 		st, _ := l.streams[id].(*sstream)
@@ -517,7 +578,14 @@ func (sc *serverConn) onHeaders(f *http2.HeadersFrame) error {
 	}
 	sc.maxClientID = id
 	refuse := false
-	if sc.draining {
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		// A stream that depends on itself (RFC 9113 §5.3.1): a stream
+		// error; the header block is still decoded below to keep the
+		// HPACK state in step.
+		sc.srv.stats.streamErrors.Add(1)
+		l.wf.WriteRSTStream(id, http2.ErrCodeProtocol)
+		l.kickLocked()
+	} else if sc.draining {
 		// Streams above the GOAWAY's last id are ignored.
 	} else if sc.active >= sc.srv.maxStreams() {
 		refuse = true
@@ -526,6 +594,7 @@ func (sc *serverConn) onHeaders(f *http2.HeadersFrame) error {
 		st.init(sc, id, l.peerInitWindow, sc.srv.initWindow())
 		l.streams[id] = st
 		sc.active++
+		sc.opened++
 		sc.cur = st
 	}
 	if refuse {
@@ -606,6 +675,11 @@ func (sc *serverConn) emit(f hpack.HeaderField) {
 }
 
 func (sc *serverConn) onHeaderFragment(frag []byte, end bool) error {
+	sc.blockBytes += len(frag)
+	sc.blockFrames++
+	if sc.blockFrames > maxBlockFrames || sc.blockBytes > 2*int(sc.srv.maxHeaderList()) {
+		return sc.goAway(http2.ErrCodeEnhanceYourCalm, "header block too large")
+	}
 	if _, err := sc.dec.Write(frag); err != nil {
 		return sc.goAway(http2.ErrCodeCompression, "bad header block")
 	}
@@ -669,7 +743,10 @@ func (sc *serverConn) onData(f *http2.DataFrame) error {
 	recv := st != nil && st.state == stateRecv
 	l.mu.Unlock()
 	if st == nil {
-		// Closed or refused stream: the data was already credited.
+		// Closed, reset or refused stream (RFC 9113 §6.1: a stream
+		// error STREAM_CLOSED); the data was already credited to the
+		// connection window.
+		sc.resetStream(id, http2.ErrCodeStreamClosed)
 		return nil
 	}
 	if !recv {
@@ -722,7 +799,26 @@ func (sc *serverConn) onReset(f *http2.RSTStreamFrame) error {
 	}
 	st.reset = true
 	sc.abortLocked(st)
+	if sc.resets++; sc.resets > resetAllowance && 2*sc.resets > sc.opened {
+		l.goAwayLocked(sc.maxClientID, http2.ErrCodeEnhanceYourCalm, "too many stream resets")
+		sc.srv.stats.connErrors.Add(1)
+		return connError{http2.ErrCodeEnhanceYourCalm, "too many stream resets"}
+	}
 	return nil
+}
+
+// handlersRunning reports whether a handler of this connection has not
+// finished (its client may wait silently for the answer).
+func (sc *serverConn) handlersRunning() bool {
+	l := &sc.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.streams {
+		if st := s.(*sstream); st.state == stateDispatched && !st.handlerDone {
+			return true
+		}
+	}
+	return false
 }
 
 // abortLocked releases a reset stream unless its handler still runs (then

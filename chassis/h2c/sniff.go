@@ -1,6 +1,7 @@
 package h2c
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"time"
@@ -66,7 +67,7 @@ func (s *sniffer) route(c net.Conn) {
 			isH2 = false
 		}
 		n += m
-		if !isH2 {
+		if !isH2 && (n > maxMethod || bytes.IndexByte(buf[:n], ' ') >= 0 || !httpMethod(buf[:n])) {
 			break
 		}
 		if err != nil {
@@ -79,6 +80,15 @@ func (s *sniffer) route(c net.Conn) {
 		}
 	}
 	c.SetReadDeadline(time.Time{})
+	if !isH2 && !httpMethod(buf[:n]) {
+		// Neither the HTTP/2 preface nor an HTTP/1.1 request line (e.g.
+		// an invalid preface): close without answering (RFC 9113 §3.4),
+		// after a short drain, so that the close is a FIN and not a
+		// reset over unread bytes.
+		discard(c)
+		c.Close()
+		return
+	}
 	pc := &prefixConn{Conn: c, prefix: buf[:n]}
 	target := s.h1
 	if isH2 {
@@ -151,3 +161,42 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
+
+// maxMethod is the length of the longest method httpMethod accepts.
+const maxMethod = len("OPTIONS")
+
+// httpMethod reports whether b starts with an HTTP/1.1 method this server
+// family answers, followed by a space (or b is a prefix of one).
+func httpMethod(b []byte) bool {
+	for _, m := range [...]string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "CONNECT", "TRACE"} {
+		if len(b) <= len(m) {
+			if string(b) == m[:len(b)] {
+				return true
+			}
+			continue
+		}
+		if string(b[:len(m)]) == m && b[len(m)] == ' ' {
+			return true
+		}
+	}
+	return false
+}
+
+// discard reads and drops what a rejected connection has sent, for at
+// most discardWait and discardMax bytes.
+func discard(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(discardWait))
+	var b [512]byte
+	for total := 0; total < discardMax; {
+		n, err := c.Read(b[:])
+		total += n
+		if err != nil {
+			return
+		}
+	}
+}
+
+const (
+	discardWait = 100 * time.Millisecond
+	discardMax  = 16 << 10
+)
