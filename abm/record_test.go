@@ -266,3 +266,17 @@ func TestRecentIdentityWindow(t *testing.T) {
 		t.Fatalf("%d identities kept, bound %d", len(a.recent), MaxRecent)
 	}
 }
+
+// TestCreateAndEventNeverReplayEachOther checks a create and an event with
+// the same identity are two requests.
+func TestCreateAndEventNeverReplayEachOther(t *testing.T) {
+	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 16, maxClosed: 16, maxRecent: MaxRecent}
+	a := &account{balance: 1000, currency: "EUR"}
+	var resp chf.ChargeResponse
+	a.apply(&chf.ApplyRequest{Op: chf.OpCreate, SUPI: "imsi-1", Session: "s1", Key: 5, Digest: 1, Lines: []chf.RatedLine{dataLine(0, 10_000_000)}}, 1000, &lim, &resp)
+	a.apply(&chf.ApplyRequest{Op: chf.OpEvent, SUPI: "imsi-1", Key: 5, Digest: 2,
+		Lines: []chf.RatedLine{{RatingGroup: 30, Service: chf.ServiceSMS, UsedUnits: 1, UsedCost: 5, Price: 5, UnitSize: 1}}}, 1000, &lim, &resp)
+	if resp.Result != chf.ResultSuccess || resp.Charged != 5 {
+		t.Fatalf("event with a create's identity: %+v", resp)
+	}
+}
