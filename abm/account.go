@@ -61,14 +61,16 @@ func (a *account) expire(now int64) bool {
 }
 
 // findRecent returns the index of the remembered create or event with
-// req's identity (its Key, or for a retransmission its Loose key with the
-// same operation and content), or -1.
+// req's operation and identity (its Key, or for a retransmission its Loose
+// key with the same content), or -1.
 func (a *account) findRecent(req *chf.ApplyRequest) int {
 	if req.Key == 0 {
 		return -1
 	}
 	for i := range a.recent {
-		if a.recent[i].key == req.Key {
+		// A create and an event are never the same request, whatever
+		// their identities.
+		if a.recent[i].key == req.Key && a.recent[i].op == req.Op {
 			return i
 		}
 	}
@@ -281,7 +283,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 			// The same create or event again (a retransmission, or a
 			// retry after a timeout): the first answer, charged once.
 			r := &a.recent[k]
-			if r.op != req.Op || r.digest != req.Digest {
+			if r.digest != req.Digest {
 				resp.Result, resp.Detail = chf.ResultReplayMismatch, "a request with this identity was answered with other content"
 				return write
 			}

@@ -191,6 +191,36 @@ func BenchmarkApplyInMemory(b *testing.B) {
 	}
 }
 
+// BenchmarkApplyInMemoryIdentities is BenchmarkApplyInMemory with the
+// account's identity memory full (MaxRecent creates remembered): the
+// worst case the deduplication adds to every read-modify-write.
+func BenchmarkApplyInMemoryIdentities(b *testing.B) {
+	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 1024, maxClosed: 16, maxRecent: MaxRecent}
+	a := &account{balance: 1 << 60}
+	var resp chf.ChargeResponse
+	for i := range 8 {
+		req := chf.ApplyRequest{Op: chf.OpCreate, Session: string(rune('a' + i)), Seq: 1, Key: uint64(i+1) << 40, Loose: uint64(i), Digest: 99,
+			Lines: []chf.RatedLine{dataLine(0, 10_000_000)}}
+		a.apply(&req, 1000, &lim, &resp)
+	}
+	if len(a.recent) != MaxRecent {
+		b.Fatalf("%d identities remembered", len(a.recent))
+	}
+	blob := a.appendSessions(nil)
+	req := chf.ApplyRequest{Op: chf.OpUpdate, Session: "c", Seq: 1, Digest: 7, Lines: []chf.RatedLine{dataLine(5_000_000, 10_000_000)}}
+	var acc account
+	b.ReportAllocs()
+	for b.Loop() {
+		req.Seq++
+		if err := acc.decodeSessions(blob); err != nil {
+			b.Fatal(err)
+		}
+		acc.balance = 1 << 60
+		acc.apply(&req, 1000, &lim, &resp)
+		blob = acc.appendSessions(blob[:0])
+	}
+}
+
 // TestRecentIdentityWindow checks a repeated event is answered from the
 // record within the window (MaxRecent events, ClosedTTL) and charged anew
 // after it, and that a repeat with other content is refused.
@@ -234,5 +264,19 @@ func TestRecentIdentityWindow(t *testing.T) {
 	}
 	if len(a.recent) > MaxRecent {
 		t.Fatalf("%d identities kept, bound %d", len(a.recent), MaxRecent)
+	}
+}
+
+// TestCreateAndEventNeverReplayEachOther checks a create and an event with
+// the same identity are two requests.
+func TestCreateAndEventNeverReplayEachOther(t *testing.T) {
+	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 16, maxClosed: 16, maxRecent: MaxRecent}
+	a := &account{balance: 1000, currency: "EUR"}
+	var resp chf.ChargeResponse
+	a.apply(&chf.ApplyRequest{Op: chf.OpCreate, SUPI: "imsi-1", Session: "s1", Key: 5, Digest: 1, Lines: []chf.RatedLine{dataLine(0, 10_000_000)}}, 1000, &lim, &resp)
+	a.apply(&chf.ApplyRequest{Op: chf.OpEvent, SUPI: "imsi-1", Key: 5, Digest: 2,
+		Lines: []chf.RatedLine{{RatingGroup: 30, Service: chf.ServiceSMS, UsedUnits: 1, UsedCost: 5, Price: 5, UnitSize: 1}}}, 1000, &lim, &resp)
+	if resp.Result != chf.ResultSuccess || resp.Charged != 5 {
+		t.Fatalf("event with a create's identity: %+v", resp)
 	}
 }
