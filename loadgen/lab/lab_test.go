@@ -391,7 +391,7 @@ func TestLabInterrupted(t *testing.T) {
 			if err == nil {
 				t.Errorf("an interrupted lab exited 0")
 			}
-			if d := time.Since(t0); d > 15*time.Second {
+			if d := time.Since(t0); d > 30*time.Second { // SIGTERM, 3 s grace per process, on a busy machine
 				t.Errorf("the lab took %v to stop", d)
 			}
 			waitGone(t, prefix)

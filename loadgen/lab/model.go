@@ -66,9 +66,11 @@ type Topology struct {
 	Places map[string]Place
 	// Nodes are the node namespaces (empty for host).
 	Nodes []string
-	// Uplinks are the node interfaces facing the fabric, one per node
-	// namespace (where the shaping experiment puts its tbf).
-	Uplinks []string
+	// Fabric is the fabric namespace and Legs its port towards each node
+	// (where the shaping experiment puts its tbf: a bottleneck in the
+	// switch, not in the sender's own qdisc).
+	Fabric string
+	Legs   []string
 }
 
 // builder creates namespaces under prefix and records them so that
@@ -135,6 +137,7 @@ func (b *builder) fabric(ctx context.Context, t *Topology) error {
 	if err != nil {
 		return err
 	}
+	t.Fabric = fab
 	m := strconv.Itoa(b.mtu)
 	if err := b.steps(ctx, fab, []string{"link", "add", "br0", "type", "bridge"}, []string{"link", "set", "br0", "mtu", m, "up"}); err != nil {
 		return err
@@ -161,7 +164,7 @@ func (b *builder) fabric(ctx context.Context, t *Topology) error {
 			return err
 		}
 		t.Nodes = append(t.Nodes, n)
-		t.Uplinks = append(t.Uplinks, "eth0")
+		t.Legs = append(t.Legs, leg)
 	}
 	return nil
 }

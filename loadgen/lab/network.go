@@ -94,7 +94,7 @@ func (l *Lab) iperf(ctx context.Context, t *Topology, cpus map[string]string, st
 	// The server needs a moment to listen; a TCP readiness probe would
 	// count as a test client, so the client retries instead (iperf3 -J
 	// may exit 0 with the error in its JSON).
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, err := runOut(ctx, cli.NS, cpus["loadgen"], nil, l.o.Logs, args...)
 		gbps, retr, perr := parseIPerf(out)

@@ -47,7 +47,7 @@ func (l *Lab) shaping(ctx context.Context, rep *Report) error {
 	bdp := int(float64(rate) * 1e6 / 8 * l.o.ShapingRTT.Seconds())
 	burst := max(rate*1e6/8/1000, 3*l.o.MTU) // a millisecond of the rate, at least 3 packets
 	bdp = max(bdp, burst)
-	rep.Shaper = fmt.Sprintf("Bottleneck: tbf at %d Mbit/s on both node uplinks (baremetal model, client on n2 → cgw on n1). "+
+	rep.Shaper = fmt.Sprintf("Bottleneck: tbf at %d Mbit/s on the fabric bridge's port towards each node (a switch queue; baremetal model, client on n2 → cgw on n1). "+
 		"Shaping: queue of one bandwidth-delay product (%d bytes = %d Mbit/s × %v reference RTT; the lab's own RTT is tens of µs, whose BDP would be under one packet). "+
 		"Policing-like: the queue holds one burst (%d bytes), the excess is dropped (this kernel has no police action). "+
 		"iperf3: one TCP stream alone for %v. CHF: %.0f TPS with an iperf3 bulk flow sharing the bottleneck. Pinning: %s.",
@@ -118,7 +118,10 @@ func (l *Lab) shapingRun(ctx context.Context, row *ShapingRow, trial int) (shapi
 		if row.Queue == "none" {
 			continue
 		}
-		if err := run(ctx, "ip", "netns", "exec", n, "tc", "qdisc", "add", "dev", t.Uplinks[i], "root", "tbf",
+		// On the fabric's port towards the node: the queue sits in the
+		// "switch", where a sender sees only drops and delay (on the
+		// sender's own uplink TCP would feel it as local backpressure).
+		if err := run(ctx, "ip", "netns", "exec", t.Fabric, "tc", "qdisc", "add", "dev", t.Legs[i], "root", "tbf",
 			"rate", strconv.Itoa(l.o.ShapingRateMbit)+"mbit", "burst", strconv.Itoa(row.BurstBytes), "limit", strconv.Itoa(row.LimitBytes)); err != nil {
 			return st, err
 		}
