@@ -144,7 +144,7 @@ func localCmd(args []string) (err error) {
 	t0 := time.Now()
 	tb, err := testbed.Start(s.Context(), testbed.Options{
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
-		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), OCPArgs: strings.Fields(*ocpArgs), ABMArgs: strings.Fields(*abmArgs), Diameter: f.proto == "gy",
+		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), OCPArgs: localOCPArgs(strings.Fields(*ocpArgs), f.tariffFile), ABMArgs: strings.Fields(*abmArgs), Diameter: f.proto == "gy",
 	})
 	if err != nil {
 		return s.wrap(err)
@@ -171,4 +171,13 @@ func localCmd(args []string) (err error) {
 	default:
 	}
 	return err
+}
+
+// localOCPArgs adds --tariff FILE for the OCP when loadgen's audit rates
+// with that file, so that both rate from the same tariff.
+func localOCPArgs(args []string, tariff string) []string {
+	if tariff == "" {
+		return args
+	}
+	return append(args, "--tariff", tariff)
 }

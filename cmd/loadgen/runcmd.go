@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/engine"
@@ -63,6 +64,8 @@ type runFlags struct {
 	cpuProfile     string
 	thresholds     multiFlag
 	noDefThresh    bool
+	tariffFile     string
+	retransmit     float64
 	// chfVersion is the system under test's version when known.
 	chfVersion string
 }
@@ -114,6 +117,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the load generator to this file")
 	fs.Var(&f.thresholds, "threshold", "pass/fail criterion, repeatable, added to the scenario's thresholds: METRIC OP VALUE with METRIC p50, p90, p99, p99.9, max, mean (latency: 10ms), errors, late, dropped (rates: 0.1%), tps (a number or F*offered), jitter; e.g. 'p99<10ms' 'errors<0.1%' 'tps>=0.99*offered' 'late<1%'. A failed threshold exits 6. Unless replaced by one on the same metric, 'tps>0' and 'errors<=1%' apply")
 	fs.BoolVar(&f.noDefThresh, "no-default-thresholds", false, "do not apply the default thresholds 'tps>0' and 'errors<=1%'")
+	fs.StringVar(&f.tariffFile, "tariff", "", "tariff file the audit rates every charge with, independently of what the CHF reports (the same YAML/JSON file the OCP loads with --tariff); empty = the built-in default tariff")
+	fs.Float64Var(&f.retransmit, "retransmit", 0, "share 0..1 of creates, updates, releases and events sent twice with the same identity (some flagged as retransmissions, some after a timeout); the audit must still reconcile exactly; overrides the scenario's retransmit")
 }
 
 // flagOfField names the flag that sets a scenario field.
@@ -181,6 +186,9 @@ func (f *runFlags) scenario() (sc scenario.Scenario, hash string, err error) {
 	}
 	if f.seed != 0 {
 		sc.Seed = f.seed
+	}
+	if set["retransmit"] {
+		sc.Retransmit = f.retransmit
 	}
 	for _, t := range f.thresholds {
 		if _, err := scenario.ParseThreshold(t); err != nil {
@@ -305,6 +313,11 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 	o.Provenance.CommandLine = os.Args
 	o.Provenance.Flags = flagValues(f.fs)
 	o.Provenance.ScenarioHash = hash
+	if f.tariffFile != "" {
+		if o.Tariff, err = audit.LoadTariff(f.tariffFile); err != nil {
+			return o, usageError{fmt.Errorf("invalid --tariff: %w", err)}
+		}
+	}
 	if f.balanceURL != "" {
 		if o.BalanceTargets, err = driver.ParseTargets(f.balanceURL); err != nil {
 			return o, usageError{fmt.Errorf("invalid --balance-url: %w", err)}

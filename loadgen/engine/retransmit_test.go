@@ -17,7 +17,7 @@ func (fakeRater) Rate(c *driver.Charge) int64 {
 	if c.Op == driver.ChargeEvent {
 		u = c.Requested
 	}
-	return int64(u.TotalVolume>>20)*2 + int64(u.Time) + int64(u.ServiceSpecific)*5
+	return int64((u.TotalVolume+999_999)/1_000_000) + int64(u.Time) + int64(u.ServiceSpecific)*5
 }
 
 // With retransmissions, a share of requests is sent twice with the same

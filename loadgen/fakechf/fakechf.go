@@ -62,7 +62,8 @@ type Server struct {
 
 // Price of one unit: data per MiB, voice per second, events per unit.
 const (
-	pricePerMiB    = 2
+	pricePerMB     = 1
+	octetsPerUnit  = 1_000_000
 	pricePerSecond = 1
 	pricePerEvent  = 5
 	reservePerReq  = 50
@@ -147,8 +148,12 @@ type cdr struct {
 	} `json:"multipleUnitUsage"`
 }
 
+// price rates one container as the CHF's built-in default tariff does
+// (ocp/README.md: ceil(N × price / unit); data 1 per 1,000,000 octets,
+// voice 1 per second, SMS 5 per event), so that loadgen's independent
+// audit, which rates with that tariff, reconciles against the fake.
 func price(u units) int64 {
-	return int64(u.TotalVolume>>20)*pricePerMiB + int64(u.Time)*pricePerSecond + int64(u.ServiceSpecificUnits)*pricePerEvent
+	return int64((u.TotalVolume+octetsPerUnit-1)/octetsPerUnit)*pricePerMB + int64(u.Time)*pricePerSecond + int64(u.ServiceSpecificUnits)*pricePerEvent
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {

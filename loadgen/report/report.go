@@ -102,6 +102,12 @@ type Result struct {
 	// names the signal. Its figures cover only what ran.
 	Interrupted   bool   `json:"interrupted"`
 	InterruptedBy string `json:"interrupted_by,omitempty"`
+	// Abandoned counts requests given up without an outcome (in flight
+	// or queued when the run was interrupted or its drain ended).
+	Abandoned int64 `json:"abandoned"`
+	// Retransmits counts the duplicates the scenario's retransmit share
+	// sent (same identity as a request already sent).
+	Retransmits int64 `json:"retransmits"`
 	// Incomplete lists what the result lacks (a CPU source lost, a shard
 	// missing from a merge); empty when nothing is.
 	Incomplete []string `json:"incomplete,omitempty"`
@@ -131,6 +137,8 @@ func Build(st *engine.Stats, sc scenario.Scenario, targets []string, proto strin
 		Offered:       st.Offered,
 		ErrorClasses:  st.Errors,
 		Audit:         au,
+		Abandoned:     st.Abandoned,
+		Retransmits:   st.Retransmits,
 		Series:        series,
 		CPUSeconds:    cpuSeconds,
 		Ops:           map[string]Op{},

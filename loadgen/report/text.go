@@ -70,6 +70,13 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, " (%s)", a.Reason)
 	}
 	fmt.Fprintln(w)
+	if a.Independent {
+		fmt.Fprintf(w, "audit, independent of what the CHF reported: expected (rated by the audit's tariff) %d, debited + overage %d, overage %d, mismatches %d\n",
+			a.Expected, a.Debited+a.Overage, a.Overage, a.ExpectedMismatches)
+	}
+	if r.Retransmits > 0 || r.Abandoned > 0 {
+		fmt.Fprintf(w, "retransmissions sent %d, requests abandoned %d\n", r.Retransmits, r.Abandoned)
+	}
 	for _, e := range a.Examples {
 		fmt.Fprintf(w, "  %s\n", e)
 	}
@@ -204,7 +211,11 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	} else if !r.Audit.OK {
 		verdict = "**FAIL**"
 	}
-	fmt.Fprintf(w, "| audit | %s (%d checked, charged %d, debited %d) |\n\n", verdict, r.Audit.Checked, r.Audit.Charged, r.Audit.Debited)
+	fmt.Fprintf(w, "| audit | %s (%d checked, charged %d, debited %d) |\n", verdict, r.Audit.Checked, r.Audit.Charged, r.Audit.Debited)
+	if a := r.Audit; a.Independent {
+		fmt.Fprintf(w, "| audit, independent (tariff-rated) | expected %d, debited + overage %d, %d mismatches |\n", a.Expected, a.Debited+a.Overage, a.ExpectedMismatches)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "| op | count | errors | late | dropped | TPS | p50 ms | p99 ms | p99.9 ms | max ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, name := range opOrder(r) {
 		o := r.Ops[name]

@@ -105,6 +105,10 @@ type Options struct {
 	// Provenance is stored in the result; an empty ScenarioHash becomes
 	// the scenario's own.
 	Provenance report.Provenance
+	// Tariff rates every charge the CHF answered as charged, for the
+	// audit's independent check (the OCP's tariff file, read by the
+	// audit's own code); nil = the built-in default tariff.
+	Tariff *audit.Tariff
 }
 
 // Execute performs the run. A failed audit returns the result together
@@ -188,9 +192,16 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	var mu sync.Mutex
 	var cpuA, cpuB cpu.Sample
 	var haveA, haveB bool
+	tariff := o.Tariff
+	if tariff == nil {
+		if tariff, err = audit.LoadTariff(""); err != nil {
+			return nil, fmt.Errorf("cannot load the built-in tariff: %w", err)
+		}
+	}
 	cfg := engine.Config{
 		Scenario: sc,
 		Driver:   d,
+		Rater:    tariff,
 		Workers:  o.Workers,
 		Pacing:   o.Pacing,
 		Tick:     prog.tick,
@@ -255,7 +266,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		} else {
 			auditRes = audit.Check(audit.Input{
 				First: first, Initial: initial, InitialBalance: o.InitialBalance, Final: final,
-				Ledger: st.Ledger, Unresolved: st.Unresolved, NoHeader: st.MissingCharged,
+				Ledger: st.Ledger, Expected: st.Ledger, Unresolved: st.Unresolved, NoHeader: st.MissingCharged,
 			})
 			o.Log.Info("final balances read", "accounts", len(idx), "took", time.Since(t0).Round(time.Millisecond))
 		}
