@@ -190,8 +190,14 @@ func (w *worker) run(ctx context.Context) {
 			default:
 			}
 		}
-		w.generate(now)
-		for len(w.heap) > 0 && w.heap[0].due <= now {
+		// Paced, only what was due by the last tick leaves: a wake-up
+		// between ticks (a completion) sends nothing early.
+		upTo := now
+		if p := w.pacing; p > 0 {
+			upTo = now / p * p
+		}
+		w.generate(now, upTo)
+		for len(w.heap) > 0 && w.heap[0].due <= upTo {
 			f := heap.Pop(&w.heap).(*flow)
 			w.ready(f, now)
 		}
@@ -294,11 +300,11 @@ func (w *worker) putFlow(f *flow) {
 	w.free = append(w.free, f)
 }
 
-// generate starts the flows due by now: at most genBatch per call, and a
+// generate starts the flows due by upTo: at most genBatch per call, and a
 // run of flows already later than LateDrop is dropped in one step (a rate
 // the machine cannot offer costs neither memory nor a pass per flow).
-func (w *worker) generate(now int64) {
-	for i := 0; !w.genDone && w.nextAt <= now && i < genBatch; i++ {
+func (w *worker) generate(now, upTo int64) {
+	for i := 0; !w.genDone && w.nextAt <= upTo && i < genBatch; i++ {
 		if w.nextAt >= w.stopAt {
 			w.genDone = true
 			break
