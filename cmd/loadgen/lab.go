@@ -36,6 +36,7 @@ func labCmd(args []string) error {
 	rate := fs.Float64("rate", 0, "fixed offered TPS of every run; 0 = 50% of the host model's knee, found first by a short sweep")
 	duration := fs.Duration("duration", 10*time.Second, "measured duration of each run (after a 1s ramp-up and --warmup)")
 	warmup := fs.Duration("warmup", 2*time.Second, "warm-up of each run at full rate, excluded from the results")
+	pacing := fs.Duration("pacing", 0, "loadgen's --pacing for every run: 0 sends each request at its own time (scheduling lag of tens of µs, at several times loadgen's CPU per request); 1ms is loadgen's cheaper default, whose lag (~0.5 ms) exceeds the differences between models")
 	kneeP99 := fs.Duration("knee-slo-p99", 50*time.Millisecond, "p99 limit of the sweeps that find a knee (the host sweep for the default rate, --sweep): where the CHF saturates, its p99 climbs far past it")
 	trials := fs.Int("trials", 3, "trials per model × pinning, interleaved across models so drift hits all alike; the report shows medians and the range")
 	mtu := fs.Int("mtu", 1500, "MTU of the fabric, the node uplinks and the pods: 1500 or 9000 (encapsulating models lower the pod MTU by their overhead)")
@@ -66,7 +67,7 @@ func labCmd(args []string) error {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	o := lab.Options{
-		Rate: *rate, KneeP99: *kneeP99, Duration: *duration, Warmup: *warmup, Trials: *trials, MTU: *mtu, Sweep: *sweep,
+		Rate: *rate, KneeP99: *kneeP99, Pacing: *pacing, Duration: *duration, Warmup: *warmup, Trials: *trials, MTU: *mtu, Sweep: *sweep,
 		Experiment: *experiment, Out: *out, Accounts: *accounts, MatchGOMAXPROCS: *match,
 		IPerfTime: *iperfTime, ProbeCount: *probes, ShapingRateMbit: *shRate, ShapingRTT: *shRTT,
 		Progress: os.Stderr,

@@ -41,6 +41,7 @@ func TestValidate(t *testing.T) {
 	f("--models", func(o *Options) { o.Models = []string{"host", "host"} })
 	f("--pin", func(o *Options) { o.Pin = nil })
 	f("--rate", func(o *Options) { o.Rate = -1 })
+	f("--pacing", func(o *Options) { o.Pacing = -time.Millisecond })
 	f("--duration", func(o *Options) { o.Duration = time.Millisecond })
 	f("--trials", func(o *Options) { o.Trials = 0 })
 	f("--mtu", func(o *Options) { o.MTU = 1400 })
