@@ -63,15 +63,24 @@ func AllIndexes(n int) []int32 {
 	return out
 }
 
+// giveUpAfter is how many failed reads, with none succeeded, end Read.
+const giveUpAfter = 64
+
 // Read fetches the balances of the given subscriber indexes (ascending)
-// with up to concurrency requests in flight.
+// with up to concurrency requests in flight. When the first giveUpAfter
+// reads all fail (a silent or absent CHF), it stops and returns an error
+// wrapping ErrRead instead of waiting out every read's timeout.
 func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32, concurrency int) (*Snapshot, error) {
 	if concurrency <= 0 {
 		concurrency = 128
 	}
 	s := &Snapshot{Index: idx, Accounts: make([]Account, len(idx))}
+	// A CHF that answers none of the first reads (silent, or gone) ends
+	// the audit instead of costing every read its timeout.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var next atomic.Int64
-	var failed atomic.Int64
+	var failed, succeeded atomic.Int64
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -95,10 +104,13 @@ func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32,
 					}
 				}
 				if err != nil {
-					failed.Add(1)
 					once.Do(func() { firstErr = err })
+					if failed.Add(1) >= giveUpAfter && succeeded.Load() == 0 {
+						cancel(fmt.Errorf("the first %d reads failed, none succeeded; first: %w", giveUpAfter, firstErr))
+					}
 					continue
 				}
+				succeeded.Add(1)
 				if a.Found {
 					s.Accounts[k] = Account{Balance: a.Balance, Reserved: a.Reserved, Overage: a.Overage, Found: true}
 				}
@@ -107,8 +119,8 @@ func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32,
 	}
 	wg.Wait()
 	s.Failed = int(failed.Load())
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRead, err)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRead, context.Cause(ctx))
 	}
 	if s.Failed == len(idx) && len(idx) > 0 {
 		return nil, fmt.Errorf("%w: every read failed, first: %v", ErrRead, firstErr)
