@@ -609,6 +609,10 @@ func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step t
 	// orders of magnitude), not a latency target: --knee-slo-p99 (default
 	// 50 ms) and 5% late sends, so that a shared machine's scheduling
 	// noise does not end the sweep first.
+	// Capacity, not latency resolution: the knee sweeps pace at loadgen's
+	// 1 ms default (cheaper per request, and not counted late for a
+	// loaded machine's wake-up delays), whatever --pacing the runs use.
+	args = append(args, "--pacing", "1ms")
 	args = append(args, "--start", "1000", "--step", "1000", "--max", "40000",
 		"--slo-p99", l.o.KneeP99.String(), "--slo-late-rate", "0.05", "--out", dir)
 	if _, err := runOut(ctx, c.t.Places["loadgen"].NS, l.cpuSets(pinned)["loadgen"], nil, l.o.Logs, args...); err != nil {
