@@ -108,16 +108,17 @@ type Recorder struct {
 
 const shardCount = 32
 
-// closedTTL is how long a released session is remembered, so a repeated
-// release (a retransmission) does not open a new record.
-const closedTTL = 2 * time.Minute
+// closedTTL is how long a released session is remembered (by the 64-bit
+// hash of its key, about 30 bytes each), so a repeated release (a
+// retransmission) does not open a new record.
+const closedTTL = time.Minute
 
 type key struct{ supi, session string }
 
 type shard struct {
 	mu     sync.Mutex
 	open   map[key]*session
-	closed map[key]time.Time
+	closed map[uint64]time.Time // hash of the key → when it was released
 }
 
 // session is the open record of one charging session.
@@ -163,7 +164,7 @@ func NewRecorder(cfg Config, now func() time.Time, log *slog.Logger) (*Recorder,
 	r.pool.New = func() any { return &session{usage: make([]Usage, 0, cfg.PartialContainers)} }
 	for i := range r.shards {
 		r.shards[i].open = map[key]*session{}
-		r.shards[i].closed = map[key]time.Time{}
+		r.shards[i].closed = map[uint64]time.Time{}
 	}
 	go r.loop()
 	return r, nil
@@ -172,10 +173,11 @@ func NewRecorder(cfg Config, now func() time.Time, log *slog.Logger) (*Recorder,
 // Writer returns the recorder's writer (for its Stats).
 func (r *Recorder) Writer() *Writer { return r.w }
 
-func (r *Recorder) shard(k key) *shard {
-	h := chf.HashString(chf.HashString(chf.HashSeed, k.supi), k.session)
-	return &r.shards[h%shardCount]
+func hashKey(k key) uint64 {
+	return chf.HashString(chf.HashUint(chf.HashString(chf.HashSeed, k.supi), uint64(len(k.supi))), k.session)
 }
+
+func (r *Recorder) shard(k key) *shard { return &r.shards[hashKey(k)%shardCount] }
 
 // Charged implements Sink.
 func (r *Recorder) Charged(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
@@ -238,7 +240,7 @@ func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	defer sh.mu.Unlock()
 	s := sh.open[k]
 	if s == nil {
-		if _, ok := sh.closed[k]; ok && resp.Charged == 0 {
+		if _, ok := sh.closed[hashKey(k)]; ok && resp.Charged == 0 {
 			return // a repeat of a request of a session already closed here
 		}
 		s = r.pool.Get().(*session)
@@ -288,7 +290,7 @@ func (r *Recorder) closeLocked(sh *shard, s *session, cause Cause, now time.Time
 	s.opened, s.usage, s.charged, s.volume = now, s.usage[:0], 0, 0
 	if final {
 		delete(sh.open, s.k)
-		sh.closed[s.k] = now
+		sh.closed[hashKey(s.k)] = now
 		*s = session{usage: s.usage[:0]}
 		r.pool.Put(s)
 	}
