@@ -50,7 +50,7 @@ func buildCHF(t *testing.T) string {
 	return chfBin
 }
 
-var readyLine = regexp.MustCompile(`nchf (\S+) balance (\S+)\{supi\} pids map\[(.*)\]`)
+var readyLine = regexp.MustCompile(`nchf (\S+) balance (\S+)\{supi\}(?: diameter \S+)? pids map\[(.*)\]`)
 
 type localRun struct {
 	cmd     *exec.Cmd

@@ -30,6 +30,7 @@ type CommandConfig struct {
 	Balance                   int64
 	First                     string
 	CGWArgs, OCPArgs, ABMArgs string
+	CDRDir                    string
 	Quiet                     bool
 	LogLevel                  slog.Level
 }
@@ -52,6 +53,7 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CGWArgs, "cgw-args", c.CGWArgs, "extra flags for the cgw process, space-separated (e.g. \"--pprof 127.0.0.1:6060\")")
 	fs.StringVar(&c.OCPArgs, "ocp-args", c.OCPArgs, "extra flags for the ocp process, space-separated")
 	fs.StringVar(&c.ABMArgs, "abm-args", c.ABMArgs, "extra flags for the abm process, space-separated")
+	fs.StringVar(&c.CDRDir, "cdr-dir", c.CDRDir, "directory the OCP writes CHF-CDR files to (its --cdr-dir; other --cdr-* flags through --ocp-args); empty = no CDRs")
 	fs.BoolVar(&c.Quiet, "quiet", c.Quiet, "do not copy the services' logs to stderr")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "log level of the runner: debug, info, warn or error")
 }
@@ -72,7 +74,8 @@ func (c *CommandConfig) Config(log *slog.Logger) Config {
 	cfg := Config{
 		Nchf: c.Nchf, Diameter: c.Diameter, OCP: c.OCP, ABM: c.ABM, Aerospike: c.Aerospike,
 		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log,
-		Args: map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs)},
+		Args:   map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs)},
+		CDRDir: c.CDRDir,
 	}
 	if c.Accounts == 0 {
 		cfg.Accounts = -1

@@ -51,6 +51,8 @@ type Config struct {
 	First    string
 	// Args adds flags per subcommand ("cgw": {"--pprof", "127.0.0.1:6060"}).
 	Args map[string][]string
+	// CDRDir, when set, is the OCP's --cdr-dir (charging data records).
+	CDRDir string
 	// Logs receives the children's log lines, prefixed with their name
 	// (default os.Stderr; io.Discard to drop).
 	Logs io.Writer
@@ -206,7 +208,11 @@ func (c *CHF) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.spawn("ocp", "--listen", cfg.OCP, "--abm", cfg.ABM); err != nil {
+	ocpArgs := []string{"--listen", cfg.OCP, "--abm", cfg.ABM}
+	if cfg.CDRDir != "" {
+		ocpArgs = append(ocpArgs, "--cdr-dir", cfg.CDRDir)
+	}
+	if err := c.spawn("ocp", ocpArgs...); err != nil {
 		return err
 	}
 	if err := c.waitReady(ctx, "ocp", cfg.OCP); err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/chf-testbed/testbed/cdr"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -33,6 +34,7 @@ type BatchAccounts interface {
 type Processor struct {
 	tariff   *Tariff
 	accounts Accounts
+	sink     cdr.Sink // nil = no charging data records
 }
 
 // NewProcessor returns a Processor rating with t (nil = the default
@@ -43,6 +45,10 @@ func NewProcessor(t *Tariff, accounts Accounts) *Processor {
 	}
 	return &Processor{tariff: t, accounts: accounts}
 }
+
+// SetSink makes p hand every request the ABM answered to s (the CDR
+// recorder). Call it before p serves.
+func (p *Processor) SetSink(s cdr.Sink) { p.sink = s }
 
 var applyPool = sync.Pool{New: func() any { return new(chf.ApplyRequest) }}
 
@@ -57,7 +63,11 @@ func (p *Processor) Charge(ctx context.Context, req *chf.ChargeRequest, resp *ch
 	ar := applyPool.Get().(*chf.ApplyRequest)
 	defer applyPool.Put(ar)
 	p.Rate(req, ar)
-	return p.accounts.Apply(ctx, ar, resp)
+	err := p.accounts.Apply(ctx, ar, resp)
+	if err == nil && p.sink != nil {
+		p.sink.Charged(ar, resp)
+	}
+	return err
 }
 
 // batchScratch is the working memory of one ChargeBatch, pooled.
@@ -101,6 +111,9 @@ func (p *Processor) ChargeBatch(ctx context.Context, reqs []*chf.ChargeRequest, 
 	}
 	for j, i := range sc.idx {
 		errs[i] = sc.errs[j]
+		if errs[i] == nil && p.sink != nil {
+			p.sink.Charged(sc.reqs[j], sc.resps[j])
+		}
 	}
 	clear(sc.reqs)
 	clear(sc.resps)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/cdr"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 )
@@ -23,6 +24,7 @@ type ServiceConfig struct {
 	Batch       chassis.BatchConfig
 	Tariff      string
 	MaxInFlight int
+	CDR         cdr.Config
 }
 
 // DefaultServiceConfig returns the defaults of the ocp flags.
@@ -32,6 +34,7 @@ func DefaultServiceConfig() ServiceConfig {
 		ABM:         chassis.Peer{Name: "abm", Addr: "127.0.0.1:8082", Discovery: "static"},
 		Batch:       chassis.BatchConfig{MaxInFlight: chassis.DefaultBatchInFlight, MaxItems: chassis.DefaultBatchItems},
 		MaxInFlight: 4096,
+		CDR:         cdr.DefaultConfig(),
 	}
 }
 
@@ -42,6 +45,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	rpc.RegisterBatchFlags(fs, &c.Batch, "abm")
 	fs.StringVar(&c.Tariff, "tariff", c.Tariff, "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
+	c.CDR.RegisterFlags(fs)
 }
 
 // Validate checks the flags' values, the tariff file included.
@@ -53,6 +57,9 @@ func (c *ServiceConfig) Validate() error {
 		return fmt.Errorf("cannot use --max-inflight %d: must be positive", c.MaxInFlight)
 	}
 	if _, err := LoadTariff(c.Tariff); err != nil {
+		return err
+	}
+	if err := c.CDR.Validate(); err != nil {
 		return err
 	}
 	if _, err := c.ABM.Source(); err != nil {
@@ -90,9 +97,26 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		}
 		return nil
 	}, func(context.Context) error { client.Close(); return nil })
+	// The CDR recorder starts before the server and stops after it, so
+	// every request the server answered is recorded.
+	var rec *cdr.Recorder
+	if c.CDR.Dir != "" {
+		g.Add("CDR writer", func() error {
+			var err error
+			rec, err = cdr.NewRecorder(c.CDR, nil, log)
+			if err != nil {
+				return fmt.Errorf("cannot start CDR writer: %w", err)
+			}
+			log.Info("writing CDRs", "dir", c.CDR.Dir)
+			return nil
+		}, func(ctx context.Context) error { return rec.Close(ctx) })
+	}
 	var srv *chassis.Server
 	g.Add("OCP server", func() error {
 		proc := NewProcessor(tariff, abm.NewClient(client, c.Batch))
+		if rec != nil {
+			proc.SetSink(rec)
+		}
 		var err error
 		srv, err = chassis.NewServer(chassis.ServerConfig{
 			Service: "ocp", Listen: c.Listen, Handler: Handler(proc), MaxInFlight: c.MaxInFlight, Logger: log,

@@ -1,0 +1,378 @@
+package cdr
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+// Sink is what the charging core calls once per request the ABM
+// answered: ar is the rated request, resp the ABM's answer. Both are
+// owned by the caller and not kept. Implementations are safe for
+// concurrent use and must not block for long.
+type Sink interface {
+	Charged(ar *chf.ApplyRequest, resp *chf.ChargeResponse)
+}
+
+// Config is the CDR configuration of a service (the --cdr-* flags). Start
+// from DefaultConfig.
+type Config struct {
+	Dir               string
+	Node              string
+	FileSize          int64
+	FileAge           time.Duration
+	Fsync             string
+	FlushInterval     time.Duration
+	PartialTime       time.Duration
+	PartialVolume     uint64
+	PartialContainers int
+}
+
+// DefaultConfig returns the defaults of the --cdr-* flags (CDRs off).
+func DefaultConfig() Config {
+	return Config{
+		FileSize:          64 << 20,
+		FileAge:           5 * time.Minute,
+		Fsync:             FsyncRotate,
+		FlushInterval:     time.Second,
+		PartialTime:       15 * time.Minute,
+		PartialContainers: 32,
+	}
+}
+
+// RegisterFlags registers the --cdr-* flags, c's values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Dir, "cdr-dir", c.Dir, "directory to write CHF-CDR files to (TS 32.298 CHFRecord, BER; cdr/README.md); empty = no CDRs")
+	fs.StringVar(&c.Node, "cdr-node", c.Node, "recordingNetworkFunctionID of the records and prefix of the file names; empty = the host name")
+	fs.Int64Var(&c.FileSize, "cdr-file-size", c.FileSize, "rotate a CDR file once it holds this many bytes")
+	fs.DurationVar(&c.FileAge, "cdr-file-age", c.FileAge, "rotate a non-empty CDR file this long after it was opened")
+	fs.StringVar(&c.Fsync, "cdr-fsync", c.Fsync, "when CDR files are synced to disk: rotate (each file before it is finished), flush (also after every --cdr-flush-interval) or none")
+	fs.DurationVar(&c.FlushInterval, "cdr-flush-interval", c.FlushInterval, "how often buffered CDRs are written to the open file and partial-record limits are checked")
+	fs.DurationVar(&c.PartialTime, "cdr-partial-time", c.PartialTime, "close a partial record (causeForRecClosing timeLimit) for a session whose record has been open this long; a session with nothing new since its last record is then forgotten (its release, if it comes, opens a new record)")
+	fs.Uint64Var(&c.PartialVolume, "cdr-partial-volume", c.PartialVolume, "close a partial record (volumeLimit) once a session's record holds this many octets; 0 = no volume limit")
+	fs.IntVar(&c.PartialContainers, "cdr-partial-containers", c.PartialContainers, "close a partial record (maxChangeCond) once it holds this many used-unit containers")
+}
+
+// Validate checks the flags' values.
+func (c *Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return nil
+	case c.FileSize <= 0:
+		return fmt.Errorf("cannot use --cdr-file-size %d: must be positive", c.FileSize)
+	case c.FileAge <= 0:
+		return fmt.Errorf("cannot use --cdr-file-age %v: must be positive", c.FileAge)
+	case c.Fsync != FsyncRotate && c.Fsync != FsyncFlush && c.Fsync != FsyncNone:
+		return fmt.Errorf("cannot use --cdr-fsync %q: must be rotate, flush or none", c.Fsync)
+	case c.FlushInterval <= 0:
+		return fmt.Errorf("cannot use --cdr-flush-interval %v: must be positive", c.FlushInterval)
+	case c.PartialTime <= 0:
+		return fmt.Errorf("cannot use --cdr-partial-time %v: must be positive", c.PartialTime)
+	case c.PartialContainers <= 0 || c.PartialContainers > 64:
+		return fmt.Errorf("cannot use --cdr-partial-containers %d: must be 1..64", c.PartialContainers)
+	case strings.ContainsAny(c.Node, "/\x00"):
+		return fmt.Errorf("cannot use --cdr-node %q: must not contain '/'", c.Node)
+	}
+	return nil
+}
+
+// Recorder turns charged requests into records: an event gives one
+// record at once; a session's usage accumulates in memory until its
+// release (causeForRecClosing normalRelease) or a partial-record limit
+// (time, volume, containers), or until Close (managementIntervention).
+// The OCP is stateless, so when a session's requests reach several OCP
+// instances each writes records for the usage it saw; the records link
+// by chargingSessionIdentifier and recordSequenceNumber, and every
+// debit is in exactly one record. Recorder implements Sink and is safe
+// for concurrent use.
+type Recorder struct {
+	cfg    Config
+	w      *Writer
+	now    func() time.Time
+	log    *slog.Logger
+	shards [shardCount]shard
+	pool   sync.Pool
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+const shardCount = 32
+
+// closedTTL is how long a released session is remembered (by the 64-bit
+// hash of its key, about 30 bytes each), so a repeated release (a
+// retransmission) does not open a new record.
+const closedTTL = time.Minute
+
+type key struct{ supi, session string }
+
+type shard struct {
+	mu     sync.Mutex
+	open   map[key]*session
+	closed map[uint64]time.Time // hash of the key → when it was released
+}
+
+// session is the open record of one charging session.
+type session struct {
+	k        key
+	opened   time.Time
+	records  uint32 // records written for the session so far
+	lastSeq  uint32
+	seen     bool // lastSeq is set
+	charged  int64
+	currency string
+	volume   uint64
+	usage    []Usage
+}
+
+// NewRecorder opens the writer on cfg.Dir and starts the flush loop;
+// now is the clock (nil = time.Now). Close stops it.
+func NewRecorder(cfg Config, now func() time.Time, log *slog.Logger) (*Recorder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Dir == "" {
+		return nil, errors.New("cdr: no --cdr-dir")
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("cannot name the CDR node: %w", err)
+		}
+		cfg.Node = h
+	}
+	w, err := NewWriter(WriterConfig{Dir: cfg.Dir, Prefix: cfg.Node, MaxSize: cfg.FileSize, MaxAge: cfg.FileAge, Fsync: cfg.Fsync, Now: now, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	r := &Recorder{cfg: cfg, w: w, now: now, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	r.pool.New = func() any { return &session{usage: make([]Usage, 0, cfg.PartialContainers)} }
+	for i := range r.shards {
+		r.shards[i].open = map[key]*session{}
+		r.shards[i].closed = map[uint64]time.Time{}
+	}
+	go r.loop()
+	return r, nil
+}
+
+// Writer returns the recorder's writer (for its Stats).
+func (r *Recorder) Writer() *Writer { return r.w }
+
+func hashKey(k key) uint64 {
+	return chf.HashString(chf.HashUint(chf.HashString(chf.HashSeed, k.supi), uint64(len(k.supi))), k.session)
+}
+
+func (r *Recorder) shard(k key) *shard { return &r.shards[hashKey(k)%shardCount] }
+
+// Charged implements Sink.
+func (r *Recorder) Charged(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
+	switch ar.Op {
+	case chf.OpEvent:
+		r.event(ar, resp)
+	case chf.OpCreate, chf.OpUpdate, chf.OpRelease:
+		r.session(ar, resp)
+	}
+}
+
+// event writes the record of a one-time event the ABM charged. A
+// repeated event (answered from the record: nothing charged though the
+// lines cost something) was recorded the first time.
+func (r *Recorder) event(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
+	if resp.Result != chf.ResultSuccess || (resp.Charged == 0 && cost(ar) > 0) {
+		return
+	}
+	now := r.now()
+	var usage [4]Usage
+	rec := Record{Node: r.cfg.Node, SUPI: ar.SUPI, Consumer: FunctionalitySMSF, Opened: now,
+		Cause: CauseNormalRelease, Charged: resp.Charged, Currency: resp.Currency, Usage: usage[:0]}
+	for i := range ar.Lines {
+		l := &ar.Lines[i]
+		if l.Result == chf.ResultSuccess && l.UsedUnits > 0 {
+			rec.Usage = append(rec.Usage, Usage{RatingGroup: l.RatingGroup, Service: l.Service, Units: l.UsedUnits, Seq: ar.Seq, At: now})
+		}
+	}
+	r.write(&rec)
+}
+
+func cost(ar *chf.ApplyRequest) int64 {
+	var c int64
+	for i := range ar.Lines {
+		c += ar.Lines[i].UsedCost
+	}
+	return c
+}
+
+// session adds a session request's usage and debit to the session's
+// open record, closing it on a release or a partial-record limit.
+func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
+	release := ar.Op == chf.OpRelease
+	switch {
+	case ar.Op == chf.OpCreate && resp.Result != chf.ResultSuccess:
+		return // no session opened
+	case ar.Op == chf.OpCreate && resp.Session != "":
+		return // a repeated create, answered from the record
+	case resp.Result == chf.ResultSessionUnknown || resp.Result == chf.ResultInvalid ||
+		resp.Result == chf.ResultStaleSequence || resp.Result == chf.ResultSequenceReused ||
+		resp.Result == chf.ResultReplayMismatch || resp.Result == chf.ResultUserUnknown:
+		if resp.Charged == 0 {
+			return
+		}
+	}
+	k := key{ar.SUPI, ar.Session}
+	sh := r.shard(k)
+	now := r.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s := sh.open[k]
+	if s == nil {
+		if _, ok := sh.closed[hashKey(k)]; ok && resp.Charged == 0 {
+			return // a repeat of a request of a session already closed here
+		}
+		s = r.pool.Get().(*session)
+		s.k = key{strings.Clone(ar.SUPI), strings.Clone(ar.Session)}
+		s.opened = now
+		sh.open[k] = s
+	}
+	repeat := s.seen && ar.Seq <= s.lastSeq && ar.Op != chf.OpCreate
+	if !repeat {
+		s.lastSeq, s.seen = ar.Seq, true
+		for i := range ar.Lines {
+			l := &ar.Lines[i]
+			if l.Result != chf.ResultSuccess || l.UsedUnits == 0 {
+				continue
+			}
+			if len(s.usage) == r.cfg.PartialContainers {
+				r.closeLocked(sh, s, CauseMaxChangeCond, now, false)
+			}
+			s.usage = append(s.usage, Usage{RatingGroup: l.RatingGroup, Service: l.Service, Units: l.UsedUnits, Seq: ar.Seq, At: now})
+			if l.Service == chf.ServiceData {
+				s.volume += l.UsedUnits
+			}
+		}
+	}
+	s.charged += resp.Charged
+	if resp.Currency != "" && s.currency == "" {
+		s.currency = strings.Clone(resp.Currency)
+	}
+	switch {
+	case release:
+		r.closeLocked(sh, s, CauseNormalRelease, now, true)
+	case r.cfg.PartialVolume > 0 && s.volume >= r.cfg.PartialVolume:
+		r.closeLocked(sh, s, CauseVolumeLimit, now, false)
+	case len(s.usage) >= r.cfg.PartialContainers:
+		r.closeLocked(sh, s, CauseMaxChangeCond, now, false)
+	}
+}
+
+// closeLocked writes s's record with cause; final removes s (remembering
+// the session as closed), otherwise s starts its next partial record.
+func (r *Recorder) closeLocked(sh *shard, s *session, cause Cause, now time.Time, final bool) {
+	s.records++
+	rec := Record{Node: r.cfg.Node, SUPI: s.k.supi, Consumer: FunctionalitySMF, Session: s.k.session,
+		Opened: s.opened, Duration: now.Sub(s.opened), Sequence: s.records, Cause: cause,
+		Usage: s.usage, Charged: s.charged, Currency: s.currency}
+	r.write(&rec)
+	s.opened, s.usage, s.charged, s.volume = now, s.usage[:0], 0, 0
+	if final {
+		delete(sh.open, s.k)
+		sh.closed[hashKey(s.k)] = now
+		*s = session{usage: s.usage[:0]}
+		r.pool.Put(s)
+	}
+}
+
+func (r *Recorder) write(rec *Record) {
+	if err := r.w.Write(rec); err != nil && !errors.Is(err, ErrClosed) {
+		// The writer logged the first error; records are counted lost.
+		return
+	}
+}
+
+// loop flushes the writer and applies the time limit every
+// FlushInterval.
+func (r *Recorder) loop() {
+	defer close(r.done)
+	t := time.NewTicker(r.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.sweep(r.now(), false)
+			if err := r.w.Flush(); err != nil {
+				r.log.Error("cannot flush CDRs", "err", err)
+			}
+		}
+	}
+}
+
+// sweep closes partial records of sessions open beyond PartialTime (all
+// open sessions when all is set, with managementIntervention) and forgets
+// sessions released more than closedTTL ago.
+func (r *Recorder) sweep(now time.Time, all bool) {
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for _, s := range sh.open {
+			switch {
+			case all:
+				if len(s.usage) > 0 || s.charged != 0 || s.records == 0 {
+					r.closeLocked(sh, s, CauseManagementIntervention, now, false)
+				}
+			case now.Sub(s.opened) < r.cfg.PartialTime:
+			case len(s.usage) == 0 && s.charged == 0 && s.records > 0:
+				// Idle since its last record (released elsewhere, or
+				// abandoned): nothing to write, forget it.
+				delete(sh.open, s.k)
+				*s = session{usage: s.usage[:0]}
+				r.pool.Put(s)
+			default:
+				r.closeLocked(sh, s, CauseTimeLimit, now, false)
+			}
+		}
+		for k, at := range sh.closed {
+			if now.Sub(at) > closedTTL {
+				delete(sh.closed, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// Close writes a partial record (managementIntervention) for every
+// session with unrecorded usage or debit, then flushes, syncs and
+// finishes the open file. Call it after the server stopped taking
+// requests: a Charged after Close is dropped.
+func (r *Recorder) Close(ctx context.Context) error {
+	var err error
+	r.once.Do(func() {
+		close(r.stop)
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			err = ctx.Err()
+			return
+		}
+		r.sweep(r.now(), true)
+		err = r.w.Close()
+		st := r.w.Stats()
+		r.log.Info("CDR writer closed", "records", st.Records, "bytes", st.Bytes, "files", st.Files)
+	})
+	return err
+}
