@@ -200,6 +200,10 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 			m.Dropped += p.Dropped
 			m.InFlight += p.InFlight
 			m.P50, m.P90, m.P99, m.P999, m.Max = max(m.P50, p.P50), max(m.P90, p.P90), max(m.P99, p.P99), max(m.P999, p.P999), max(m.Max, p.Max)
+			m.ServiceP50, m.ServiceP99, m.SchedLagP99 = max(m.ServiceP50, p.ServiceP50), max(m.ServiceP99, p.ServiceP99), max(m.SchedLagP99, p.SchedLagP99)
+			m.OpCompleted = addCounts(m.OpCompleted, p.OpCompleted)
+			m.OpErrors = addCounts(m.OpErrors, p.OpErrors)
+			m.ErrorClasses = addCounts(m.ErrorClasses, p.ErrorClasses)
 			for k, v := range p.CPU {
 				if k == LoadgenComponent {
 					m.CPU[k] += v
@@ -259,4 +263,15 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 	}
 	out.CheckThresholds(in[0].thresholdList())
 	return out, nil
+}
+
+// addCounts adds src into dst (allocated when needed) and returns dst.
+func addCounts(dst, src map[string]int64) map[string]int64 {
+	if len(src) > 0 && dst == nil {
+		dst = map[string]int64{}
+	}
+	for k, v := range src {
+		dst[k] += v
+	}
+	return dst
 }
