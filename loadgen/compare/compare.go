@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -370,7 +371,13 @@ func valueLabel(v float64, ok bool) string {
 	if !ok {
 		return "n/a"
 	}
-	return strconv.FormatFloat(v, 'g', 3, 64)
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
 // WriteHTML writes the comparison page.

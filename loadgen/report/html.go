@@ -92,8 +92,10 @@ func RenderSVG(p *plot.Plot, legend bool) (string, error) {
 	p.Legend = plot.NewLegend()
 	var lw vg.Length
 	if legend {
+		// A browser without Liberation Sans falls back to a wider sans
+		// font: leave it room.
 		r := leg.Rectangle(dc)
-		lw = r.Max.X - r.Min.X + 12
+		lw = 1.25*(r.Max.X-r.Min.X) + 12
 	}
 	p.Draw(draw.Crop(dc, 0, -lw, 0, 0))
 	if lw > 0 {
@@ -518,7 +520,7 @@ func WriteSVGPage(w io.Writer, title string, md func(io.Writer), svgs []string) 
 	fmt.Fprintf(&b, `<!DOCTYPE html><html><head><meta charset="utf-8"><title>%s</title><style>
 body{font-family:%s;max-width:1000px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td:first-child,th:first-child{text-align:left}.fail{color:#b00;font-weight:bold}.pass{color:#070;font-weight:bold}
+td:first-child,th:first-child{text-align:left}td.t,th.t{text-align:left}.fail{color:#b00;font-weight:bold}.pass{color:#070;font-weight:bold}
 svg{max-width:100%%;height:auto}figure{margin:0}h2{font-size:1.15em;margin:1.4em 0 .3em}</style></head><body>`, html.EscapeString(title), fontFamily)
 	b.WriteString(markdownToHTML(mdb.String()))
 	for _, s := range svgs {

@@ -13,6 +13,28 @@ import (
 	"strings"
 )
 
+// UpdateIndex rebuilds the results index of dir, a report directory: the
+// index sits in the nearest ancestor (or dir itself) named "results", at
+// most indexDepth levels up; a dir outside any "results" tree has no
+// index and UpdateIndex does nothing. It returns the index written, if any.
+func UpdateIndex(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("cannot find the results index of %s: %w", dir, err)
+	}
+	for i := 0; i <= indexDepth; i++ {
+		if filepath.Base(abs) == "results" {
+			return filepath.Join(abs, "index.html"), WriteIndex(abs)
+		}
+		up := filepath.Dir(abs)
+		if up == abs {
+			break
+		}
+		abs = up
+	}
+	return "", nil
+}
+
 // indexEntry is one row of the results index.
 type indexEntry struct {
 	kind, label, started, dir string
@@ -64,7 +86,7 @@ func WriteIndex(root string) error {
 	rows.WriteString("<table>\n<tr><th>started</th><th>kind</th><th>label</th><th>offered TPS</th><th>TPS</th><th>p99 ms</th><th>errors</th><th>SUT µs/txn</th><th>verdict</th><th>files</th></tr>\n")
 	for _, e := range entries {
 		figs := append(e.figures, make([]string, 6)...)[:6]
-		fmt.Fprintf(&rows, "<tr><td>%s</td><td>%s</td><td>%s</td>", html.EscapeString(e.started), e.kind, html.EscapeString(e.label))
+		fmt.Fprintf(&rows, `<tr><td>%s</td><td class="t">%s</td><td class="t">%s</td>`, html.EscapeString(e.started), e.kind, html.EscapeString(strings.ReplaceAll(e.label, ".", "(top)")))
 		for i, f := range figs {
 			cls := ""
 			if i == 5 {
@@ -72,7 +94,7 @@ func WriteIndex(root string) error {
 			}
 			fmt.Fprintf(&rows, "<td%s>%s</td>", cls, html.EscapeString(orNA(f)))
 		}
-		rows.WriteString("<td>")
+		rows.WriteString(`<td class="t">`)
 		for i, l := range e.links {
 			if i > 0 {
 				rows.WriteString(" · ")

@@ -51,7 +51,7 @@ func Run(seed uint64, label string, tps, kneeTPS, base float64) *report.Result {
 		}
 		sh, ssvc, slag := histogram.New(), histogram.New(), histogram.New()
 		pt := report.Point{Tick: engine.Tick{Second: sec, Phase: phase, Offered: int64(rate), OpCompleted: map[string]int64{}, OpErrors: map[string]int64{}},
-			CPU: map[string]float64{"cgw": 30 * rate / 1000, "ocp": 22 * rate / 1000, "abm": 40 * rate / 1000, "loadgen": 12 * rate / 1000}}
+			CPU: map[string]float64{"cgw": 4 + 30*rate/1000, "ocp": 3 + 22*rate/1000, "abm": 6 + 40*rate/1000*(1+load/2), "loadgen": 2 + 12*rate/1000}}
 		// record a sample of each second (1 in 10) to keep the fixture fast
 		for i := 0; i < n; i++ {
 			op := pick(rng, mix)
