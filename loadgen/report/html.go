@@ -485,7 +485,12 @@ func (r *Result) WriteHTML(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return WritePage(w, "loadgen result", func(md io.Writer) { r.WriteMarkdown(md) }, charts)
+	return WritePage(w, "loadgen result", func(md io.Writer) {
+		r.WriteMarkdown(md)
+		if len(r.Series) == 0 {
+			fmt.Fprintf(md, "\nNo per-second series (the run lasted less than a second): no charts over time.\n")
+		}
+	}, charts)
 }
 
 // WritePage writes a self-contained HTML page: the Markdown that md writes
