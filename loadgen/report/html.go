@@ -79,6 +79,7 @@ func NewPlot(title, x, y string) *plot.Plot {
 		a.Tick.Label.Font = font.From(sansFont, 10)
 	}
 	p.Legend.TextStyle.Font = font.From(sansFont, 10)
+	p.Legend.Padding = vg.Points(3) // between entries: one line each, readable
 	p.Add(plotter.NewGrid())
 	return p
 }
@@ -175,6 +176,9 @@ func (c Chart) SVG() (svg string, err error) {
 	}
 	if ymax <= ymin {
 		ymax = ymin + 1
+	}
+	if !c.LogY {
+		ymax += 0.12 * (ymax - ymin) // headroom: the phase names sit above the data
 	}
 	if xmax <= xmin {
 		xmin, xmax = xmin-1, xmax+1
@@ -560,7 +564,10 @@ func markdownToHTML(md string) string {
 		for strings.Count(s, "**") >= 2 {
 			i := strings.Index(s, "**")
 			j := strings.Index(s[i+2:], "**") + i + 2
-			cls := "" // bold; red only for what failed
+			cls := "" // bold; red for what failed, green for a pass
+			if w := s[i+2 : j]; strings.HasPrefix(w, "pass") {
+				cls = ` class="pass"`
+			}
 			if w := s[i+2 : j]; strings.Contains(w, "FAIL") || strings.Contains(w, "INTERRUPTED") || strings.Contains(w, "INCOMPLETE") ||
 				strings.Contains(w, "WARNING") || strings.HasPrefix(w, "missed") {
 				cls = ` class="fail"`
@@ -594,7 +601,12 @@ func markdownToHTML(md string) string {
 			}
 			b.WriteString("<tr>")
 			for _, c := range cells {
-				fmt.Fprintf(&b, "<%s>%s</%s>", tag, inline(strings.TrimSpace(c)), tag)
+				c = strings.TrimSpace(c)
+				cls := ""
+				if c == "pass" || c == "met" || strings.HasPrefix(c, "pass (") {
+					cls = ` class="pass"`
+				}
+				fmt.Fprintf(&b, "<%s%s>%s</%s>", tag, cls, inline(c), tag)
 			}
 			b.WriteString("</tr>\n")
 		case strings.HasPrefix(l, "- "):

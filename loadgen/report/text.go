@@ -255,13 +255,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	}
 }
 
-// mdVerdict makes a failing verdict stand out.
-func mdVerdict(v string) string {
-	if strings.HasPrefix(v, "FAIL") {
-		return "**" + v + "**"
-	}
-	return v
-}
+// mdVerdict makes the verdict stand out (bold; red on the page when it
+// failed).
+func mdVerdict(v string) string { return "**" + v + "**" }
 
 // Files names the report files WriteAll writes.
 type Files struct {

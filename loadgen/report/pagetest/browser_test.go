@@ -190,6 +190,15 @@ func TestPagesInBrowser(t *testing.T) {
 			if err != nil {
 				t.Fatalf("cannot screenshot %s: %v", p.path, err)
 			}
+			if p.charts > 0 { // the first chart alone, at full size: for reading the details
+				one, err := chromedp.Run(bctx, chromedp.Screenshot("figure.chart"))
+				if err != nil {
+					t.Fatalf("cannot screenshot a chart of %s: %v", p.path, err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, p.name+"-chart.png"), one, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			shot := filepath.Join(dir, p.name+".png")
 			if err := os.WriteFile(shot, png, 0o644); err != nil {
 				t.Fatal(err)
