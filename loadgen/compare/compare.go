@@ -212,6 +212,7 @@ func (t *Table) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "---:|")
 	}
 	fmt.Fprintln(w)
+	defer t.writeProvenance(w)
 	for _, run := range t.Runs {
 		r := run.Result
 		label := run.Label
@@ -230,6 +231,22 @@ func (t *Table) WriteMarkdown(w io.Writer) {
 			fmt.Fprintf(w, " %s |", cpuOf(r, c).format("%.1f"))
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// writeProvenance writes where each run comes from, after the table.
+func (t *Table) writeProvenance(w io.Writer) {
+	fmt.Fprintf(w, "\n| run | loadgen | chf | scenario | host | CPU | started |\n|---|---|---|---|---|---|---|\n")
+	na := func(s string) string {
+		if s == "" {
+			return "n/a"
+		}
+		return s
+	}
+	for _, run := range t.Runs {
+		r, p := run.Result, run.Result.Provenance
+		fmt.Fprintf(w, "| %s | %s | %s | %s (%s) | %s | %s x%d | %s |\n", run.Label, na(p.LoadgenVersion), na(p.CHFVersion), r.Scenario.Name,
+			na(p.ScenarioHash), na(p.Host), na(p.CPUModel), p.CPUs, r.Started.UTC().Format("2006-01-02 15:04:05Z"))
 	}
 }
 

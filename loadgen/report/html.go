@@ -528,7 +528,7 @@ func WriteSVGPage(w io.Writer, title string, md func(io.Writer), svgs []string) 
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<!DOCTYPE html><html><head><meta charset="utf-8"><title>%s</title><style>
 body{font-family:%s;max-width:1000px;margin:2em auto;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+table{border-collapse:collapse;margin:1em 0;font-size:.88em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}td.t,th.t{text-align:left}.fail{color:#b00;font-weight:bold}.pass{color:#070;font-weight:bold}
 svg{max-width:100%%;height:auto}figure{margin:0}h2{font-size:1.15em;margin:1.4em 0 .3em}</style></head><body>`, html.EscapeString(title), fontFamily)
 	b.WriteString(markdownToHTML(mdb.String()))

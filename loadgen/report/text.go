@@ -212,11 +212,7 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
-	p := r.Provenance
-	fmt.Fprintf(w, "| provenance | |\n|---|---|\n")
-	fmt.Fprintf(w, "| label | %s |\n| loadgen / chf / Go | %s / %s / %s |\n| scenario | %s (hash %s) |\n| host | %s |\n| kernel | %s |\n| CPU | %s x%d |\n| command | `%s` |\n\n",
-		orNA(r.Label), orNA(p.LoadgenVersion), orNA(p.CHFVersion), orNA(p.GoVersion), r.Scenario.Name, orNA(p.ScenarioHash), orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs,
-		strings.Join(p.CommandLine, " "))
+	r.WriteProvenance(w)
 	fmt.Fprintf(w, "| figure | value |\n|---|---|\n")
 	fmt.Fprintf(w, "| offered TPS | %.0f |\n| achieved TPS | %.0f |\n| transactions | %d |\n| errors | %d (%.3f%%) |\n| late / dropped | %d / %d |\n",
 		r.OfferedTPS, r.TPS, r.Transactions, r.Errors, 100*r.ErrorRate, r.Late, r.Dropped)
@@ -253,6 +249,16 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- %s\n", e)
 		}
 	}
+}
+
+// WriteProvenance writes the provenance table (Markdown): label,
+// versions, scenario, host, kernel, CPU and command line.
+func (r *Result) WriteProvenance(w io.Writer) {
+	p := r.Provenance
+	fmt.Fprintf(w, "| provenance | |\n|---|---|\n")
+	fmt.Fprintf(w, "| label | %s |\n| loadgen / chf / Go | %s / %s / %s |\n| scenario | %s (hash %s) |\n| host | %s |\n| kernel | %s |\n| CPU | %s x%d |\n| command | `%s` |\n\n",
+		orNA(r.Label), orNA(p.LoadgenVersion), orNA(p.CHFVersion), orNA(p.GoVersion), r.Scenario.Name, orNA(p.ScenarioHash), orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs,
+		strings.Join(p.CommandLine, " "))
 }
 
 // mdVerdict makes the verdict stand out (bold; red on the page when it

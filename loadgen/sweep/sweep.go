@@ -197,6 +197,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "; no step failed.\n\n")
 	}
+	if len(r.Steps) > 0 {
+		r.Steps[0].Result.WriteProvenance(w) // every step ran the same command
+	}
 	fmt.Fprintf(w, "| offered TPS | achieved TPS | p50 ms | p99 ms | p99.9 ms | jitter | errors | late | dropped | SUT µs/txn | SLO |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range r.Steps {
 		x := s.Result
