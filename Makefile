@@ -15,7 +15,7 @@ MSGP_VERSION := v1.6.5
 BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
 
 # Debian packages some tests and measurements drive as independent peers.
-DEB_PKGS := nghttp2-client tshark iperf3
+DEB_PKGS := nghttp2-client tshark iperf3 chromium
 
 .PHONY: all build run lab test test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates
 
@@ -46,7 +46,10 @@ lab: build deb-deps
 	$(BIN)/loadgen lab $(LAB_ARGS)
 
 ## test: what CI runs: gofmt check, go vet, every test with -race, and the
-## allocation tests without it.
+## allocation tests without it. The report pages are rendered in headless
+## Chromium; their screenshots stay in $(TEST_ARTIFACTS)/pages.
+TEST_ARTIFACTS ?= $(CURDIR)/results/test-artefacts
+export TEST_ARTIFACTS
 test: fmt-check vet tools test-go test-alloc
 
 test-go:
@@ -77,7 +80,8 @@ bench-creates: build deb-deps
 	local/bench-creates.sh $(CREATES_ARGS)
 
 ## tools: install the pinned tools tests need (helm and h2spec from the module
-## proxy, h2load, tshark and iperf3 from Debian) when they are missing.
+## proxy, h2load, tshark, iperf3 and chromium, which renders the report pages
+## in loadgen/report/pagetest, from Debian) when they are missing.
 tools: $(TOOLS)/bin/helm $(TOOLS)/bin/h2spec deb-deps
 
 $(TOOLS)/bin/helm:
@@ -92,6 +96,7 @@ deb-deps:
 	command -v h2load >/dev/null || missing="$$missing nghttp2-client"; \
 	command -v tshark >/dev/null || missing="$$missing tshark"; \
 	command -v iperf3 >/dev/null || missing="$$missing iperf3"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \

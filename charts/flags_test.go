@@ -54,6 +54,9 @@ func TestMain(m *testing.M) {
 	if chfDir != "" {
 		os.RemoveAll(chfDir)
 	}
+	if loadgenDir != "" {
+		os.RemoveAll(loadgenDir)
+	}
 	os.Exit(code)
 }
 

@@ -61,6 +61,7 @@ func mergeCmd(args []string) error {
 		if _, err := m.WriteAll(*dir); err != nil {
 			return err
 		}
+		printIndex(*dir)
 	}
 	switch {
 	case !m.Audit.Skipped && !m.Audit.OK:

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"runtime"
@@ -371,6 +373,19 @@ func (f *runFlags) gomaxprocs(sc scenario.Scenario) int {
 	return max(1, min(n, runtime.NumCPU()))
 }
 
+// printIndex rebuilds the results index holding dir (report.UpdateIndex)
+// and names it; a failure only warns, the reports are written.
+func printIndex(dir string) {
+	idx, err := report.UpdateIndex(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "warning: %v\n", err)
+		return
+	}
+	if idx != "" {
+		fmt.Printf("results index: %s\n", idx)
+	}
+}
+
 // writeReports prints the summary and writes the requested files.
 func (f *runFlags) writeReports(res *report.Result) error {
 	res.WriteSummary(os.Stdout)
@@ -380,6 +395,7 @@ func (f *runFlags) writeReports(res *report.Result) error {
 			return err
 		}
 		fmt.Printf("\nreports: %s %s %s %s\n", files.JSON, files.CSV, files.Markdown, files.HTML)
+		printIndex(f.outDir)
 	}
 	if f.jsonOut != "" {
 		if err := res.WriteJSON(f.jsonOut); err != nil {
@@ -458,7 +474,13 @@ func runCmd(args []string) error {
 	var f runFlags
 	f.register(fs)
 	target := fs.String("target", "", "CGW endpoints, comma-separated: Nchf http://HOST:PORT, or Diameter Gy diameter://HOST:PORT (selects --proto gy; --conns peers each); flows are balanced over them client-side")
+	checkOnly := fs.Bool("check-flags", false, "parse and validate every flag and the scenario, print the effective configuration as JSON and exit: 0 valid, 2 invalid (nothing is contacted)")
+	startAt := fs.String(report.StartAtFlag, "", fmt.Sprintf("wall-clock start barrier, RFC 3339 (e.g. 2026-12-01T10:00:00Z): wait until then before starting, so that the shards of a distributed run start together (merge checks they had the same); at most %s ahead, and refused when more than %s past", maxStartWait, startLateTolerance))
 	if err := parseFlags(fs, runHelp, args); err != nil {
+		return err
+	}
+	at, err := parseStartAt(*startAt, time.Now())
+	if err != nil {
 		return err
 	}
 	if err := f.checkFlags(); err != nil {
@@ -472,7 +494,53 @@ func runCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *checkOnly {
+		return printConfig(os.Stdout, o, *startAt)
+	}
+	o.StartAt = at
 	s := onSignals()
 	defer s.Stop()
 	return f.execute(s, o)
+}
+
+// The bounds of --start-at: how far ahead it may be, and how late a
+// start still counts as on time (a pod scheduled a little late).
+const (
+	maxStartWait       = time.Hour
+	startLateTolerance = 2 * time.Second
+)
+
+// parseStartAt reads --start-at ("" = start at once) against now.
+func parseStartAt(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, usageError{fmt.Errorf("invalid --start-at %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z: %w", s, err)}
+	}
+	switch d := at.Sub(now); {
+	case d < -startLateTolerance:
+		return time.Time{}, usageError{fmt.Errorf("invalid --start-at %s: %s in the past (more than the tolerance %s): this shard would not start with the others; set a later time", s, (-d).Round(time.Millisecond), startLateTolerance)}
+	case d > maxStartWait:
+		return time.Time{}, usageError{fmt.Errorf("invalid --start-at %s: %s ahead, more than %s", s, d.Round(time.Second), maxStartWait)}
+	}
+	return at, nil
+}
+
+// printConfig writes the effective configuration of a run (--check-flags).
+func printConfig(w io.Writer, o run.Options, startAt string) error {
+	cfg := struct {
+		Targets  []string          `json:"targets"`
+		Proto    string            `json:"proto"`
+		StartAt  string            `json:"start_at,omitempty"`
+		Scenario scenario.Scenario `json:"scenario"`
+		Flags    map[string]string `json:"flags"`
+	}{o.Targets, o.Proto, startAt, o.Scenario, o.Provenance.Flags}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cannot encode the configuration: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }

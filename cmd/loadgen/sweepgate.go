@@ -190,8 +190,15 @@ func writeSweep(res *sweep.Result, dir string) error {
 	if err != nil {
 		return fmt.Errorf("cannot create sweep.html: %w", err)
 	}
-	defer h.Close()
-	return res.WriteHTML(h)
+	if err := res.WriteHTML(h); err != nil {
+		h.Close()
+		return err
+	}
+	if err := h.Close(); err != nil {
+		return fmt.Errorf("cannot write sweep.html: %w", err)
+	}
+	printIndex(dir)
+	return nil
 }
 
 // startTestbed starts a local CHF for sweep and gate, its logs into

@@ -12,14 +12,15 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/chf-testbed/testbed/loadgen/report"
@@ -198,6 +199,9 @@ func ratio(v, base Figure) string {
 func (t *Table) WriteMarkdown(w io.Writer) {
 	b := t.Runs[t.Baseline].Result
 	fmt.Fprintf(w, "# loadgen comparison\n\nBaseline: %s. Ratios are run / baseline; n/a: not measured.\n\n", t.Runs[t.Baseline].Label)
+	if note := t.offeredNote(); note != "" {
+		fmt.Fprintf(w, "**WARNING**: %s\n\n", note)
+	}
 	comps := t.components()
 	fmt.Fprintf(w, "| run | offered TPS | TPS | ×TPS | p50 ms | p99 ms | ×p99 | p99.9 ms | jitter CV | ×jitter | SUT µs/txn | ×µs/txn |")
 	for _, c := range comps {
@@ -208,6 +212,7 @@ func (t *Table) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "---:|")
 	}
 	fmt.Fprintln(w)
+	defer t.writeProvenance(w)
 	for _, run := range t.Runs {
 		r := run.Result
 		label := run.Label
@@ -229,6 +234,44 @@ func (t *Table) WriteMarkdown(w io.Writer) {
 	}
 }
 
+// writeProvenance writes where each run comes from, after the table.
+func (t *Table) writeProvenance(w io.Writer) {
+	fmt.Fprintf(w, "\n| run | loadgen | chf | scenario | host | CPU | started |\n|---|---|---|---|---|---|---|\n")
+	na := func(s string) string {
+		if s == "" {
+			return "n/a"
+		}
+		return s
+	}
+	for _, run := range t.Runs {
+		r, p := run.Result, run.Result.Provenance
+		fmt.Fprintf(w, "| %s | %s | %s | %s (%s) | %s | %s x%d | %s |\n", run.Label, na(p.LoadgenVersion), na(p.CHFVersion), r.Scenario.Name,
+			na(p.ScenarioHash), na(p.Host), na(p.CPUModel), p.CPUs, r.Started.UTC().Format("2006-01-02 15:04:05Z"))
+	}
+}
+
+// offeredNote says when the runs were offered different loads (more than
+// 5%% apart): their latencies and CPU then do not compare like for like.
+func (t *Table) offeredNote() string {
+	lo, hi := 0.0, 0.0
+	var parts []string
+	for _, run := range t.Runs {
+		o := offered(run.Result)
+		if !o.OK {
+			continue
+		}
+		if lo == 0 || o.V < lo {
+			lo = o.V
+		}
+		hi = max(hi, o.V)
+		parts = append(parts, fmt.Sprintf("%s %.0f", run.Label, o.V))
+	}
+	if lo == 0 || hi <= 1.05*lo {
+		return ""
+	}
+	return fmt.Sprintf("the runs had different offered loads (%s TPS): latency, CPU and ratios compare unlike loads", strings.Join(parts, ", "))
+}
+
 // Charts returns grouped bar charts (and, for sweeps, the overlaid
 // curves) as inline SVG charts.
 func (t *Table) Charts() ([]string, error) {
@@ -236,31 +279,39 @@ func (t *Table) Charts() ([]string, error) {
 	groups := []struct {
 		title, unit string
 		names       []string
-		value       func(r *report.Result, i int) float64
+		value       func(r *report.Result, i int) (float64, bool)
 	}{
-		{"Throughput", "TPS", []string{"offered", "achieved"}, func(r *report.Result, i int) float64 {
-			return [...]float64{r.OfferedTPS, r.TPS}[i]
+		{"Throughput: offered and achieved", "TPS", []string{"offered", "achieved"}, func(r *report.Result, i int) (float64, bool) {
+			f := [...]Figure{offered(r), tps(r)}[i]
+			return f.V, f.OK
 		}},
-		{"Latency", "ms", []string{"p50", "p99", "p99.9"}, func(r *report.Result, i int) float64 {
-			return [...]float64{r.LatencyMs.P50, r.LatencyMs.P99, r.LatencyMs.P999}[i]
+		{"Latency percentiles", "ms", []string{"p50", "p99", "p99.9"}, func(r *report.Result, i int) (float64, bool) {
+			f := [...]Figure{p50(r), p99(r), p999(r)}[i]
+			return f.V, f.OK
 		}},
-		{"SUT CPU per transaction", "µs", []string{"SUT µs/txn"}, func(r *report.Result, _ int) float64 { return r.SUTCPUUsTxn }},
+		{"SUT CPU per transaction", "µs / transaction", []string{"SUT µs/txn"}, func(r *report.Result, _ int) (float64, bool) {
+			f := sutUs(r)
+			return f.V, f.OK
+		}},
 	}
 	comps := t.components()
 	groups = append(groups, struct {
 		title, unit string
 		names       []string
-		value       func(r *report.Result, i int) float64
-	}{"CPU per component", "% of one core", comps, func(r *report.Result, i int) float64 { return r.CPUPercent[comps[i]] }})
+		value       func(r *report.Result, i int) (float64, bool)
+	}{"CPU per component", "% of one core", comps, func(r *report.Result, i int) (float64, bool) {
+		f := cpuOf(r, comps[i])
+		return f.V, f.OK
+	}})
 	for _, g := range groups {
 		if len(g.names) == 0 {
 			continue
 		}
-		svg, err := t.bars(g.title, g.unit, g.names, g.value)
+		svg, err := t.bars(g.unit, g.names, g.value)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, svg)
+		out = append(out, report.Figure(g.title, svg))
 	}
 	var curves []report.Chart
 	for _, run := range t.Runs {
@@ -278,46 +329,72 @@ func (t *Table) Charts() ([]string, error) {
 	}
 	for _, c := range curves {
 		svg, err := c.SVG()
+		if errors.Is(err, report.ErrNoData) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, svg)
+		out = append(out, report.Figure(c.Title+" (sweeps)", svg))
 	}
 	return out, nil
 }
 
-// bars draws one grouped bar chart: a group per name, a bar per run.
-func (t *Table) bars(title, unit string, names []string, value func(*report.Result, int) float64) (string, error) {
-	p := plot.New()
-	p.Title.Text = title
-	p.Y.Label.Text = unit
-	w := vg.Points(float64(60) / float64(len(t.Runs)))
+// bars draws one grouped bar chart: a group per name, a bar per run, each
+// bar labelled with its value (n/a where the run lacks the figure).
+func (t *Table) bars(unit string, names []string, value func(*report.Result, int) (float64, bool)) (string, error) {
+	p := report.NewPlot("", "", unit)
+	w := vg.Points(float64(72) / float64(len(t.Runs)))
 	for ri, run := range t.Runs {
 		vals := make(plotter.Values, len(names))
+		var lab plotter.XYLabels
 		for i := range names {
-			vals[i] = value(run.Result, i)
+			v, ok := value(run.Result, i)
+			if ok {
+				vals[i] = v
+			}
+			lab.XYs = append(lab.XYs, plotter.XY{X: float64(i), Y: vals[i]})
+			lab.Labels = append(lab.Labels, valueLabel(v, ok))
 		}
 		b, err := plotter.NewBarChart(vals, w)
 		if err != nil {
-			return "", fmt.Errorf("cannot chart %s: %w", title, err)
+			return "", fmt.Errorf("cannot chart %s: %w", unit, err)
 		}
 		b.Color = plotutil.Color(ri)
 		b.LineStyle.Color = color.Black
 		b.Offset = w * vg.Length(float64(ri)-float64(len(t.Runs)-1)/2)
 		p.Add(b)
 		p.Legend.Add(run.Label, b)
+		l, err := plotter.NewLabels(lab)
+		if err != nil {
+			return "", fmt.Errorf("cannot label %s: %w", unit, err)
+		}
+		for i := range l.TextStyle {
+			l.TextStyle[i].Font = p.Legend.TextStyle.Font
+			l.TextStyle[i].Font.Size = 8
+			l.TextStyle[i].XAlign, l.TextStyle[i].YAlign = text.XCenter, text.YBottom
+		}
+		l.Offset = vg.Point{X: b.Offset, Y: 2}
+		p.Add(l)
 	}
-	p.Legend.Top = true
+	p.Y.Min = 0
+	p.Y.Max *= 1.12 // room for the value labels
 	p.NominalX(names...)
-	wt, err := p.WriterTo(8*vg.Inch, 3.6*vg.Inch, "svg")
-	if err != nil {
-		return "", fmt.Errorf("cannot render %s: %w", title, err)
+	return report.RenderSVG(p, true)
+}
+
+// valueLabel formats a bar's value with 3 significant digits, or n/a.
+func valueLabel(v float64, ok bool) string {
+	if !ok {
+		return "n/a"
 	}
-	var buf bytesBuffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return "", fmt.Errorf("cannot render %s: %w", title, err)
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
-	return buf.svg(), nil
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
 // WriteHTML writes the comparison page.

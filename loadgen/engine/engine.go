@@ -120,6 +120,17 @@ type Tick struct {
 	P999      float64 `json:"p999_ms"`
 	Max       float64 `json:"max_ms"`
 	InFlight  int64   `json:"in_flight"`
+	// ServiceP50/P99 are the service time (from the actual send) and
+	// SchedLagP99 the scheduler's lateness (actual − due send) of the
+	// second, in ms.
+	ServiceP50  float64 `json:"service_p50_ms"`
+	ServiceP99  float64 `json:"service_p99_ms"`
+	SchedLagP99 float64 `json:"sched_lag_p99_ms"`
+	// OpCompleted and OpErrors count completions and errors per
+	// operation; ErrorClasses errors per class (nil when none).
+	OpCompleted  map[string]int64 `json:"op_completed,omitempty"`
+	OpErrors     map[string]int64 `json:"op_errors,omitempty"`
+	ErrorClasses map[string]int64 `json:"error_classes,omitempty"`
 }
 
 // OpStats are the measured-window figures of one operation.
@@ -411,13 +422,15 @@ type interval struct {
 	sec                                  int
 	offered, completed, errs, late, drop int64
 	inflight                             int64
-	hist                                 *histogram.Histogram
+	hist, svc, lag                       *histogram.Histogram
+	opDone, opErrs                       [NumOps]int64
+	classes                              map[string]int64 // nil until an error
 }
 
 type secAgg struct {
-	t    Tick
-	hist *histogram.Histogram
-	sent bool
+	t              Tick
+	hist, svc, lag *histogram.Histogram
+	sent           bool
 }
 
 func newAggregator(tick func(Tick), start time.Time, ramp, mS, mE time.Duration) *aggregator {
@@ -488,9 +501,26 @@ func (a *aggregator) tickAt(now time.Time, next int) int {
 func (a *aggregator) add(iv interval) {
 	s := a.secs[iv.sec]
 	if s == nil {
-		s = &secAgg{t: Tick{Second: iv.sec, Phase: a.phase(iv.sec)}, hist: histogram.New()}
+		s = &secAgg{t: Tick{Second: iv.sec, Phase: a.phase(iv.sec)}, hist: histogram.New(), svc: histogram.New(), lag: histogram.New()}
 		a.secs[iv.sec] = s
 	}
+	for i := range NumOps {
+		if iv.opDone[i] > 0 || iv.opErrs[i] > 0 {
+			if s.t.OpCompleted == nil {
+				s.t.OpCompleted, s.t.OpErrors = map[string]int64{}, map[string]int64{}
+			}
+			s.t.OpCompleted[opNames[i]] += iv.opDone[i]
+			s.t.OpErrors[opNames[i]] += iv.opErrs[i]
+		}
+	}
+	for k, v := range iv.classes {
+		if s.t.ErrorClasses == nil {
+			s.t.ErrorClasses = map[string]int64{}
+		}
+		s.t.ErrorClasses[k] += v
+	}
+	a.recycle(s.svc, iv.svc)
+	a.recycle(s.lag, iv.lag)
 	s.t.Offered += iv.offered
 	s.t.Completed += iv.completed
 	s.t.Errors += iv.errs
@@ -526,9 +556,24 @@ func (a *aggregator) emit(last int) {
 	}
 }
 
+// recycle merges h into dst and returns h to the pool.
+func (a *aggregator) recycle(dst, h *histogram.Histogram) {
+	if h == nil {
+		return
+	}
+	dst.Merge(h)
+	h.Reset()
+	select {
+	case a.pool <- h:
+	default:
+	}
+}
+
 func (s *secAgg) fill() {
 	sum := s.hist.Summary()
 	s.t.P50, s.t.P90, s.t.P99, s.t.P999, s.t.Max = sum.P50, sum.P90, sum.P99, sum.P999, sum.Max
+	svc, lag := s.svc.Summary(), s.lag.Summary()
+	s.t.ServiceP50, s.t.ServiceP99, s.t.SchedLagP99 = svc.P50, svc.P99, lag.P99
 }
 
 func (a *aggregator) series() []Tick {

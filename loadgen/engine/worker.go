@@ -160,7 +160,7 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		w.ops[i].Service = histogram.New()
 		w.ops[i].SchedLag = histogram.New()
 	}
-	w.iv.hist = agg.getHist()
+	w.iv.hist, w.iv.svc, w.iv.lag = agg.getHist(), agg.getHist(), agg.getHist()
 	w.nextAt = sched.at(w.k)
 	return w
 }
@@ -276,7 +276,7 @@ func (w *worker) flush() {
 	w.agg.in <- w.iv
 	w.sec++
 	w.nextSec += int64(time.Second)
-	w.iv = interval{hist: w.agg.getHist()}
+	w.iv = interval{hist: w.agg.getHist(), svc: w.agg.getHist(), lag: w.agg.getHist()}
 }
 
 func (w *worker) measured(due int64) bool { return due >= w.mStart && due < w.mEnd }
@@ -441,9 +441,11 @@ func (w *worker) send(f *flow, now int64) {
 		}
 	}
 	f.sent = w.now()
+	lag := time.Duration(max(f.sent-f.due, 0))
 	if w.measured(f.due) {
-		w.ops[f.op].SchedLag.Record(time.Duration(max(f.sent-f.due, 0)))
+		w.ops[f.op].SchedLag.Record(lag)
 	}
+	w.iv.lag.Record(lag)
 	w.queue(f)
 }
 
@@ -529,12 +531,19 @@ func (w *worker) completed(f *flow) {
 		w.errorsOutside++
 	}
 	w.iv.completed++
+	w.iv.opDone[f.op]++
 	w.iv.hist.Record(lat)
+	w.iv.svc.Record(svc)
 	if late {
 		w.iv.late++
 	}
 	if failed {
 		w.iv.errs++
+		w.iv.opErrs[f.op]++
+		if w.iv.classes == nil {
+			w.iv.classes = map[string]int64{}
+		}
+		w.iv.classes[f.out.Class]++
 	}
 	if f.op == OpCreate && len(f.out.Ref) > 0 {
 		f.ref = append(f.ref[:0], f.out.Ref...)

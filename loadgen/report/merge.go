@@ -83,6 +83,34 @@ func checkShards(o MergeOptions, in []*Result) ([]string, error) {
 	return notes, nil
 }
 
+// StartAtFlag is the run flag of the shards' common start time; its
+// effective value is in Provenance.Flags.
+const StartAtFlag = "start-at"
+
+// checkStartAt checks that the shards waited for the same --start-at: an
+// error when they were given different times, a note when some or all had
+// none (they were then lined up by their own start, not a common one): a
+// warning of the merged result.
+func checkStartAt(in []*Result) (string, error) {
+	at, from := "", 0
+	var without []string
+	for k, r := range in {
+		v := r.Provenance.Flags[StartAtFlag]
+		switch {
+		case v == "":
+			without = append(without, r.Shard)
+		case at == "":
+			at, from = v, k
+		case v != at:
+			return "", fmt.Errorf("%w: input %d (shard %s) started at --start-at %s but input %d at %s (no common start)", ErrMerge, k, r.Shard, v, from, at)
+		}
+	}
+	if len(without) > 0 {
+		return fmt.Sprintf("shards %s ran without --start-at: no common start barrier, the series are aligned by each shard's own start", strings.Join(without, ", ")), nil
+	}
+	return "", nil
+}
+
 // Merge combines the results of shards that ran at the same time against
 // the same system into one result. Counts add up and histograms merge
 // exactly, so the percentiles are those of the union of all samples. The
@@ -103,6 +131,10 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 		}
 	}
 	notes, err := checkShards(o, in)
+	if err != nil {
+		return nil, err
+	}
+	startNote, err := checkStartAt(in)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +232,10 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 			m.Dropped += p.Dropped
 			m.InFlight += p.InFlight
 			m.P50, m.P90, m.P99, m.P999, m.Max = max(m.P50, p.P50), max(m.P90, p.P90), max(m.P99, p.P99), max(m.P999, p.P999), max(m.Max, p.Max)
+			m.ServiceP50, m.ServiceP99, m.SchedLagP99 = max(m.ServiceP50, p.ServiceP50), max(m.ServiceP99, p.ServiceP99), max(m.SchedLagP99, p.SchedLagP99)
+			m.OpCompleted = addCounts(m.OpCompleted, p.OpCompleted)
+			m.OpErrors = addCounts(m.OpErrors, p.OpErrors)
+			m.ErrorClasses = addCounts(m.ErrorClasses, p.ErrorClasses)
 			for k, v := range p.CPU {
 				if k == LoadgenComponent {
 					m.CPU[k] += v
@@ -257,6 +293,20 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 	if err := out.Recompute(); err != nil {
 		return nil, err
 	}
+	if startNote != "" {
+		out.Warnings = append(out.Warnings, startNote)
+	}
 	out.CheckThresholds(in[0].thresholdList())
 	return out, nil
+}
+
+// addCounts adds src into dst (allocated when needed) and returns dst.
+func addCounts(dst, src map[string]int64) map[string]int64 {
+	if len(src) > 0 && dst == nil {
+		dst = map[string]int64{}
+	}
+	for k, v := range src {
+		dst[k] += v
+	}
+	return dst
 }

@@ -212,3 +212,30 @@ func TestUnknownSubscriberWarning(t *testing.T) {
 		t.Fatalf("5%% unknown: %d, warnings %q", r.UnknownSubscriber, r.Warnings)
 	}
 }
+
+func TestMergeChecksStartAt(t *testing.T) {
+	sc := scenario.Default()
+	mk := func(shard, at string) *Result {
+		r, err := Build(statsOf([]sample{{op: engine.OpBalance, lat: time.Millisecond, svc: time.Millisecond}}, time.Second), sc, []string{"a:1"}, "h2c", nil, audit.Result{Skipped: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Shard, r.Provenance.ScenarioHash = shard, "h"
+		if at != "" {
+			r.Provenance.Flags = map[string]string{StartAtFlag: at}
+		}
+		return r
+	}
+	const at = "2026-12-01T10:00:00Z"
+	m, err := Merge(MergeOptions{}, mk("0/2", at), mk("1/2", at))
+	if err != nil || len(m.Incomplete) != 0 || len(m.Warnings) != 0 {
+		t.Errorf("same --start-at: %v, incomplete %q, warnings %q", err, m.Incomplete, m.Warnings)
+	}
+	if _, err := Merge(MergeOptions{}, mk("0/2", at), mk("1/2", "2026-12-01T10:05:00Z")); !errors.Is(err, ErrMerge) {
+		t.Errorf("different --start-at merged: %v", err)
+	}
+	m, err = Merge(MergeOptions{}, mk("0/2", at), mk("1/2", ""))
+	if err != nil || len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], "without --start-at") {
+		t.Errorf("a shard without --start-at: %v, warnings %q", err, m.Warnings)
+	}
+}

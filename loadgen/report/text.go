@@ -146,22 +146,37 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// WriteCSV writes the per-second time series.
+// WriteCSV writes the per-second time series: a header row, a units row
+// (the second line), then one row per second; per-operation and CPU
+// columns follow the totals.
 func (r *Result) WriteCSV(w io.Writer) error {
-	comps := r.Components()
+	comps, ops := r.Components(), opOrder(r)
 	cw := csv.NewWriter(w)
-	head := []string{"t_s", "phase", "offered", "completed", "errors", "late", "dropped", "in_flight", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"}
+	head := []string{"t_s", "phase", "offered", "completed", "errors", "late", "dropped", "in_flight", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms",
+		"service_p50_ms", "service_p99_ms", "sched_lag_p99_ms"}
+	units := []string{"s", "", "req/s", "req/s", "req/s", "req/s", "req/s", "req", "ms", "ms", "ms", "ms", "ms", "ms", "ms", "ms"}
+	for _, o := range ops {
+		head = append(head, o+"_completed", o+"_errors")
+		units = append(units, "req/s", "req/s")
+	}
 	for _, c := range comps {
 		head = append(head, "cpu_"+c)
+		units = append(units, "% of one core")
 	}
 	if err := cw.Write(head); err != nil {
+		return fmt.Errorf("cannot write CSV: %w", err)
+	}
+	if err := cw.Write(units); err != nil {
 		return fmt.Errorf("cannot write CSV: %w", err)
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, p := range r.Series {
 		row := []string{strconv.Itoa(p.Second), p.Phase, i(p.Offered), i(p.Completed), i(p.Errors), i(p.Late), i(p.Dropped), i(p.InFlight),
-			f(p.P50), f(p.P90), f(p.P99), f(p.P999), f(p.Max)}
+			f(p.P50), f(p.P90), f(p.P99), f(p.P999), f(p.Max), f(p.ServiceP50), f(p.ServiceP99), f(p.SchedLagP99)}
+		for _, o := range ops {
+			row = append(row, i(p.OpCompleted[o]), i(p.OpErrors[o]))
+		}
 		for _, c := range comps {
 			row = append(row, f(p.CPU[c]))
 		}
@@ -189,11 +204,22 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	for _, x := range r.Warnings {
 		fmt.Fprintf(w, "**WARNING**: %s\n\n", x)
 	}
-	p := r.Provenance
-	fmt.Fprintf(w, "| provenance | |\n|---|---|\n")
-	fmt.Fprintf(w, "| label | %s |\n| loadgen | %s |\n| chf | %s |\n| scenario hash | %s |\n| host | %s |\n| kernel | %s |\n| CPU | %s x%d |\n| command | `%s` |\n\n",
-		orNA(r.Label), orNA(p.LoadgenVersion), orNA(p.CHFVersion), orNA(p.ScenarioHash), orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs,
-		strings.Join(p.CommandLine, " "))
+	fmt.Fprintf(w, "Verdict: %s.\n\n", mdVerdict(r.verdict()))
+	if len(r.Thresholds) > 0 {
+		fmt.Fprintf(w, "| threshold | actual | limit | verdict |\n|---|---:|---:|---|\n")
+		for _, v := range r.Thresholds {
+			res, act := "pass", v.format(v.Actual)
+			if !v.Pass {
+				res = "**FAIL**"
+			}
+			if v.NA {
+				act = "n/a"
+			}
+			fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", v.Expr, act, v.format(v.Limit), res)
+		}
+		fmt.Fprintln(w)
+	}
+	r.WriteProvenance(w)
 	fmt.Fprintf(w, "| figure | value |\n|---|---|\n")
 	fmt.Fprintf(w, "| offered TPS | %.0f |\n| achieved TPS | %.0f |\n| transactions | %d |\n| errors | %d (%.3f%%) |\n| late / dropped | %d / %d |\n",
 		r.OfferedTPS, r.TPS, r.Transactions, r.Errors, 100*r.ErrorRate, r.Late, r.Dropped)
@@ -228,19 +254,6 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %d |\n", k, r.ErrorClasses[k])
 		}
 	}
-	if len(r.Thresholds) > 0 {
-		fmt.Fprintf(w, "\n| threshold | actual | limit | verdict |\n|---|---:|---:|---|\n")
-		for _, v := range r.Thresholds {
-			res, act := "pass", v.format(v.Actual)
-			if !v.Pass {
-				res = "**FAIL**"
-			}
-			if v.NA {
-				act = "n/a"
-			}
-			fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", v.Expr, act, v.format(v.Limit), res)
-		}
-	}
 	if len(r.Audit.Examples) > 0 {
 		fmt.Fprintf(w, "\nAudit findings:\n\n")
 		for _, e := range r.Audit.Examples {
@@ -248,6 +261,20 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		}
 	}
 }
+
+// WriteProvenance writes the provenance table (Markdown): label,
+// versions, scenario, host, kernel, CPU and command line.
+func (r *Result) WriteProvenance(w io.Writer) {
+	p := r.Provenance
+	fmt.Fprintf(w, "| provenance | |\n|---|---|\n")
+	fmt.Fprintf(w, "| label | %s |\n| loadgen / chf / Go | %s / %s / %s |\n| scenario | %s (hash %s) |\n| host | %s |\n| kernel | %s |\n| CPU | %s x%d |\n| command | `%s` |\n\n",
+		orNA(r.Label), orNA(p.LoadgenVersion), orNA(p.CHFVersion), orNA(p.GoVersion), r.Scenario.Name, orNA(p.ScenarioHash), orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs,
+		strings.Join(p.CommandLine, " "))
+}
+
+// mdVerdict makes the verdict stand out (bold; red on the page when it
+// failed).
+func mdVerdict(v string) string { return "**" + v + "**" }
 
 // Files names the report files WriteAll writes.
 type Files struct {

@@ -68,7 +68,11 @@ const (
 type Options struct {
 	Scenario scenario.Scenario
 	Targets  []string // host:port
-	Proto    string   // driver.Config.Proto: h2c, h2c-std, http1 or gy
+	// StartAt, when set, is a wall-clock start barrier: the load starts
+	// then (after the audit's reads and CPU checks), so that the shards of
+	// a distributed run start together.
+	StartAt time.Time
+	Proto   string // driver.Config.Proto: h2c, h2c-std, http1 or gy
 	// BalanceTargets are the CGW HTTP host:ports the audit reads balances
 	// from (GET /chf/v1/accounts/{supi}, over HTTP/1.1) when Proto is gy,
 	// whose targets are Diameter peers. Without them a Gy run's audit is
@@ -220,6 +224,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			}
 			prog.phase(name)
 		},
+	}
+	if err := waitStart(ctx, o); err != nil {
+		return nil, err
 	}
 	st, err := engine.Run(ctx, cfg)
 	if err != nil {
@@ -454,4 +461,21 @@ func line(pt report.Point) string {
 		}
 	}
 	return b.String()
+}
+
+// waitStart waits until o.StartAt (zero: not at all) or ctx ends.
+func waitStart(ctx context.Context, o Options) error {
+	d := time.Until(o.StartAt)
+	if o.StartAt.IsZero() || d <= 0 {
+		return nil
+	}
+	o.Log.Info("waiting for the start barrier", "start_at", o.StartAt.Format(time.RFC3339Nano), "in", d.Round(time.Millisecond))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cannot wait for the start time: %w", ctx.Err())
+	}
 }

@@ -197,22 +197,26 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "; no step failed.\n\n")
 	}
+	if len(r.Steps) > 0 {
+		r.Steps[0].Result.WriteProvenance(w) // every step ran the same command
+	}
 	fmt.Fprintf(w, "| offered TPS | achieved TPS | p50 ms | p99 ms | p99.9 ms | jitter | errors | late | dropped | SUT µs/txn | SLO |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range r.Steps {
 		x := s.Result
 		v := "met"
 		if !s.Pass {
-			v = "missed: " + s.Reason
+			v = "**missed**: " + s.Reason
 		}
 		fmt.Fprintf(w, "| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %d | %d | %d | %.1f | %s |\n",
 			s.OfferedTPS, x.TPS, x.LatencyMs.P50, x.LatencyMs.P99, x.LatencyMs.P999, x.JitterCV, x.Errors, x.Late, x.Dropped, x.SUTCPUUsTxn, v)
 	}
 }
 
-// Charts returns the capacity curves: achieved vs offered TPS, latency vs
-// offered TPS and CPU per component vs offered TPS.
+// Charts returns the capacity curves against offered load, the knee
+// marked: achieved TPS, latency (with the SLO line), SUT CPU per
+// transaction and CPU per component.
 func (r *Result) Charts() []report.Chart {
-	var ideal, achieved, p50, p99, p999 plotter.XYs
+	var ideal, achieved, p50, p99, p999, sut plotter.XYs
 	cpu := map[string]plotter.XYs{}
 	var comps []string
 	for _, s := range r.Steps {
@@ -222,6 +226,9 @@ func (r *Result) Charts() []report.Chart {
 		p50 = append(p50, plotter.XY{X: x, Y: s.Result.LatencyMs.P50})
 		p99 = append(p99, plotter.XY{X: x, Y: s.Result.LatencyMs.P99})
 		p999 = append(p999, plotter.XY{X: x, Y: s.Result.LatencyMs.P999})
+		if s.Result.SUTCPUUsTxn > 0 {
+			sut = append(sut, plotter.XY{X: x, Y: s.Result.SUTCPUUsTxn})
+		}
 		for _, c := range s.Result.Components() {
 			if _, ok := cpu[c]; !ok {
 				comps = append(comps, c)
@@ -229,18 +236,29 @@ func (r *Result) Charts() []report.Chart {
 			cpu[c] = append(cpu[c], plotter.XY{X: x, Y: s.Result.CPUPercent[c]})
 		}
 	}
+	var marks []report.Mark
+	if r.KneeTPS > 0 {
+		marks = []report.Mark{{X: r.KneeTPS, Name: fmt.Sprintf("knee %.0f TPS", r.KneeTPS)}}
+	}
+	const x = "offered TPS"
 	charts := []report.Chart{
-		{Title: "Achieved vs offered", X: "offered TPS", Y: "achieved TPS", Lines: []report.Series{{Name: "offered", XY: ideal}, {Name: "achieved", XY: achieved}}},
-		{Title: "Latency vs offered load", X: "offered TPS", Y: "ms", LogY: true, Lines: []report.Series{{Name: "p50", XY: p50}, {Name: "p99", XY: p99}, {Name: "p99.9", XY: p999}}},
+		{Title: "Achieved vs offered load", X: x, Y: "achieved TPS", Marks: marks,
+			Lines: []report.Series{{Name: "achieved", XY: achieved, Points: true}, {Name: "offered (ideal)", XY: ideal, Dashed: true}}},
+		{Title: "Latency vs offered load", X: x, Y: "ms (log)", LogY: true, Marks: marks,
+			Lines: []report.Series{{Name: "p50", XY: p50, Points: true}, {Name: "p99", XY: p99, Points: true}, {Name: "p99.9", XY: p999, Points: true}}},
 	}
 	if r.SLO.P99Ms > 0 && len(r.Steps) > 0 {
 		slo := plotter.XYs{{X: r.Steps[0].OfferedTPS, Y: r.SLO.P99Ms}, {X: r.Steps[len(r.Steps)-1].OfferedTPS, Y: r.SLO.P99Ms}}
-		charts[1].Lines = append(charts[1].Lines, report.Series{Name: "SLO p99", XY: slo})
+		charts[1].Lines = append(charts[1].Lines, report.Series{Name: fmt.Sprintf("SLO p99 %.3g ms", r.SLO.P99Ms), XY: slo, Dashed: true})
+	}
+	if len(sut) > 0 {
+		charts = append(charts, report.Chart{Title: "SUT CPU per transaction vs offered load", X: x, Y: "SUT CPU µs / transaction", Marks: marks,
+			Lines: []report.Series{{Name: "SUT µs/txn", XY: sut, Points: true}}})
 	}
 	if len(comps) > 0 {
-		c := report.Chart{Title: "CPU per component vs offered load", X: "offered TPS", Y: "% of one core"}
+		c := report.Chart{Title: "CPU per component vs offered load", X: x, Y: "% of one core", Marks: marks}
 		for _, k := range comps {
-			c.Lines = append(c.Lines, report.Series{Name: k, XY: cpu[k]})
+			c.Lines = append(c.Lines, report.Series{Name: k, XY: cpu[k], Points: true})
 		}
 		charts = append(charts, c)
 	}

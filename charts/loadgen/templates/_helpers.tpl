@@ -42,3 +42,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "loadgen.claimName" -}}
 {{- default (printf "%s-results" (include "loadgen.fullname" .)) .Values.results.persistence.existingClaim }}
 {{- end }}
+
+{{/*
+loadgen.startAt: the shards' common start (values startAt, else startDelay
+after rendering), RFC 3339 in UTC.
+*/}}
+{{- define "loadgen.startAt" -}}
+{{- if .Values.startAt -}}
+{{- .Values.startAt -}}
+{{- else -}}
+{{- dateInZone "2006-01-02T15:04:05Z07:00" (dateModify (printf "+%s" .Values.startDelay) now) "UTC" -}}
+{{- end -}}
+{{- end }}
