@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chf-testbed/testbed/loadgen/report"
 	"io"
 	"math"
 	"os"
@@ -207,6 +208,8 @@ func (l *Lab) Run(ctx context.Context) (*Report, error) {
 	rep.finish(l.o)
 	if werr := rep.Write(l.o.Out); werr != nil {
 		err = errors.Join(err, werr)
+	} else if _, ierr := report.UpdateIndex(l.o.Out); ierr != nil {
+		l.progress("cannot update the results index: " + ierr.Error())
 	}
 	return rep, err
 }
