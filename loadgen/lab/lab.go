@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/chf-testbed/testbed/loadgen/report"
 	"io"
 	"math"
 	"os"
@@ -28,6 +27,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
 // Options configure a lab run. Validate checks them; zero values of the
