@@ -217,7 +217,7 @@ func TestControlPlane(t *testing.T) {
 			for name, tmpl := range tmpls {
 				err := dryRunPod(ctxT(t), c, ns, name, tmpl)
 				if err != nil {
-					if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "violate PodSecurity") {
+					if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
 						t.Errorf("%s at %s: %v, want a PodSecurity rejection", name, m.stricter, err)
 					}
 					rejected++

@@ -201,7 +201,8 @@ func (cp *controlPlane) stop() {
 	}
 }
 
-// rssMB sums the resident set of the control-plane processes (VmRSS).
+// rssMB returns each control-plane process's resident set and its peak
+// (VmRSS, VmHWM) in MB.
 func (cp *controlPlane) rssMB() map[string]int {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
@@ -212,9 +213,13 @@ func (cp *controlPlane) rssMB() map[string]int {
 			continue
 		}
 		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			if f := strings.Fields(l); len(f) >= 2 && (f[0] == "VmRSS:" || f[0] == "VmHWM:") {
 				kb, _ := strconv.Atoi(f[1])
-				out[filepath.Base(p.Path)] = kb / 1024
+				key := filepath.Base(p.Path)
+				if f[0] == "VmHWM:" {
+					key += "(peak)"
+				}
+				out[key] = kb / 1024
 			}
 		}
 	}

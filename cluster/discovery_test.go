@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -177,13 +176,8 @@ func podsOf(t *testing.T, c kubernetes.Interface, ns, component string) []corev1
 
 func scale(t *testing.T, c kubernetes.Interface, ns, deploy string, n int32) {
 	t.Helper()
-	s := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: deploy, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: n}}
-	cur, err := c.AppsV1().Deployments(ns).GetScale(ctxT(t), deploy, getOpts)
-	if err != nil {
-		t.Fatalf("cannot get scale: %v", err)
-	}
-	s.ResourceVersion = cur.ResourceVersion
-	if _, err := c.AppsV1().Deployments(ns).UpdateScale(ctxT(t), deploy, s, metav1.UpdateOptions{}); err != nil {
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
+	if _, err := c.AppsV1().Deployments(ns).Patch(ctxT(t), deploy, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("cannot scale %s to %d: %v", deploy, n, err)
 	}
 }

@@ -92,7 +92,7 @@ func testProvision(t *testing.T, cp *controlPlane) {
 	c := cp.client
 	const ns = "chf-calico"
 	out, err := helm(t, cp, "template", "chf", filepath.Join(repoRoot(), "charts", "chf"), "-n", ns,
-		"--show-only", "templates/provision-job.yaml")
+		"--validate", "--show-only", "templates/provision-job.yaml")
 	if err != nil {
 		t.Fatalf("helm template provision job: %v\n%s", err, out)
 	}
