@@ -17,7 +17,7 @@ BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
 # Debian packages some tests and measurements drive as independent peers.
 DEB_PKGS := nghttp2-client tshark iperf3 chromium
 
-.PHONY: all build run lab test test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates
+.PHONY: all build run lab test cluster-test test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates
 
 all: build
 
@@ -50,7 +50,7 @@ lab: build deb-deps
 ## Chromium; their screenshots stay in $(TEST_ARTIFACTS)/pages.
 TEST_ARTIFACTS ?= $(CURDIR)/results/test-artefacts
 export TEST_ARTIFACTS
-test: fmt-check vet tools test-go test-alloc
+test: fmt-check vet tools test-go test-alloc cluster-test
 
 test-go:
 	$(GO) test -race -timeout 40m ./...
@@ -59,6 +59,14 @@ test-go:
 ## testing.AllocsPerRun), which skip under -race, run without it.
 test-alloc:
 	$(GO) test -count=1 -timeout 10m -run 'Alloc' ./...
+
+## cluster-test: the charts, Pod Security, RBAC and Kubernetes discovery on a
+## real control plane (etcd, kube-apiserver, kube-controller-manager on
+## loopback; cluster/README.md). The binaries are built from the Go module
+## proxy once into .tools/controlplane-<version>/ (minutes on a cold cache).
+cluster-test: $(TOOLS)/bin/helm
+	@bin=$$(cluster/build.sh $(TOOLS)) && \
+	CHF_CONTROLPLANE_BIN=$$bin HELM=$(TOOLS)/bin/helm $(GO) test -count=1 -timeout 15m -v -run TestControlPlane ./cluster/
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \

@@ -1,0 +1,341 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// controlPlane is etcd, kube-apiserver and kube-controller-manager running
+// on loopback for one test binary.
+type controlPlane struct {
+	dir        string
+	kubeconfig string // admin (system:masters)
+	cfg        *rest.Config
+	client     *kubernetes.Clientset
+
+	mu    sync.Mutex
+	procs []*exec.Cmd
+}
+
+// binDir is where cluster/build.sh put the binaries (set by make cluster-test).
+func binDir(t *testing.T) string {
+	d := os.Getenv("CHF_CONTROLPLANE_BIN")
+	if d == "" {
+		t.Skip("CHF_CONTROLPLANE_BIN not set: the control-plane test runs under `make cluster-test`, which builds etcd, kube-apiserver and kube-controller-manager (cluster/build.sh)")
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		if _, err := os.Stat(filepath.Join(d, b)); err != nil {
+			t.Fatalf("cannot find %s in CHF_CONTROLPLANE_BIN: %v (run cluster/build.sh)", b, err)
+		}
+	}
+	return d
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("cannot listen: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startControlPlane starts the three processes, each waited for with a
+// deadline; everything stops at the end of the test, on a failure, or on
+// SIGINT/SIGTERM (and, through Pdeathsig, if the test binary dies).
+func startControlPlane(t *testing.T) *controlPlane {
+	bin := binDir(t)
+	cp := &controlPlane{dir: t.TempDir()}
+	t.Cleanup(cp.stop)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sig:
+			cp.stop()
+			fmt.Fprintf(os.Stderr, "cluster: %v: control plane stopped\n", s)
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	t.Cleanup(func() { signal.Stop(sig); close(done) })
+
+	pki := newPKI(t, cp.dir)
+	etcdPort, peerPort, apiPort, kcmPort := freePort(t), freePort(t), freePort(t), freePort(t)
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	cp.run(t, filepath.Join(bin, "etcd"), "etcd",
+		"--name=cluster-test", "--data-dir="+filepath.Join(cp.dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=cluster-test="+peerURL, "--log-level=warn")
+	waitFor(t, "etcd /health", 30*time.Second, func() error {
+		resp, err := http.Get(etcdURL + "/health")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	cp.run(t, filepath.Join(bin, "kube-apiserver"), "kube-apiserver",
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+		"--etcd-servers="+etcdURL,
+		"--tls-cert-file="+pki.file("apiserver.crt"), "--tls-private-key-file="+pki.file("apiserver.key"),
+		"--client-ca-file="+pki.file("ca.crt"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+pki.file("sa.pub"), "--service-account-signing-key-file="+pki.file("sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=RBAC",
+		"--endpoint-reconciler-type=none", "--v=0")
+	cp.kubeconfig = pki.kubeconfig(t, "admin", server)
+	cfg := &rest.Config{Host: server, TLSClientConfig: rest.TLSClientConfig{
+		CAFile: pki.file("ca.crt"), CertFile: pki.file("admin.crt"), KeyFile: pki.file("admin.key")},
+		QPS: 100, Burst: 200, Timeout: 30 * time.Second}
+	cp.cfg = cfg
+	var err error
+	if cp.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatalf("cannot create client: %v", err)
+	}
+	waitFor(t, "kube-apiserver /readyz", 90*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := cp.client.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+
+	kcm := pki.kubeconfig(t, "kcm", server)
+	cp.run(t, filepath.Join(bin, "kube-controller-manager"), "kube-controller-manager",
+		"--kubeconfig="+kcm, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
+		"--service-account-private-key-file="+pki.file("sa.key"), "--root-ca-file="+pki.file("ca.crt"),
+		"--use-service-account-credentials=true", "--service-cluster-ip-range=10.0.0.0/24",
+		"--leader-elect=false", "--v=0",
+		// Nothing renews the Node's heartbeat: the node lifecycle
+		// controller would mark it NotReady and its pods not ready.
+		"--controllers=*,-node-lifecycle-controller")
+	// The ServiceAccount controller creating "default" proves the
+	// controllers run (and pods need it to be admitted).
+	waitFor(t, "kube-controller-manager (default ServiceAccount)", 90*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := cp.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", getOpts)
+		return err
+	})
+	return cp
+}
+
+// run starts one process, its output in <dir>/<name>.log (printed on failure).
+func (cp *controlPlane) run(t *testing.T, path, name string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(cp.dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("cannot create %s: %v", logPath, err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("cannot start %s: %v", name, err)
+	}
+	f.Close()
+	cp.mu.Lock()
+	cp.procs = append(cp.procs, cmd)
+	cp.mu.Unlock()
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 3000 {
+				b = b[len(b)-3000:]
+			}
+			t.Logf("%s log tail:\n%s", name, b)
+		}
+	})
+}
+
+// stop ends the processes in reverse order (SIGTERM, then SIGKILL after 5 s).
+func (cp *controlPlane) stop() {
+	cp.mu.Lock()
+	procs := cp.procs
+	cp.procs = nil
+	cp.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		_ = p.Process.Signal(syscall.SIGTERM)
+		exited := make(chan struct{})
+		go func() { _ = p.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = p.Process.Kill()
+			<-exited
+		}
+	}
+}
+
+// rssMB returns each control-plane process's resident set and its peak
+// (VmRSS, VmHWM) in MB.
+func (cp *controlPlane) rssMB() map[string]int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	out := map[string]int{}
+	for _, p := range cp.procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Process.Pid))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && (f[0] == "VmRSS:" || f[0] == "VmHWM:") {
+				kb, _ := strconv.Atoi(f[1])
+				key := filepath.Base(p.Path)
+				if f[0] == "VmHWM:" {
+					key += "(peak)"
+				}
+				out[key] = kb / 1024
+			}
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready after %v: %v", what, d, err)
+}
+
+// pki holds the generated certificates (crypto/x509, at test time).
+type pki struct {
+	dir    string
+	ca     *x509.Certificate
+	caKey  *rsa.PrivateKey
+	serial int64
+}
+
+func (p *pki) file(name string) string { return filepath.Join(p.dir, name) }
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatalf("cannot write %s: %v", path, err)
+	}
+}
+
+func newKey(t *testing.T) *rsa.PrivateKey {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatalf("cannot generate key: %v", err)
+	}
+	return k
+}
+
+func newPKI(t *testing.T, dir string) *pki {
+	p := &pki{dir: filepath.Join(dir, "pki"), caKey: newKey(t), serial: 1}
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		t.Fatalf("cannot create pki dir: %v", err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cluster-test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &p.caKey.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatalf("cannot create CA: %v", err)
+	}
+	p.ca, _ = x509.ParseCertificate(der)
+	writePEM(t, p.file("ca.crt"), "CERTIFICATE", der)
+	p.issue(t, "apiserver", pkix.Name{CommonName: "kube-apiserver"}, true)
+	p.issue(t, "admin", pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, false)
+	p.issue(t, "kcm", pkix.Name{CommonName: "system:kube-controller-manager"}, false)
+	sa := newKey(t)
+	writePEM(t, p.file("sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(sa))
+	pub, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)
+	if err != nil {
+		t.Fatalf("cannot marshal SA key: %v", err)
+	}
+	writePEM(t, p.file("sa.pub"), "PUBLIC KEY", pub)
+	return p
+}
+
+func (p *pki) issue(t *testing.T, name string, subj pkix.Name, server bool) {
+	t.Helper()
+	key := newKey(t)
+	p.serial++
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(p.serial), Subject: subj,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}
+		tmpl.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+			"kubernetes.default.svc.cluster.local"}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatalf("cannot create %s certificate: %v", name, err)
+	}
+	writePEM(t, p.file(name+".crt"), "CERTIFICATE", der)
+	writePEM(t, p.file(name+".key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key))
+}
+
+// kubeconfig writes <dir>/<user>.kubeconfig for the client certificate.
+func (p *pki) kubeconfig(t *testing.T, user, server string) string {
+	t.Helper()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: %s
+  user: {client-certificate: %q, client-key: %q}
+contexts:
+- name: test
+  context: {cluster: test, user: %s}
+current-context: test
+`, server, p.file("ca.crt"), user, p.file(user+".crt"), p.file(user+".key"), user)
+	path := filepath.Join(p.dir, user+".kubeconfig")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatalf("cannot write kubeconfig: %v", err)
+	}
+	return path
+}
+
+var errNotYet = errors.New("not yet")
