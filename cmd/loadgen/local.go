@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
+	"github.com/chf-testbed/testbed/local"
 )
 
 func init() {
@@ -109,11 +111,39 @@ func localCmd(args []string) (err error) {
 	cgwArgs := fs.String("cgw-args", "", "extra flags for the cgw process, space-separated")
 	ocpArgs := fs.String("ocp-args", "", "extra flags for the ocp process, space-separated")
 	abmArgs := fs.String("abm-args", "", "extra flags for the abm process, space-separated")
+	replicas := fs.String("replicas", "", "instances per service, e.g. \"ocp=2,abm=2\" (cgw, ocp, abm; default 1 each), as chf local --replicas; the load spreads over every cgw")
+	asliteDir := fs.String("aslite-data-dir", "", "make aslite durable with its log and snapshots in this directory (chf local --aslite-data-dir); a --fault on aslite without it uses a temporary one")
+	asliteCommit := fs.String("aslite-commit", "sync", "with a durable aslite, its --commit: sync or interval")
+	var faultSpecs multiFlag
+	fs.Var(&faultSpecs, "fault", "inject a fault at an offset into the measured window, ACTION:SERVICE:AT[:FOR]: kill (kill -9, restarted after FOR, default 2s) or stop (SIGSTOP for FOR) one instance of cgw, ocp, abm or aslite, e.g. kill:ocp:10s:2s; repeatable; the report gives errors, time to recover and the audit")
 	if err := parseFlags(fs, localHelp, args); err != nil {
 		return err
 	}
 	if err := l.apply(&f); err != nil {
 		return err
+	}
+	reps, err := local.ParseReplicas(*replicas)
+	if err != nil {
+		return usageError{fmt.Errorf("invalid --replicas: %w", err)}
+	}
+	if *asliteCommit != "sync" && *asliteCommit != "interval" {
+		return usageError{fmt.Errorf("invalid --aslite-commit %q: want sync or interval", *asliteCommit)}
+	}
+	var faults []run.Fault
+	for _, spec := range faultSpecs {
+		ft, err := run.ParseFault(spec)
+		if err != nil {
+			return usageError{fmt.Errorf("invalid --fault: %w", err)}
+		}
+		faults = append(faults, ft)
+		if ft.Service == "aslite" && *asliteDir == "" {
+			dir, err := os.MkdirTemp("", "loadgen-aslite-")
+			if err != nil {
+				return fmt.Errorf("cannot create a data directory for aslite: %w", err)
+			}
+			defer os.RemoveAll(dir)
+			*asliteDir = dir
+		}
 	}
 	if !setFlags(fs)["rate"] && !setFlags(fs)["sessions-per-second"] && f.scenarioFile == "" {
 		f.rate = 1000
@@ -145,6 +175,7 @@ func localCmd(args []string) (err error) {
 	tb, err := testbed.Start(s.Context(), testbed.Options{
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
 		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), OCPArgs: strings.Fields(*ocpArgs), ABMArgs: strings.Fields(*abmArgs), Diameter: f.proto == "gy",
+		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
 	})
 	if err != nil {
 		return s.wrap(err)
@@ -157,8 +188,13 @@ func localCmd(args []string) (err error) {
 	o.Log.Info("local CHF ready", "target", tb.Target, "diameter", tb.Diameter, "pids", tb.Pids, "chf", tb.CHF, "took", time.Since(t0).Round(time.Millisecond))
 	o.Provenance.CHFVersion = chfVersion(s.Context(), tb.CHF)
 	o.Targets = f.localTargets(tb)
-	o.BalanceTargets = []string{tb.Target}
+	o.BalanceTargets = tb.Targets
 	o.CPU = append(o.CPU, tb.CPU()...)
+	if len(faults) > 0 {
+		o.Faults, o.Injector = faults, tb
+		// A killed instance's CPU cannot be read across the window.
+		o.CPUOptional = true
+	}
 	if o.Label == "" {
 		o.Label = "local"
 	}

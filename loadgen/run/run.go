@@ -105,6 +105,11 @@ type Options struct {
 	// Provenance is stored in the result; an empty ScenarioHash becomes
 	// the scenario's own.
 	Provenance report.Provenance
+	// Faults are injected through Injector at their offsets into the
+	// measured window; each is undone (restart, continue) before the
+	// audit, and its figures go to the result's Faults.
+	Faults   []Fault
+	Injector Injector
 }
 
 // Execute performs the run. A failed audit returns the result together
@@ -116,6 +121,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	sc := o.Scenario
 	if err := sc.Validate(); err != nil {
 		return nil, err
+	}
+	if len(o.Faults) > 0 && o.Injector == nil {
+		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
 	}
 	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync}
 	var d driver.Driver
@@ -188,6 +196,8 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	var mu sync.Mutex
 	var cpuA, cpuB cpu.Sample
 	var haveA, haveB bool
+	var measureStart time.Time
+	waitFaults := func() []faultRun { return nil }
 	cfg := engine.Config{
 		Scenario: sc,
 		Driver:   d,
@@ -197,6 +207,12 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		Phase: func(name string) {
 			switch name {
 			case "measure":
+				mu.Lock()
+				measureStart = time.Now()
+				if len(o.Faults) > 0 {
+					waitFaults = injectFaults(ctx, o.Injector, o.Faults, measureStart)
+				}
+				mu.Unlock()
 				s := sampler.Sample(context.Background())
 				mu.Lock()
 				cpuA, haveA = s, true
@@ -214,6 +230,10 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	mu.Lock()
+	wait := waitFaults
+	mu.Unlock()
+	faultRuns := wait() // every instance back before the audit
 	interrupted := ctx.Err() != nil
 	prog.finish()
 	mu.Lock()
@@ -266,6 +286,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		return nil, err
 	}
 	res.Label, res.Shard = o.Label, o.Shard
+	if len(faultRuns) > 0 {
+		res.Faults = faultResults(faultRuns, res.Series, st.Started, measureStart)
+	}
 	res.Interrupted = interrupted
 	cpuErr := lostCPU(sampler, cpuA, cpuB, haveA, o, interrupted, &incomplete)
 	return finish(res, o, incomplete, cpuErr)
