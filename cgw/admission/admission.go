@@ -6,8 +6,9 @@
 // The limit is the number of requests allowed in flight at once. Every
 // admitted request reports its latency on Done; once per window (at least
 // MinSamples completions or Window of time) the limiter compares the
-// window's mean latency (short) with a slowly moving average of it (long,
-// the latency the service has when not queueing):
+// window's mean latency (short) with the lowest window latency seen,
+// which creeps up slowly (long, the latency the service has when not
+// queueing):
 //
 //	gradient = clamp(Tolerance * long / short, 0.5, 1)
 //	limit    = limit*(1-Smoothing) + (limit*gradient + sqrt(limit))*Smoothing
@@ -47,8 +48,8 @@ type Config struct {
 	// MinSamples the fewest completions a window needs (default 50).
 	Window     time.Duration
 	MinSamples int
-	// LongWindow is the number of windows the long average spans
-	// (default 100).
+	// LongWindow sets how fast the long latency may creep up: by a factor
+	// of 2 in about 7*LongWindow windows (default 1000: 70 s at 100 ms).
 	LongWindow int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -56,6 +57,8 @@ type Config struct {
 
 // Limiter is an adaptive concurrency limit. The zero value is not usable;
 // call New.
+//
+// The limit adapts only while at least half of it is in use.
 type Limiter struct {
 	cfg      Config
 	limit    atomic.Int64 // current limit, rounded
@@ -102,7 +105,7 @@ func New(cfg Config) *Limiter {
 		cfg.MinSamples = 50
 	}
 	if cfg.LongWindow <= 0 {
-		cfg.LongWindow = 100
+		cfg.LongWindow = 1000
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -157,25 +160,25 @@ func (l *Limiter) update() {
 	}
 	short := float64(sum) / float64(n)
 	l.lastShort.Store(int64(short))
-	if l.long == 0 {
+	// long is the lowest window latency seen, creeping up by a factor
+	// of 2 over about LongWindow*7 windows so that a lasting change of
+	// the service (a slower core) is learnt, but never so fast that a
+	// sustained overload passes for the usual latency.
+	if l.long == 0 || short < l.long {
 		l.long = short
 	} else {
-		k := 2 / float64(l.cfg.LongWindow+1)
-		l.long = l.long*(1-k) + short*k
+		l.long *= 1 + 0.1/float64(l.cfg.LongWindow)
 	}
-	// Sustained queueing drags long up too; when short stays far above
-	// it, let long fall back faster so the limit keeps shrinking.
-	if short > 2*l.cfg.Tolerance*l.long {
-		l.long *= 0.95
+	// Adapt only while the limit binds (half of it in use): a latency
+	// spike at low concurrency (a pause, a busy neighbour) is no sign
+	// that the limit is too high, and an idle service says nothing about
+	// what more load would do.
+	lim := l.limitF
+	if float64(l.inflight.Load()) < lim/2 {
+		return
 	}
 	gradient := math.Max(0.5, math.Min(1, l.cfg.Tolerance*l.long/short))
-	// Only grow when the window used the limit: an idle service says
-	// nothing about what more load would do.
-	lim := l.limitF
 	next := lim*gradient + math.Sqrt(lim)
-	if gradient >= 1 && float64(l.inflight.Load()) < lim/2 {
-		next = lim
-	}
 	lim = lim*(1-l.cfg.Smoothing) + next*l.cfg.Smoothing
 	lim = math.Max(float64(l.cfg.MinLimit), math.Min(float64(l.cfg.MaxLimit), lim))
 	l.limitF = lim

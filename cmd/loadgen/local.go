@@ -14,6 +14,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
 	"github.com/chf-testbed/testbed/local"
+	"github.com/chf-testbed/testbed/ocp"
 )
 
 func init() {
@@ -114,6 +115,7 @@ func localCmd(args []string) (err error) {
 	replicas := fs.String("replicas", "", "instances per service, e.g. \"ocp=2,abm=2\" (cgw, ocp, abm; default 1 each), as chf local --replicas; the load spreads over every cgw")
 	asliteDir := fs.String("aslite-data-dir", "", "make aslite durable with its log and snapshots in this directory (chf local --aslite-data-dir); a --fault on aslite without it uses a temporary one")
 	asliteCommit := fs.String("aslite-commit", "sync", "with a durable aslite, its --commit: sync or interval")
+	faultValidity := fs.Duration("fault-validity", 10*time.Second, "with --fault, the validity time of every grant (a tariff written to the results directory for the ocp), so the reservations of sessions a fault cut short expire, and the audit waits up to twice this for them")
 	var faultSpecs multiFlag
 	fs.Var(&faultSpecs, "fault", "inject a fault at an offset into the measured window, ACTION:SERVICE:AT[:FOR]: kill (kill -9, restarted after FOR, default 2s) or stop (SIGSTOP for FOR) one instance of cgw, ocp, abm or aslite, e.g. kill:ocp:10s:2s; repeatable; the report gives errors, time to recover and the audit")
 	if err := parseFlags(fs, localHelp, args); err != nil {
@@ -168,13 +170,25 @@ func localCmd(args []string) (err error) {
 		}
 		defer logs.Close()
 	}
+	ocpFlags := strings.Fields(*ocpArgs)
+	if len(faults) > 0 && !strings.Contains(*ocpArgs, "--tariff") {
+		if *faultValidity < time.Second {
+			return usageError{fmt.Errorf("invalid --fault-validity %s: want at least 1s", *faultValidity)}
+		}
+		tariff := filepath.Join(f.outDir, "tariff.yaml")
+		body := strings.ReplaceAll(ocp.DefaultTariff, "validityTime: 1800", fmt.Sprintf("validityTime: %d", int(faultValidity.Seconds())))
+		if err := os.WriteFile(tariff, []byte(body), 0o644); err != nil {
+			return fmt.Errorf("cannot write the fault run's tariff: %w", err)
+		}
+		ocpFlags = append(ocpFlags, "--tariff", tariff)
+	}
 	s := onSignals()
 	defer s.Stop()
 	o.Log.Info("starting the local CHF", "accounts", *l.accounts)
 	t0 := time.Now()
 	tb, err := testbed.Start(s.Context(), testbed.Options{
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
-		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), OCPArgs: strings.Fields(*ocpArgs), ABMArgs: strings.Fields(*abmArgs), Diameter: f.proto == "gy",
+		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), OCPArgs: ocpFlags, ABMArgs: strings.Fields(*abmArgs), Diameter: f.proto == "gy",
 		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
 	})
 	if err != nil {
@@ -192,6 +206,7 @@ func localCmd(args []string) (err error) {
 	o.CPU = append(o.CPU, tb.CPU()...)
 	if len(faults) > 0 {
 		o.Faults, o.Injector = faults, tb
+		o.ReservationSettle = 2 * *faultValidity
 		// A killed instance's CPU cannot be read across the window.
 		o.CPUOptional = true
 	}

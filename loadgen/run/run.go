@@ -110,6 +110,12 @@ type Options struct {
 	// audit, and its figures go to the result's Faults.
 	Faults   []Fault
 	Injector Injector
+	// ReservationSettle, with Faults, is how long the final audit waits
+	// for reservations left by sessions whose release failed during a
+	// fault to expire (the CHF frees them at their validity time): the
+	// final balances are read again every second until none is left or
+	// the time is up. 0 = no wait.
+	ReservationSettle time.Duration
 }
 
 // Execute performs the run. A failed audit returns the result together
@@ -269,15 +275,24 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			idx = audit.AllIndexes(sc.Subscribers.Count)
 		}
 		t0 := time.Now()
-		final, err := audit.Read(context.Background(), reader, first, idx, o.AuditConcurrency)
-		if err != nil {
-			auditRes = audit.Result{Reason: err.Error()}
-		} else {
+		settle := time.Now().Add(o.ReservationSettle)
+		for {
+			final, err := audit.Read(context.Background(), reader, first, idx, o.AuditConcurrency)
+			if err != nil {
+				auditRes = audit.Result{Reason: err.Error()}
+				break
+			}
 			auditRes = audit.Check(audit.Input{
 				First: first, Initial: initial, InitialBalance: o.InitialBalance, Final: final,
 				Ledger: st.Ledger, Unresolved: st.Unresolved, NoHeader: st.MissingCharged,
 			})
 			o.Log.Info("final balances read", "accounts", len(idx), "took", time.Since(t0).Round(time.Millisecond))
+			// Only reservations can still change; mismatches cannot.
+			if auditRes.Reserved == 0 || len(faultRuns) == 0 || time.Now().After(settle) || ctx.Err() != nil {
+				break
+			}
+			o.Log.Info("waiting for the reservations of sessions cut by a fault to expire", "accounts_with_reservations", auditRes.Reserved, "until", settle.Format(time.TimeOnly))
+			time.Sleep(time.Second)
 		}
 	}
 
