@@ -247,7 +247,10 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 		}
 		defer h.inflight.Add(-1)
 		if h.limiter != nil {
-			if !h.limiter.Acquire() {
+			// Open sessions first: a create is shed before an update or
+			// a release of a session that holds a reservation.
+			isNew := len(rest) == 0 || string(rest) == "/"
+			if isNew && !h.limiter.AcquireNew() || !isNew && !h.limiter.Acquire() {
 				h.shed.Add(1)
 				h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "overloaded: request shed", "", "")
 				return

@@ -128,6 +128,25 @@ func (l *Limiter) Acquire() bool {
 	return true
 }
 
+// AcquireNew is Acquire for work that opens something new (a session
+// create, an event, a balance inquiry): it is admitted only below
+// NewShare of the limit, so that under overload the requests of sessions
+// already open (updates and releases, which hold reservations) are
+// served first and new sessions are shed first.
+func (l *Limiter) AcquireNew() bool {
+	lim := l.limit.Load()
+	if l.inflight.Add(1) > lim-lim/newReserve {
+		l.inflight.Add(-1)
+		l.rejected.Add(1)
+		return false
+	}
+	l.admitted.Add(1)
+	return true
+}
+
+// newReserve: AcquireNew leaves 1/newReserve of the limit to Acquire.
+const newReserve = 5
+
 // Done ends an admitted request that took latency. sample false leaves
 // the latency out of the limit (a request that failed before reaching
 // the core says nothing about its queueing).

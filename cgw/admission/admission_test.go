@@ -156,3 +156,20 @@ func TestAcquireDoesNotAllocate(t *testing.T) {
 		t.Errorf("Acquire+Done allocate %.1f times, want 0", n)
 	}
 }
+
+// TestAcquireNewLeavesRoomForOpenSessions: new work gets at most 4/5 of
+// the limit; the rest is kept for requests of open sessions.
+func TestAcquireNewLeavesRoomForOpenSessions(t *testing.T) {
+	l := New(Config{MinLimit: 100, MaxLimit: 100})
+	n := 0
+	for l.AcquireNew() {
+		n++
+	}
+	m := 0
+	for l.Acquire() {
+		m++
+	}
+	if n != 80 || m != 20 {
+		t.Errorf("AcquireNew admitted %d, then Acquire %d; want 80 and 20", n, m)
+	}
+}
