@@ -149,6 +149,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzServeConn -fuzztime $(FUZZTIME) ./chassis/h2c
 	$(GO) test -run '^$$' -fuzz FuzzClientConn -fuzztime $(FUZZTIME) ./chassis/h2c
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCCR -fuzztime $(FUZZTIME) ./cgw/diameter
+	$(GO) test -run '^$$' -fuzz FuzzPeer -fuzztime $(FUZZTIME) ./cgw/diameter
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCCA -fuzztime $(FUZZTIME) ./loadgen/gy
 	$(GO) test -run '^$$' -fuzz FuzzNchfDecode -fuzztime $(FUZZTIME) ./chf
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSessions -fuzztime $(FUZZTIME) ./abm
