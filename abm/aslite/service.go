@@ -37,8 +37,8 @@ type ServiceConfig struct {
 // DefaultServiceConfig returns the defaults of the aslite flags.
 func DefaultServiceConfig() ServiceConfig {
 	return ServiceConfig{
-		Base:            chassis.Base{Listen: "127.0.0.1:3000"},
-		Namespaces:      "chf",
+		Base:                chassis.Base{Listen: "127.0.0.1:3000"},
+		Namespaces:          "chf",
 		ReclaimInterval:     5 * time.Second,
 		Commit:              string(CommitSync),
 		CommitInterval:      100 * time.Millisecond,
