@@ -5,12 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
 	"github.com/chf-testbed/testbed/local"
@@ -116,6 +118,7 @@ func localCmd(args []string) (err error) {
 	asliteDir := fs.String("aslite-data-dir", "", "make aslite durable with its log and snapshots in this directory (chf local --aslite-data-dir); a --fault on aslite without it uses a temporary one")
 	asliteCommit := fs.String("aslite-commit", "sync", "with a durable aslite, its --commit: sync or interval")
 	faultValidity := fs.Duration("fault-validity", 10*time.Second, "with --fault, the validity time of every grant (a tariff written to the results directory for the ocp), so the reservations of sessions a fault cut short expire, and the audit waits up to twice this for them")
+	sampleEvery := fs.Duration("sample-every", 0, "sample each service's RSS, open files and goroutines (through a --pprof port given to cgw, ocp and abm) this often, with the p99 per interval, and write soak.json and soak.txt (flat, or where it grows) to the results directory; 0 = off (make soak sets 10s)")
 	var faultSpecs multiFlag
 	fs.Var(&faultSpecs, "fault", "inject a fault at an offset into the measured window, ACTION:SERVICE:AT[:FOR]: kill (kill -9, restarted after FOR, default 2s) or stop (SIGSTOP for FOR) one instance of cgw, ocp, abm or aslite, e.g. kill:ocp:10s:2s; repeatable; the report gives errors, time to recover and the audit")
 	if err := parseFlags(fs, localHelp, args); err != nil {
@@ -182,13 +185,33 @@ func localCmd(args []string) (err error) {
 		}
 		ocpFlags = append(ocpFlags, "--tariff", tariff)
 	}
+	cgwFlags, abmFlags := strings.Fields(*cgwArgs), strings.Fields(*abmArgs)
+	pprof := map[string]string{}
+	if *sampleEvery > 0 {
+		if *sampleEvery < time.Second {
+			return usageError{fmt.Errorf("invalid --sample-every %s: want at least 1s", *sampleEvery)}
+		}
+		if len(reps) == 0 { // one pprof port per service: not with replicas
+			for _, svc := range []struct {
+				name  string
+				flags *[]string
+			}{{"cgw", &cgwFlags}, {"ocp", &ocpFlags}, {"abm", &abmFlags}} {
+				addr, err := freeLoopbackPort()
+				if err != nil {
+					return err
+				}
+				*svc.flags = append(*svc.flags, "--pprof", addr)
+				pprof[svc.name] = addr
+			}
+		}
+	}
 	s := onSignals()
 	defer s.Stop()
 	o.Log.Info("starting the local CHF", "accounts", *l.accounts)
 	t0 := time.Now()
 	tb, err := testbed.Start(s.Context(), testbed.Options{
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
-		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), OCPArgs: ocpFlags, ABMArgs: strings.Fields(*abmArgs), Diameter: f.proto == "gy",
+		Logs: logs, Log: o.Log, CGWArgs: cgwFlags, OCPArgs: ocpFlags, ABMArgs: abmFlags, Diameter: f.proto == "gy",
 		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
 	})
 	if err != nil {
@@ -213,7 +236,17 @@ func localCmd(args []string) (err error) {
 	if o.Label == "" {
 		o.Label = "local"
 	}
+	var soak *soakSampler
+	if *sampleEvery > 0 {
+		soak = startSoak(*sampleEvery, tb.Pids, pprof)
+	}
 	err = f.execute(s, o)
+	if soak != nil {
+		res, _ := report.ReadJSON(filepath.Join(f.outDir, "result.json"))
+		if serr := soak.finish(f.outDir, res); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
 	select {
 	case <-tb.Done():
 		if s.Signal() == nil {
@@ -222,4 +255,14 @@ func localCmd(args []string) (err error) {
 	default:
 	}
 	return err
+}
+
+// freeLoopbackPort returns a loopback host:port free at the time of the call.
+func freeLoopbackPort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("cannot find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
