@@ -146,7 +146,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	}, func(context.Context) error { client.Close(); return nil })
 	var lim *admission.Limiter
 	if c.Admission == "adaptive" {
-		lim = admission.New(admission.Config{MaxLimit: c.MaxInFlight, InitialLimit: min(c.MaxInFlight, 128), Tolerance: c.AdmissionTolerance})
+		lim = admission.New(admission.Config{MaxLimit: c.MaxInFlight, InitialLimit: c.MaxInFlight / 4, Tolerance: c.AdmissionTolerance})
 	}
 	var srv *Server
 	g.Add("CGW server", func() error {

@@ -24,7 +24,7 @@ type Fault struct {
 	// fault), for 3 seconds in a row; -1 = not recovered in the window.
 	RecoverS      float64 `json:"recover_s"`
 	BaselineP99Ms float64 `json:"baseline_p99_ms"`
-	PeakP99Ms     float64 `json:"peak_p99_ms"`
+	PeakP99Ms     float64 `json:"peak_p99_ms"` // worst second from the injection to recovery
 	// Error says why the fault could not be injected or undone.
 	Error string `json:"error,omitempty"`
 }

@@ -199,6 +199,7 @@ func faultResults(runs []faultRun, pts []report.Point, runStart, measureStart ti
 			if p.Second <= from {
 				continue
 			}
+			rf.PeakP99Ms = max(rf.PeakP99Ms, p.P99)
 			ok := p.Offered > 0 && float64(p.Completed) >= recoverTPSShare*float64(p.Offered) && p.Errors == 0 && p.P99 <= limit
 			if ok {
 				good++
@@ -217,7 +218,6 @@ func faultResults(runs []faultRun, pts []report.Point, runStart, measureStart ti
 				good, rf.RecoverS = 0, -1
 			}
 			rf.Errors += p.Errors
-			rf.PeakP99Ms = max(rf.PeakP99Ms, p.P99)
 		}
 		if good < recoverSeconds {
 			rf.RecoverS = -1 // not recovered before the window ended
