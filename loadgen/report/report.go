@@ -111,13 +111,14 @@ type Result struct {
 	Warnings          []string `json:"warnings,omitempty"`
 	// Thresholds are the verdicts of the run's pass/fail criteria;
 	// ThresholdsOK is false when any failed.
-	Thresholds   []Verdict  `json:"thresholds,omitempty"`
-	ThresholdsOK bool       `json:"thresholds_ok"`
-	Provenance   Provenance `json:"provenance"`
+	Thresholds   []Verdict       `json:"thresholds,omitempty"`
+	ThresholdsOK bool            `json:"thresholds_ok"`
+	Provenance   Provenance      `json:"provenance"`
+	Series       []Point         `json:"series"`
+	Histograms   map[string]Hist `json:"histograms"`
+
 	// Faults are the faults injected during the run (loadgen local --fault).
-	Faults     []Fault         `json:"faults,omitempty"`
-	Series     []Point         `json:"series"`
-	Histograms map[string]Hist `json:"histograms"`
+	Faults []Fault `json:"faults,omitempty"`
 }
 
 // Build makes the Result of a run. cpuSeconds is CPU spent per component
