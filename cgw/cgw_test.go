@@ -351,8 +351,8 @@ func TestOverload(t *testing.T) {
 	r := do(t, c, "POST", "http://"+s.Addr()+NchfBase, body("imsi-1", 0, ""))
 	close(bc.release)
 	wg.Wait()
-	if r.status != 503 || !bytes.Contains(r.body, []byte("NF_CONGESTION")) {
-		t.Fatalf("third request: %d %s", r.status, r.body)
+	if r.status != 503 || !bytes.Contains(r.body, []byte("NF_CONGESTION")) || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("third request: %d %v %s", r.status, r.header, r.body)
 	}
 }
 

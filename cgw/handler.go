@@ -18,6 +18,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/cgw/admission"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -59,6 +60,8 @@ type Handler struct {
 	maxBody     int
 	maxInFlight int64
 	inflight    atomic.Int64
+	limiter     *admission.Limiter
+	shed        atomic.Uint64
 	now         func() time.Time
 	newSession  func() uint64
 	log         *slog.Logger
@@ -75,6 +78,10 @@ type HandlerConfig struct {
 	// MaxInFlight bounds concurrent charging requests; excess ones get
 	// 503 at once instead of queueing (0 = 4096).
 	MaxInFlight int
+	// Limiter, when set, is the adaptive admission limit (package
+	// admission) charging requests must also pass; shed ones get 503
+	// NF_CONGESTION with Retry-After. It may be shared with the Gy front.
+	Limiter *admission.Limiter
 	// Now is the clock for invocationTimeStamp (nil = time.Now).
 	Now func() time.Time
 	// NewSession draws a session id (nil = math/rand/v2 Uint64).
@@ -95,6 +102,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		charger:     cfg.Charger,
 		maxBody:     cfg.MaxBody,
 		maxInFlight: int64(cfg.MaxInFlight),
+		limiter:     cfg.Limiter,
 		now:         cfg.Now,
 		newSession:  cfg.NewSession,
 		log:         cfg.Logger,
@@ -144,6 +152,9 @@ type Exchange struct {
 	HasCharged bool
 	// Body is the response body.
 	Body []byte
+	// RetryAfter asks the front to send "Retry-After: 1" (a 503 for
+	// overload: the caller should retry elsewhere or a second later).
+	RetryAfter bool
 
 	dec  chf.NchfDecoder
 	ctx  chf.Deadline
@@ -159,6 +170,7 @@ func (x *Exchange) reset() {
 	x.Location = x.Location[:0]
 	x.Charged = 0
 	x.HasCharged = false
+	x.RetryAfter = false
 	x.Body = x.Body[:0]
 }
 
@@ -229,10 +241,22 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 		}
 		if n := h.inflight.Add(1); n > h.maxInFlight {
 			h.inflight.Add(-1)
+			h.shed.Add(1)
 			h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "too many requests in flight", "", "")
 			return
 		}
 		defer h.inflight.Add(-1)
+		if h.limiter != nil {
+			// Open sessions first: a create is shed before an update or
+			// a release of a session that holds a reservation.
+			isNew := len(rest) == 0 || string(rest) == "/"
+			if isNew && !h.limiter.AcquireNew() || !isNew && !h.limiter.Acquire() {
+				h.shed.Add(1)
+				h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "overloaded: request shed", "", "")
+				return
+			}
+			defer h.limiterDone(time.Now())
+		}
 		switch {
 		case len(rest) == 0 || string(rest) == "/":
 			h.create(ctx, x, host, body)
@@ -253,6 +277,13 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 		h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such resource", "", "")
 	}
 }
+
+// limiterDone reports an admitted request's latency to the limiter.
+func (h *Handler) limiterDone(start time.Time) { h.limiter.Done(time.Since(start), true) }
+
+// Shed counts the charging requests answered 503 NF_CONGESTION because
+// the in-flight bound or the adaptive limit refused them (for metrics).
+func (h *Handler) Shed() uint64 { return h.shed.Load() }
 
 func hasPrefix(b []byte, s string) bool { return len(b) >= len(s) && string(b[:len(s)]) == s }
 
@@ -433,6 +464,7 @@ func orDefault(s, def string) string {
 
 func (h *Handler) problem(x *Exchange, status int, cause, detail, param, reason string) {
 	x.Status = status
+	x.RetryAfter = status == http.StatusServiceUnavailable
 	x.ContentType = contentProblem
 	x.Body = chf.AppendProblemDetails(x.Body[:0], &chf.Problem{
 		Status: status, Title: http.StatusText(status), Cause: cause, Detail: detail,

@@ -168,6 +168,9 @@ func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
 	if len(x.Location) > 0 {
 		ctx.Response.Header.SetBytesV("Location", x.Location)
 	}
+	if x.RetryAfter {
+		ctx.Response.Header.Set("Retry-After", "1")
+	}
 	if x.HasCharged {
 		var num [20]byte
 		ctx.Response.Header.SetBytesV(ChargedHeader, strconv.AppendInt(num[:0], x.Charged, 10))
@@ -218,6 +221,9 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 	}
 	if x.HasCharged {
 		w.AddHeaderInt("x-chf-charged", x.Charged)
+	}
+	if x.RetryAfter {
+		w.AddHeader("retry-after", "1")
 	}
 	w.Body = append(w.Body, x.Body...)
 	s.h.Release(x)

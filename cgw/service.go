@@ -15,6 +15,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/cgw/admission"
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
@@ -36,7 +37,12 @@ type ServiceConfig struct {
 	// AllowHosts and AllowRealms are comma-separated path.Match patterns.
 	AllowHosts, AllowRealms string
 	MaxBody, MaxInFlight    int
-	CPUProfile              string
+	// Admission is "adaptive" (package admission's latency-driven
+	// concurrency limit under MaxInFlight) or "fixed" (MaxInFlight only);
+	// AdmissionTolerance is its Config.Tolerance.
+	Admission          string
+	AdmissionTolerance float64
+	CPUProfile         string
 }
 
 // DefaultServiceConfig returns the defaults of the cgw flags.
@@ -49,6 +55,7 @@ func DefaultServiceConfig() ServiceConfig {
 		OriginRealm: "chf.test",
 		MaxBody:     64 << 10,
 		MaxInFlight: 4096,
+		Admission:   "adaptive", AdmissionTolerance: 2,
 	}
 }
 
@@ -66,6 +73,8 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 		"comma-separated Origin-Realm patterns (path.Match) of the Diameter peers allowed to connect; a peer must match both lists; empty = any realm")
 	fs.IntVar(&c.MaxBody, "max-body", c.MaxBody, "largest Nchf request body in bytes; larger ones get 413 ProblemDetails")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "Nchf requests charged at once; beyond it requests get 503 (NF_CONGESTION) at once instead of queueing")
+	fs.StringVar(&c.Admission, "admission", c.Admission, "how Nchf and Gy requests are admitted under overload: adaptive (a concurrency limit that shrinks when the measured latency rises above --admission-tolerance times its usual level, so excess load is shed with 503 NF_CONGESTION + Retry-After / Gy 3004 instead of queueing; bounded by --max-inflight) or fixed (--max-inflight only)")
+	fs.Float64Var(&c.AdmissionTolerance, "admission-tolerance", c.AdmissionTolerance, "with --admission adaptive, how many times its usual latency a request may take before the limit shrinks, >= 1")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile of the whole run to this file (stopped at exit)")
 }
 
@@ -76,6 +85,12 @@ func (c *ServiceConfig) Validate() error {
 	}
 	if c.MaxBody <= 0 || c.MaxInFlight <= 0 {
 		return errors.New("cannot use --max-body and --max-inflight: both must be positive")
+	}
+	if c.Admission != "adaptive" && c.Admission != "fixed" {
+		return fmt.Errorf("cannot use --admission %q: want adaptive or fixed", c.Admission)
+	}
+	if c.AdmissionTolerance < 1 {
+		return fmt.Errorf("cannot use --admission-tolerance %g: must be at least 1", c.AdmissionTolerance)
 	}
 	if c.Diameter != "" {
 		if _, _, err := net.SplitHostPort(c.Diameter); err != nil {
@@ -129,12 +144,16 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		charger = ocp.NewClient(client, c.Batch)
 		return nil
 	}, func(context.Context) error { client.Close(); return nil })
+	var lim *admission.Limiter
+	if c.Admission == "adaptive" {
+		lim = admission.New(admission.Config{MaxLimit: c.MaxInFlight, InitialLimit: c.MaxInFlight / 4, Tolerance: c.AdmissionTolerance})
+	}
 	var srv *Server
 	g.Add("CGW server", func() error {
 		var err error
 		srv, err = NewServer(Config{
 			Listen:  c.Listen,
-			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Logger: log},
+			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Limiter: lim, Logger: log},
 			Ready:   peerReady(client),
 			Logger:  log,
 		})
@@ -148,7 +167,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		g.Add("Diameter server", func() error {
 			var err error
 			dia, err = diameter.NewServer(diameter.Config{
-				OriginHost: c.OriginHost, OriginRealm: c.OriginRealm, MaxInFlight: c.MaxInFlight, Logger: log,
+				OriginHost: c.OriginHost, OriginRealm: c.OriginRealm, MaxInFlight: c.MaxInFlight, Limiter: lim, Logger: log,
 				AllowHosts: splitList(c.AllowHosts), AllowRealms: splitList(c.AllowRealms),
 			}, charger)
 			if err != nil {

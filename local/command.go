@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,13 +32,17 @@ type CommandConfig struct {
 	First                     string
 	CGWArgs, OCPArgs, ABMArgs string
 	CDRDir                    string
-	Quiet                     bool
-	LogLevel                  slog.Level
+	// Replicas is "service=n,..." (cgw, ocp, abm); AsliteDataDir and
+	// AsliteCommit make aslite durable.
+	Replicas                    string
+	AsliteDataDir, AsliteCommit string
+	Quiet                       bool
+	LogLevel                    slog.Level
 }
 
 // DefaultCommandConfig returns the defaults of the local flags.
 func DefaultCommandConfig() CommandConfig {
-	return CommandConfig{Nchf: DefaultNchf, Accounts: DefaultAccounts, Balance: DefaultBalance, First: DefaultFirst}
+	return CommandConfig{Nchf: DefaultNchf, Accounts: DefaultAccounts, Balance: DefaultBalance, First: DefaultFirst, AsliteCommit: "sync"}
 }
 
 // RegisterFlags registers the local flags, c's values as defaults.
@@ -54,6 +59,9 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.OCPArgs, "ocp-args", c.OCPArgs, "extra flags for the ocp process, space-separated")
 	fs.StringVar(&c.ABMArgs, "abm-args", c.ABMArgs, "extra flags for the abm process, space-separated")
 	fs.StringVar(&c.CDRDir, "cdr-dir", c.CDRDir, "directory the OCP writes CHF-CDR files to (its --cdr-dir; other --cdr-* flags through --ocp-args); empty = no CDRs")
+	fs.StringVar(&c.Replicas, "replicas", c.Replicas, "instances per service, e.g. \"ocp=2,abm=2\" (cgw, ocp, abm; 1..16 each; default 1): the first on its address flag, the others on free loopback ports, every caller given the whole list (static discovery)")
+	fs.StringVar(&c.AsliteDataDir, "aslite-data-dir", c.AsliteDataDir, "directory where aslite keeps its log and snapshots (chf aslite --data-dir), so balances survive a restart or kill -9; empty = in memory")
+	fs.StringVar(&c.AsliteCommit, "aslite-commit", c.AsliteCommit, "with --aslite-data-dir, aslite's --commit: sync (acknowledge after fsync) or interval")
 	fs.BoolVar(&c.Quiet, "quiet", c.Quiet, "do not copy the services' logs to stderr")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "log level of the runner: debug, info, warn or error")
 }
@@ -63,7 +71,35 @@ func (c *CommandConfig) Validate() error {
 	if c.Accounts < 0 {
 		return errors.New("cannot use --accounts: must not be negative")
 	}
+	if _, err := ParseReplicas(c.Replicas); err != nil {
+		return fmt.Errorf("cannot use --replicas: %w", err)
+	}
+	if c.AsliteCommit != "sync" && c.AsliteCommit != "interval" {
+		return fmt.Errorf("cannot use --aslite-commit %q: want sync or interval", c.AsliteCommit)
+	}
 	return nil
+}
+
+// ParseReplicas parses "service=n,..." (cgw, ocp or abm; n 1..16).
+func ParseReplicas(s string) (map[string]int, error) {
+	m := map[string]int{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		switch {
+		case !ok || err != nil:
+			return nil, fmt.Errorf("%w: %q: want service=count", ErrConfig, kv)
+		case k != "cgw" && k != "ocp" && k != "abm":
+			return nil, fmt.Errorf("%w: %q: service must be cgw, ocp or abm", ErrConfig, kv)
+		case n < 1 || n > 16:
+			return nil, fmt.Errorf("%w: %q: count must be 1..16", ErrConfig, kv)
+		}
+		m[k] = n
+	}
+	return m, nil
 }
 
 // String is the configuration as name=value pairs of its flags.
@@ -74,9 +110,11 @@ func (c *CommandConfig) Config(log *slog.Logger) Config {
 	cfg := Config{
 		Nchf: c.Nchf, Diameter: c.Diameter, OCP: c.OCP, ABM: c.ABM, Aerospike: c.Aerospike,
 		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log,
+		AsliteDataDir: c.AsliteDataDir, AsliteCommit: c.AsliteCommit,
 		Args:   map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs)},
 		CDRDir: c.CDRDir,
 	}
+	cfg.Replicas, _ = ParseReplicas(c.Replicas) // Validate checked it
 	if c.Accounts == 0 {
 		cfg.Accounts = -1
 	}

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,8 +52,20 @@ type Config struct {
 	First    string
 	// Args adds flags per subcommand ("cgw": {"--pprof", "127.0.0.1:6060"}).
 	Args map[string][]string
-	// CDRDir, when set, is the OCP's --cdr-dir (charging data records).
+	// CDRDir, when set, is the OCP's --cdr-dir (charging data records);
+	// with several OCP instances each writes into a subdirectory named
+	// after it (ocp-1, ocp-2, ...).
 	CDRDir string
+	// Replicas is the number of instances of "cgw", "ocp" and "abm"
+	// (default 1 each). The first instance of a service listens on its
+	// address above, the others on free loopback ports; each caller gets
+	// the whole list through the chassis' static discovery (--ocp a,b).
+	Replicas map[string]int
+	// AsliteDataDir, when set, makes aslite durable (chf aslite
+	// --data-dir): its balances survive a kill and restart. AsliteCommit
+	// is its --commit (default sync).
+	AsliteDataDir string
+	AsliteCommit  string
 	// Logs receives the children's log lines, prefixed with their name
 	// (default os.Stderr; io.Discard to drop).
 	Logs io.Writer
@@ -73,6 +86,13 @@ const (
 // ErrChildExited is wrapped by Err when a child stopped on its own.
 var ErrChildExited = errors.New("local: a CHF process exited")
 
+// ErrConfig is wrapped by Start for a Config it cannot run.
+var ErrConfig = errors.New("local: invalid config")
+
+// ErrNoInstance is returned by Kill, Restart, Pause and Resume for a name
+// that is no instance.
+var ErrNoInstance = errors.New("local: no such instance")
+
 // CHF is a running local CHF.
 type CHF struct {
 	// NchfURL is the Nchf_ConvergedCharging apiRoot + base path
@@ -80,8 +100,11 @@ type CHF struct {
 	NchfURL string
 	// BalanceURL is the balance inquiry base (http://host:port/chf/v1/accounts/).
 	BalanceURL string
-	// Addrs holds the host:port of each service ("aslite", "abm", "ocp", "cgw", "diameter").
+	// Addrs holds the host:port of each service ("aslite", "abm", "ocp", "cgw", "diameter"):
+	// its first instance when it has replicas.
 	Addrs map[string]string
+	// Instances holds the host:port of every instance of each service.
+	Instances map[string][]string
 
 	cfg      Config
 	log      *slog.Logger
@@ -94,11 +117,17 @@ type CHF struct {
 }
 
 type child struct {
-	name   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error
-	tail   *tail
+	name    string // instance name: the service ("ocp"), or "ocp-2" for a replica
+	service string
+	addr    string // where it answers readiness
+	diam    string // the cgw's Diameter address, if any
+	args    []string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	err     error
+	tail    *tail
+	// expected marks an exit caused by Kill: not a failure of the CHF.
+	expected bool
 }
 
 // Start starts the services in order (aslite, abm, provisioning, ocp,
@@ -110,9 +139,28 @@ func Start(ctx context.Context, cfg Config) (*CHF, error) {
 	}
 	c := &CHF{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), Addrs: map[string]string{
 		"aslite": cfg.Aerospike, "abm": cfg.ABM, "ocp": cfg.OCP, "cgw": cfg.Nchf,
-	}}
+	}, Instances: map[string][]string{"aslite": {cfg.Aerospike}}}
 	if cfg.Diameter != "" {
 		c.Addrs["diameter"] = cfg.Diameter
+	}
+	for _, svc := range []string{"abm", "ocp", "cgw", "diameter"} {
+		first := c.Addrs[svc]
+		if first == "" {
+			continue
+		}
+		n := cfg.Replicas[svc]
+		if svc == "diameter" {
+			n = cfg.Replicas["cgw"]
+		}
+		addrs := []string{first}
+		for i := 1; i < n; i++ {
+			a, err := resolvePort("127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			addrs = append(addrs, a)
+		}
+		c.Instances[svc] = addrs
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	defer cancel()
@@ -157,6 +205,20 @@ func (cfg *Config) defaults() error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	for svc, n := range cfg.Replicas {
+		if svc != "cgw" && svc != "ocp" && svc != "abm" {
+			return fmt.Errorf("%w: replicas of %q: only cgw, ocp and abm can have replicas", ErrConfig, svc)
+		}
+		if n < 1 || n > 16 {
+			return fmt.Errorf("%w: replicas of %s: %d, want 1..16", ErrConfig, svc, n)
+		}
+	}
+	if cfg.AsliteCommit == "" {
+		cfg.AsliteCommit = "sync"
+	}
+	if cfg.AsliteCommit != "sync" && cfg.AsliteCommit != "interval" {
+		return fmt.Errorf("%w: aslite commit %q: want sync or interval", ErrConfig, cfg.AsliteCommit)
+	}
 	var err error
 	for _, a := range []*string{&cfg.Nchf, &cfg.OCP, &cfg.ABM, &cfg.Aerospike, &cfg.Diameter} {
 		if a == &cfg.Diameter && *a == "" {
@@ -191,16 +253,14 @@ func resolvePort(addr string) (string, error) {
 
 func (c *CHF) start(ctx context.Context) error {
 	cfg := c.cfg
-	if err := c.spawn("aslite", "--listen", cfg.Aerospike, "--namespace", "chf"); err != nil {
+	asArgs := []string{"--listen", cfg.Aerospike, "--namespace", "chf"}
+	if cfg.AsliteDataDir != "" {
+		asArgs = append(asArgs, "--data-dir", cfg.AsliteDataDir, "--commit", cfg.AsliteCommit)
+	}
+	if err := c.startService(ctx, "aslite", asArgs); err != nil {
 		return err
 	}
-	if err := c.waitTCP(ctx, "aslite", cfg.Aerospike); err != nil {
-		return err
-	}
-	if err := c.spawn("abm", "--listen", cfg.ABM, "--aerospike", cfg.Aerospike, "--as-namespace", "chf"); err != nil {
-		return err
-	}
-	if err := c.waitReady(ctx, "abm", cfg.ABM); err != nil {
+	if err := c.startService(ctx, "abm", []string{"--aerospike", cfg.Aerospike, "--as-namespace", "chf"}); err != nil {
 		return err
 	}
 	if cfg.Accounts > 0 {
@@ -208,28 +268,68 @@ func (c *CHF) start(ctx context.Context) error {
 			return err
 		}
 	}
-	ocpArgs := []string{"--listen", cfg.OCP, "--abm", cfg.ABM}
-	if cfg.CDRDir != "" {
-		ocpArgs = append(ocpArgs, "--cdr-dir", cfg.CDRDir)
-	}
-	if err := c.spawn("ocp", ocpArgs...); err != nil {
+	if err := c.startService(ctx, "ocp", []string{"--abm", strings.Join(c.Instances["abm"], ",")}); err != nil {
 		return err
 	}
-	if err := c.waitReady(ctx, "ocp", cfg.OCP); err != nil {
+	return c.startService(ctx, "cgw", []string{"--ocp", strings.Join(c.Instances["ocp"], ",")})
+}
+
+// startService starts every instance of svc with args (and its own
+// --listen) and waits until each is ready.
+func (c *CHF) startService(ctx context.Context, svc string, args []string) error {
+	addrs := c.Instances[svc]
+	for i, addr := range addrs {
+		ch := &child{name: svc, service: svc, addr: addr}
+		if len(addrs) > 1 {
+			ch.name = fmt.Sprintf("%s-%d", svc, i+1)
+		}
+		if svc == "aslite" {
+			ch.args = args // it carries its --listen
+		} else {
+			ch.args = append([]string{"--listen", addr}, args...)
+		}
+		if svc == "ocp" && c.cfg.CDRDir != "" {
+			dir := c.cfg.CDRDir
+			if len(addrs) > 1 {
+				dir = filepath.Join(dir, ch.name)
+			}
+			ch.args = append(ch.args, "--cdr-dir", dir)
+		}
+		if svc == "cgw" && len(c.Instances["diameter"]) > i {
+			ch.diam = c.Instances["diameter"][i]
+			ch.args = append(ch.args, "--diameter", ch.diam)
+		}
+		if err := c.spawn(ch); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	var started []*child
+	for _, ch := range c.children {
+		if ch.service == svc {
+			started = append(started, ch)
+		}
+	}
+	c.mu.Unlock()
+	for _, ch := range started {
+		if err := c.ready(ctx, ch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ready waits until ch answers: aslite accepts TCP, the others' /readyz
+// answers 200 (and the cgw's Diameter port accepts TCP).
+func (c *CHF) ready(ctx context.Context, ch *child) error {
+	if ch.service == "aslite" {
+		return c.waitTCP(ctx, ch.name, ch.addr)
+	}
+	if err := c.waitReady(ctx, ch.name, ch.addr); err != nil {
 		return err
 	}
-	args := []string{"--listen", cfg.Nchf, "--ocp", cfg.OCP}
-	if cfg.Diameter != "" {
-		args = append(args, "--diameter", cfg.Diameter)
-	}
-	if err := c.spawn("cgw", args...); err != nil {
-		return err
-	}
-	if err := c.waitReady(ctx, "cgw", cfg.Nchf); err != nil {
-		return err
-	}
-	if cfg.Diameter != "" { // the cgw opens it just after its HTTP port
-		return c.waitTCP(ctx, "cgw", cfg.Diameter)
+	if ch.diam != "" { // the cgw opens it just after its HTTP port
+		return c.waitTCP(ctx, ch.name, ch.diam)
 	}
 	return nil
 }
@@ -263,8 +363,11 @@ func (c *CHF) provision(ctx context.Context) error {
 	return nil
 }
 
-func (c *CHF) spawn(name string, args ...string) error {
-	args = append(append([]string{name}, args...), c.cfg.Args[name]...)
+// spawn starts ch's process and records it (replacing an earlier
+// process of the same instance, which Restart relies on).
+func (c *CHF) spawn(ch *child) error {
+	name := ch.name
+	args := append(append([]string{ch.service}, ch.args...), c.cfg.Args[ch.service]...)
 	cmd := exec.Command(c.cfg.Exe, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// The children read their flags, not the runner's CHF_* environment.
@@ -279,31 +382,125 @@ func (c *CHF) spawn(name string, args ...string) error {
 	w := &prefixWriter{prefix: name + " | ", out: c.cfg.Logs, tail: t}
 	cmd.Stdout = w
 	cmd.Stderr = w
-	ch := &child{name: name, cmd: cmd, exited: make(chan struct{}), tail: t}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("cannot start %s: %w", name, err)
 	}
 	c.mu.Lock()
-	c.children = append(c.children, ch)
+	ch.cmd, ch.exited, ch.tail, ch.err, ch.expected = cmd, make(chan struct{}), t, nil, false
+	found := false
+	for _, o := range c.children {
+		found = found || o == ch
+	}
+	if !found {
+		c.children = append(c.children, ch)
+	}
 	c.mu.Unlock()
+	exited := ch.exited
 	go func() {
-		ch.err = cmd.Wait()
-		close(ch.exited)
+		werr := cmd.Wait()
 		c.mu.Lock()
-		stopping := c.stopping
+		ch.err = werr
+		stopping := c.stopping || ch.expected
 		if !stopping && c.err == nil {
 			reason := "exit status 0"
-			if ch.err != nil {
-				reason = ch.err.Error()
+			if werr != nil {
+				reason = werr.Error()
 			}
 			c.err = fmt.Errorf("%w: %s (pid %d): %s%s", ErrChildExited, name, cmd.Process.Pid, reason, t.String())
 		}
 		c.mu.Unlock()
+		close(exited)
 		if !stopping {
 			c.doneOnce.Do(func() { close(c.done) })
 		}
 	}()
 	c.log.Info("started", "service", name, "pid", cmd.Process.Pid, "args", strings.Join(args[1:], " "))
+	return nil
+}
+
+// Names returns the instance names of svc ("ocp", or "ocp-1", "ocp-2"
+// with replicas) in start order.
+func (c *CHF) Names(svc string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, ch := range c.children {
+		if ch.service == svc {
+			out = append(out, ch.name)
+		}
+	}
+	return out
+}
+
+func (c *CHF) find(name string) (*child, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.children {
+		if ch.name == name {
+			return ch, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", ErrNoInstance, name)
+}
+
+// Kill kills instance name with SIGKILL (its whole process group) and
+// waits until it is gone. The exit is not a failure of the CHF: Done
+// stays open. Restart starts it again.
+func (c *CHF) Kill(name string) error {
+	ch, err := c.find(name)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	ch.expected = true
+	pid, exited := ch.cmd.Process.Pid, ch.exited
+	c.mu.Unlock()
+	syscall.Kill(-pid, syscall.SIGCONT) // a stopped process dies only once continued
+	syscall.Kill(-pid, syscall.SIGKILL)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("cannot kill %s (pid %d): still running after 10s", name, pid)
+	}
+}
+
+// Restart starts instance name again, with the same flags and address,
+// after Kill, and waits until it is ready.
+func (c *CHF) Restart(ctx context.Context, name string) error {
+	ch, err := c.find(name)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ch.exited:
+	default:
+		return fmt.Errorf("cannot restart %s: it is running", name)
+	}
+	if err := c.spawn(ch); err != nil {
+		return err
+	}
+	return c.ready(ctx, ch)
+}
+
+// Pause stops instance name with SIGSTOP (a peer that hangs: its sockets
+// stay open, nothing answers); Resume continues it with SIGCONT.
+func (c *CHF) Pause(name string) error { return c.signal(name, syscall.SIGSTOP) }
+
+// Resume continues an instance Pause stopped.
+func (c *CHF) Resume(name string) error { return c.signal(name, syscall.SIGCONT) }
+
+func (c *CHF) signal(name string, sig syscall.Signal) error {
+	ch, err := c.find(name)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	pid := ch.cmd.Process.Pid
+	c.mu.Unlock()
+	if err := syscall.Kill(-pid, sig); err != nil {
+		return fmt.Errorf("cannot send %v to %s (pid %d): %w", sig, name, pid, err)
+	}
 	return nil
 }
 
@@ -370,6 +567,11 @@ func (c *CHF) Pids() map[string]int {
 	defer c.mu.Unlock()
 	m := make(map[string]int, len(c.children))
 	for _, ch := range c.children {
+		select {
+		case <-ch.exited:
+			continue // killed, not restarted yet
+		default:
+		}
 		m[ch.name] = ch.cmd.Process.Pid
 	}
 	return m
@@ -392,6 +594,7 @@ func (c *CHF) Stop() error {
 		default:
 		}
 		pid := ch.cmd.Process.Pid
+		syscall.Kill(-pid, syscall.SIGCONT) // a paused child must run to stop
 		syscall.Kill(pid, syscall.SIGTERM)
 		select {
 		case <-ch.exited:

@@ -13,7 +13,9 @@ import (
 
 // About is the help text of the aslite command.
 const About = `Serves an in-memory, single-node store speaking the Aerospike wire protocol,
-for the official Go client (aerospike-client-go/v7). Data is lost on exit.`
+for the official Go client (aerospike-client-go/v7). Data is lost on exit unless
+--data-dir names a directory: then every change is logged there (fsynced per --commit)
+and recovered at start-up, so a restart or a kill -9 keeps the acknowledged writes.`
 
 // ServiceConfig is the configuration of the aslite command (`chf
 // aslite`): one field per flag. Start from DefaultServiceConfig.
@@ -23,14 +25,25 @@ type ServiceConfig struct {
 	Namespaces      string
 	DefaultTTL      time.Duration
 	ReclaimInterval time.Duration
+	// DataDir, Commit and CommitInterval are Config's durability fields.
+	DataDir        string
+	Commit         string
+	CommitInterval time.Duration
+	// FirstRequestTimeout, IdleTimeout and WriteTimeout are Config's
+	// connection timeouts.
+	FirstRequestTimeout, IdleTimeout, WriteTimeout time.Duration
 }
 
 // DefaultServiceConfig returns the defaults of the aslite flags.
 func DefaultServiceConfig() ServiceConfig {
 	return ServiceConfig{
-		Base:            chassis.Base{Listen: "127.0.0.1:3000"},
-		Namespaces:      "chf",
-		ReclaimInterval: 5 * time.Second,
+		Base:                chassis.Base{Listen: "127.0.0.1:3000"},
+		Namespaces:          "chf",
+		ReclaimInterval:     5 * time.Second,
+		Commit:              string(CommitSync),
+		CommitInterval:      100 * time.Millisecond,
+		FirstRequestTimeout: 10 * time.Second,
+		WriteTimeout:        30 * time.Second,
 	}
 }
 
@@ -40,6 +53,12 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Namespaces, "namespace", c.Namespaces, "comma-separated namespaces to serve, each 1 to 31 bytes")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", c.DefaultTTL, "namespace default TTL for writes that ask for it (TTL 0); 0 = never expire")
 	fs.DurationVar(&c.ReclaimInterval, "reclaim-interval", c.ReclaimInterval, "how often expired records are deleted and their memory reclaimed")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the append-only log and snapshots that make the store survive a restart or a crash (created if missing); empty = memory only, data lost on exit")
+	fs.StringVar(&c.Commit, "commit", c.Commit, "with --data-dir, when a write is acknowledged: sync (after the log holding it is fsynced; concurrent writes share an fsync) or interval (at once; the log is fsynced every --commit-interval, so a crash loses at most that)")
+	fs.DurationVar(&c.CommitInterval, "commit-interval", c.CommitInterval, "with --commit interval, how often the log is fsynced")
+	fs.DurationVar(&c.FirstRequestTimeout, "first-request-timeout", c.FirstRequestTimeout, "close a connection that sends no complete request within this of being accepted")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "close a connection that sends nothing for this long; 0 = never (clients' pools expect that unless their idle timeout is set below it)")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "abandon a reply to a client that does not read it within this")
 }
 
 // Validate checks the flags' values.
@@ -47,7 +66,23 @@ func (c *ServiceConfig) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if _, err := New(c.config(nil)); err != nil {
+	if _, err := ParseCommit(c.Commit); err != nil {
+		return fmt.Errorf("cannot use --commit: %w", err)
+	}
+	if c.CommitInterval <= 0 {
+		return fmt.Errorf("cannot use --commit-interval %s: must be positive", c.CommitInterval)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--first-request-timeout", c.FirstRequestTimeout}, {"--idle-timeout", c.IdleTimeout}, {"--write-timeout", c.WriteTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("cannot use %s %s: must not be negative", d.flag, d.v)
+		}
+	}
+	cfg := c.config(nil)
+	cfg.DataDir = "" // New would open (and recover) it; Validate only checks
+	if _, err := New(cfg); err != nil {
 		return fmt.Errorf("cannot use --namespace, --default-ttl or --reclaim-interval: %w", err)
 	}
 	return nil
@@ -60,7 +95,11 @@ func (c *ServiceConfig) config(log *slog.Logger) Config {
 			ns = append(ns, n)
 		}
 	}
-	return Config{Namespaces: ns, Logger: log, DefaultTTL: c.DefaultTTL, ReclaimInterval: c.ReclaimInterval}
+	return Config{
+		Namespaces: ns, Logger: log, DefaultTTL: c.DefaultTTL, ReclaimInterval: c.ReclaimInterval,
+		DataDir: c.DataDir, Commit: Commit(c.Commit), CommitInterval: c.CommitInterval,
+		FirstRequestTimeout: c.FirstRequestTimeout, IdleTimeout: c.IdleTimeout, WriteTimeout: c.WriteTimeout,
+	}
 }
 
 // String is the configuration as name=value pairs of its flags.

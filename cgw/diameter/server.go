@@ -29,6 +29,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/cgw/admission"
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chf"
@@ -53,6 +54,11 @@ type Config struct {
 	// MaxInFlight bounds the CCRs being charged at once over all peers;
 	// beyond it CCRs are answered DIAMETER_TOO_BUSY (3004). Default 4096.
 	MaxInFlight int
+	// Limiter, when set, is the adaptive admission limit (package
+	// cgw/admission) a CCR must also pass; refused CCRs are answered
+	// DIAMETER_TOO_BUSY (3004) and counted in TooBusy. It may be shared
+	// with the Nchf front.
+	Limiter *admission.Limiter
 	// MaxMessageSize is the largest message accepted; a peer sending a
 	// larger one is disconnected. Default 64 KiB.
 	MaxMessageSize int
@@ -446,7 +452,8 @@ func (p *peer) serve() {
 func (p *peer) dispatch(bufp *[]byte) {
 	s := p.s
 	s.requests.Add(1)
-	if s.inflight.Add(1) > int64(s.cfg.MaxInFlight) {
+	n := s.inflight.Add(1)
+	if n > int64(s.cfg.MaxInFlight) || (s.cfg.Limiter != nil && !s.cfg.Limiter.Acquire()) {
 		s.inflight.Add(-1)
 		s.tooBusy.Add(1)
 		st := s.states.Get().(*ccrState)
@@ -472,7 +479,11 @@ func (s *Server) putState(st *ccrState) {
 func (p *peer) handleCCR(bufp *[]byte) {
 	s := p.s
 	st := s.states.Get().(*ccrState)
+	start := time.Now()
 	defer func() {
+		if s.cfg.Limiter != nil {
+			s.cfg.Limiter.Done(time.Since(start), true)
+		}
 		if r := recover(); r != nil {
 			s.cfg.Logger.Error("BUG: panic while handling CCR", "panic", r, "origin_host", p.host)
 			st = nil

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/loadgen/report"
+	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
+	"github.com/chf-testbed/testbed/local"
+	"github.com/chf-testbed/testbed/ocp"
 )
 
 func init() {
@@ -109,11 +114,41 @@ func localCmd(args []string) (err error) {
 	cgwArgs := fs.String("cgw-args", "", "extra flags for the cgw process, space-separated")
 	ocpArgs := fs.String("ocp-args", "", "extra flags for the ocp process, space-separated")
 	abmArgs := fs.String("abm-args", "", "extra flags for the abm process, space-separated")
+	replicas := fs.String("replicas", "", "instances per service, e.g. \"ocp=2,abm=2\" (cgw, ocp, abm; default 1 each), as chf local --replicas; the load spreads over every cgw")
+	asliteDir := fs.String("aslite-data-dir", "", "make aslite durable with its log and snapshots in this directory (chf local --aslite-data-dir); a --fault on aslite without it uses a temporary one")
+	asliteCommit := fs.String("aslite-commit", "sync", "with a durable aslite, its --commit: sync or interval")
+	faultValidity := fs.Duration("fault-validity", 10*time.Second, "with --fault, the validity time of every grant (a tariff written to the results directory for the ocp), so the reservations of sessions a fault cut short expire, and the audit waits up to twice this for them")
+	sampleEvery := fs.Duration("sample-every", 0, "sample each service's RSS, open files and goroutines (through a --pprof port given to cgw, ocp and abm) this often, with the p99 per interval, and write soak.json and soak.txt (flat, or where it grows) to the results directory; 0 = off (make soak sets 10s)")
+	var faultSpecs multiFlag
+	fs.Var(&faultSpecs, "fault", "inject a fault at an offset into the measured window, ACTION:SERVICE:AT[:FOR]: kill (kill -9, restarted after FOR, default 2s) or stop (SIGSTOP for FOR) one instance of cgw, ocp, abm or aslite, e.g. kill:ocp:10s:2s; repeatable; the report gives errors, time to recover and the audit")
 	if err := parseFlags(fs, localHelp, args); err != nil {
 		return err
 	}
 	if err := l.apply(&f); err != nil {
 		return err
+	}
+	reps, err := local.ParseReplicas(*replicas)
+	if err != nil {
+		return usageError{fmt.Errorf("invalid --replicas: %w", err)}
+	}
+	if *asliteCommit != "sync" && *asliteCommit != "interval" {
+		return usageError{fmt.Errorf("invalid --aslite-commit %q: want sync or interval", *asliteCommit)}
+	}
+	var faults []run.Fault
+	for _, spec := range faultSpecs {
+		ft, err := run.ParseFault(spec)
+		if err != nil {
+			return usageError{fmt.Errorf("invalid --fault: %w", err)}
+		}
+		faults = append(faults, ft)
+		if ft.Service == "aslite" && *asliteDir == "" {
+			dir, err := os.MkdirTemp("", "loadgen-aslite-")
+			if err != nil {
+				return fmt.Errorf("cannot create a data directory for aslite: %w", err)
+			}
+			defer os.RemoveAll(dir)
+			*asliteDir = dir
+		}
 	}
 	if !setFlags(fs)["rate"] && !setFlags(fs)["sessions-per-second"] && f.scenarioFile == "" {
 		f.rate = 1000
@@ -138,13 +173,46 @@ func localCmd(args []string) (err error) {
 		}
 		defer logs.Close()
 	}
+	ocpFlags := localOCPArgs(strings.Fields(*ocpArgs), f.tariffFile)
+	if len(faults) > 0 && !strings.Contains(*ocpArgs, "--tariff") && f.tariffFile == "" {
+		if *faultValidity < time.Second {
+			return usageError{fmt.Errorf("invalid --fault-validity %s: want at least 1s", *faultValidity)}
+		}
+		tariff := filepath.Join(f.outDir, "tariff.yaml")
+		body := strings.ReplaceAll(ocp.DefaultTariff, "validityTime: 1800", fmt.Sprintf("validityTime: %d", int(faultValidity.Seconds())))
+		if err := os.WriteFile(tariff, []byte(body), 0o644); err != nil {
+			return fmt.Errorf("cannot write the fault run's tariff: %w", err)
+		}
+		ocpFlags = append(ocpFlags, "--tariff", tariff)
+	}
+	cgwFlags, abmFlags := strings.Fields(*cgwArgs), strings.Fields(*abmArgs)
+	pprof := map[string]string{}
+	if *sampleEvery > 0 {
+		if *sampleEvery < time.Second {
+			return usageError{fmt.Errorf("invalid --sample-every %s: want at least 1s", *sampleEvery)}
+		}
+		if len(reps) == 0 { // one pprof port per service: not with replicas
+			for _, svc := range []struct {
+				name  string
+				flags *[]string
+			}{{"cgw", &cgwFlags}, {"ocp", &ocpFlags}, {"abm", &abmFlags}} {
+				addr, err := freeLoopbackPort()
+				if err != nil {
+					return err
+				}
+				*svc.flags = append(*svc.flags, "--pprof", addr)
+				pprof[svc.name] = addr
+			}
+		}
+	}
 	s := onSignals()
 	defer s.Stop()
 	o.Log.Info("starting the local CHF", "accounts", *l.accounts)
 	t0 := time.Now()
 	tb, err := testbed.Start(s.Context(), testbed.Options{
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
-		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), OCPArgs: localOCPArgs(strings.Fields(*ocpArgs), f.tariffFile), ABMArgs: strings.Fields(*abmArgs), Diameter: f.proto == "gy",
+		Logs: logs, Log: o.Log, CGWArgs: cgwFlags, OCPArgs: ocpFlags, ABMArgs: abmFlags, Diameter: f.proto == "gy",
+		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
 	})
 	if err != nil {
 		return s.wrap(err)
@@ -157,12 +225,28 @@ func localCmd(args []string) (err error) {
 	o.Log.Info("local CHF ready", "target", tb.Target, "diameter", tb.Diameter, "pids", tb.Pids, "chf", tb.CHF, "took", time.Since(t0).Round(time.Millisecond))
 	o.Provenance.CHFVersion = chfVersion(s.Context(), tb.CHF)
 	o.Targets = f.localTargets(tb)
-	o.BalanceTargets = []string{tb.Target}
+	o.BalanceTargets = tb.Targets
 	o.CPU = append(o.CPU, tb.CPU()...)
+	if len(faults) > 0 {
+		o.Faults, o.Injector = faults, tb
+		o.ReservationSettle = 2 * *faultValidity
+		// A killed instance's CPU cannot be read across the window.
+		o.CPUOptional = true
+	}
 	if o.Label == "" {
 		o.Label = "local"
 	}
+	var soak *soakSampler
+	if *sampleEvery > 0 {
+		soak = startSoak(*sampleEvery, tb.Pids, pprof)
+	}
 	err = f.execute(s, o)
+	if soak != nil {
+		res, _ := report.ReadJSON(filepath.Join(f.outDir, "result.json"))
+		if serr := soak.finish(f.outDir, res); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
 	select {
 	case <-tb.Done():
 		if s.Signal() == nil {
@@ -180,4 +264,14 @@ func localOCPArgs(args []string, tariff string) []string {
 		return args
 	}
 	return append(args, "--tariff", tariff)
+}
+
+// freeLoopbackPort returns a loopback host:port free at the time of the call.
+func freeLoopbackPort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("cannot find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

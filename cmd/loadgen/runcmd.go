@@ -247,9 +247,9 @@ func (f *runFlags) localTargets(tb *testbed.Testbed) []string {
 		if f.balanceURL == "" {
 			f.balanceURL = "http://" + tb.Target
 		}
-		return []string{tb.Diameter}
+		return tb.Diameters
 	}
-	return []string{tb.Target}
+	return tb.Targets
 }
 
 // checkFlags validates the flags that are not scenario fields.

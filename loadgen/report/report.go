@@ -122,6 +122,9 @@ type Result struct {
 	Provenance   Provenance      `json:"provenance"`
 	Series       []Point         `json:"series"`
 	Histograms   map[string]Hist `json:"histograms"`
+
+	// Faults are the faults injected during the run (loadgen local --fault).
+	Faults []Fault `json:"faults,omitempty"`
 }
 
 // Build makes the Result of a run. cpuSeconds is CPU spent per component

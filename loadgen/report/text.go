@@ -57,6 +57,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\nSUT CPU µs/transaction %s   loadgen CPU µs/transaction %.1f\n", r.sutUs(), r.LoadgenUsTxn)
 	}
+	r.writeFaults(w)
 	a := r.Audit
 	verdict := "PASS"
 	if a.Skipped {

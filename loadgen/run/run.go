@@ -113,6 +113,17 @@ type Options struct {
 	// audit's independent check (the OCP's tariff file, read by the
 	// audit's own code); nil = the built-in default tariff.
 	Tariff *audit.Tariff
+	// Faults are injected through Injector at their offsets into the
+	// measured window; each is undone (restart, continue) before the
+	// audit, and its figures go to the result's Faults.
+	Faults   []Fault
+	Injector Injector
+	// ReservationSettle, with Faults, is how long the final audit waits
+	// for reservations left by sessions whose release failed during a
+	// fault to expire (the CHF frees them at their validity time): the
+	// final balances are read again every second until none is left or
+	// the time is up. 0 = no wait.
+	ReservationSettle time.Duration
 }
 
 // Execute performs the run. A failed audit returns the result together
@@ -124,6 +135,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	sc := o.Scenario
 	if err := sc.Validate(); err != nil {
 		return nil, err
+	}
+	if len(o.Faults) > 0 && o.Injector == nil {
+		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
 	}
 	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync}
 	var d driver.Driver
@@ -202,6 +216,8 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			return nil, fmt.Errorf("cannot load the built-in tariff: %w", err)
 		}
 	}
+	var measureStart time.Time
+	waitFaults := func() []faultRun { return nil }
 	cfg := engine.Config{
 		Scenario: sc,
 		Driver:   d,
@@ -212,6 +228,12 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		Phase: func(name string) {
 			switch name {
 			case "measure":
+				mu.Lock()
+				measureStart = time.Now()
+				if len(o.Faults) > 0 {
+					waitFaults = injectFaults(ctx, o.Injector, o.Faults, measureStart)
+				}
+				mu.Unlock()
 				s := sampler.Sample(context.Background())
 				mu.Lock()
 				cpuA, haveA = s, true
@@ -232,6 +254,10 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	mu.Lock()
+	wait := waitFaults
+	mu.Unlock()
+	faultRuns := wait() // every instance back before the audit
 	interrupted := ctx.Err() != nil
 	prog.finish()
 	mu.Lock()
@@ -267,15 +293,24 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			idx = audit.AllIndexes(sc.Subscribers.Count)
 		}
 		t0 := time.Now()
-		final, err := audit.Read(context.Background(), reader, first, idx, o.AuditConcurrency)
-		if err != nil {
-			auditRes = audit.Result{Reason: err.Error()}
-		} else {
+		settle := time.Now().Add(o.ReservationSettle)
+		for {
+			final, err := audit.Read(context.Background(), reader, first, idx, o.AuditConcurrency)
+			if err != nil {
+				auditRes = audit.Result{Reason: err.Error()}
+				break
+			}
 			auditRes = audit.Check(audit.Input{
 				First: first, Initial: initial, InitialBalance: o.InitialBalance, Final: final,
 				Ledger: st.Ledger, Expected: st.Ledger, Unresolved: st.Unresolved, NoHeader: st.MissingCharged,
 			})
 			o.Log.Info("final balances read", "accounts", len(idx), "took", time.Since(t0).Round(time.Millisecond))
+			// Only reservations can still change; mismatches cannot.
+			if auditRes.Reserved == 0 || len(faultRuns) == 0 || time.Now().After(settle) || ctx.Err() != nil {
+				break
+			}
+			o.Log.Info("waiting for the reservations of sessions cut by a fault to expire", "accounts_with_reservations", auditRes.Reserved, "until", settle.Format(time.TimeOnly))
+			time.Sleep(time.Second)
 		}
 	}
 
@@ -284,6 +319,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		return nil, err
 	}
 	res.Label, res.Shard = o.Label, o.Shard
+	if len(faultRuns) > 0 {
+		res.Faults = faultResults(faultRuns, res.Series, st.Started, measureStart)
+	}
 	res.Interrupted = interrupted
 	cpuErr := lostCPU(sampler, cpuA, cpuB, haveA, o, interrupted, &incomplete)
 	return finish(res, o, incomplete, cpuErr)

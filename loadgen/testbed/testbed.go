@@ -41,15 +41,22 @@ type Options struct {
 	CGWArgs, OCPArgs, ABMArgs []string
 	// Diameter starts the CGW's Diameter Gy front on a free loopback port.
 	Diameter bool
+	// Replicas, AsliteDataDir and AsliteCommit are local.Config's.
+	Replicas      map[string]int
+	AsliteDataDir string
+	AsliteCommit  string
 }
 
 // Testbed is a running local CHF.
 type Testbed struct {
-	// Target is the CGW's host:port (Nchf over h2c and HTTP/1.1, balances).
-	Target string
+	// Target is the CGW's host:port (Nchf over h2c and HTTP/1.1, balances);
+	// Targets lists every CGW instance's (Target first).
+	Target  string
+	Targets []string
 	// Diameter is the host:port of the CGW's Diameter Gy front, when
-	// Options.Diameter asked for it.
-	Diameter string
+	// Options.Diameter asked for it; Diameters lists every CGW instance's.
+	Diameter  string
+	Diameters []string
 	// Pids maps each service to its process id.
 	Pids map[string]int
 	// CHF is the binary used.
@@ -104,6 +111,7 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 	cfg := local.Config{
 		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
 		Logs: o.Logs, Logger: o.Log, Args: args,
+		Replicas: o.Replicas, AsliteDataDir: o.AsliteDataDir, AsliteCommit: o.AsliteCommit,
 	}
 	if o.Diameter {
 		cfg.Diameter = "127.0.0.1:0"
@@ -115,7 +123,44 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 		}
 		return nil, fmt.Errorf("cannot start the local CHF: %w", err)
 	}
-	return &Testbed{Target: c.Addrs["cgw"], Diameter: c.Addrs["diameter"], Pids: c.Pids(), CHF: exe, chf: c, cleanup: cleanup}, nil
+	return &Testbed{
+		Target: c.Addrs["cgw"], Targets: c.Instances["cgw"], Diameter: c.Addrs["diameter"], Diameters: c.Instances["diameter"],
+		Pids: c.Pids(), CHF: exe, chf: c, cleanup: cleanup,
+	}, nil
+}
+
+// Kill kills the first instance of service with SIGKILL (run.Injector).
+func (t *Testbed) Kill(service string) (string, error) {
+	name, err := t.first(service)
+	if err != nil {
+		return "", err
+	}
+	return name, t.chf.Kill(name)
+}
+
+// Restart starts a killed instance again and waits until it is ready.
+func (t *Testbed) Restart(ctx context.Context, instance string) error {
+	return t.chf.Restart(ctx, instance)
+}
+
+// Pause stops the first instance of service with SIGSTOP.
+func (t *Testbed) Pause(service string) (string, error) {
+	name, err := t.first(service)
+	if err != nil {
+		return "", err
+	}
+	return name, t.chf.Pause(name)
+}
+
+// Resume continues a paused instance.
+func (t *Testbed) Resume(instance string) error { return t.chf.Resume(instance) }
+
+func (t *Testbed) first(service string) (string, error) {
+	names := t.chf.Names(service)
+	if len(names) == 0 {
+		return "", fmt.Errorf("%w: no instance of %s", local.ErrNoInstance, service)
+	}
+	return names[0], nil
 }
 
 // FindCHF returns a chf binary that has the service subcommands. When it
