@@ -151,6 +151,9 @@ type Exchange struct {
 	req  chf.ChargeRequest
 	resp chf.ChargeResponse
 	sess [chf.SessionIDLen]byte
+
+	op    operation // for metrics
+	cause string    // ProblemDetails cause answered, for metrics
 }
 
 func (x *Exchange) reset() {
@@ -160,6 +163,7 @@ func (x *Exchange) reset() {
 	x.Charged = 0
 	x.HasCharged = false
 	x.Body = x.Body[:0]
+	x.op, x.cause = opOther, ""
 }
 
 // Context returns the context to Serve x with, valid until Release:
@@ -229,16 +233,20 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 		}
 		if n := h.inflight.Add(1); n > h.maxInFlight {
 			h.inflight.Add(-1)
+			shedInFlight.Inc()
 			h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "too many requests in flight", "", "")
 			return
 		}
 		defer h.inflight.Add(-1)
 		switch {
 		case len(rest) == 0 || string(rest) == "/":
+			x.op = opCreate
 			h.create(ctx, x, host, body)
 		case rest[0] == '/' && hasSuffix(rest, "/update"):
+			x.op = opUpdate
 			h.session(ctx, x, chf.OpUpdate, rest[1:len(rest)-len("/update")], body)
 		case rest[0] == '/' && hasSuffix(rest, "/release"):
+			x.op = opRelease
 			h.session(ctx, x, chf.OpRelease, rest[1:len(rest)-len("/release")], body)
 		default:
 			h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such Nchf resource", "", "")
@@ -248,6 +256,7 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 			h.problem(x, http.StatusMethodNotAllowed, "", "only GET is allowed on "+AccountsBase+"{supi}", "", "")
 			return
 		}
+		x.op = opBalance
 		h.balance(ctx, x, string(path[len(AccountsBase):]))
 	default:
 		h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such resource", "", "")
@@ -297,6 +306,7 @@ func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
 	if x.nreq.OneTimeEvent {
 		// An event opens no session: its identity alone deduplicates it.
 		x.req.Op = chf.OpEvent
+		x.op = opEvent
 	} else {
 		sess := chf.AppendSessionID(x.sess[:0], h.newSession())
 		x.req.Session = string(sess)
@@ -433,6 +443,7 @@ func orDefault(s, def string) string {
 
 func (h *Handler) problem(x *Exchange, status int, cause, detail, param, reason string) {
 	x.Status = status
+	x.cause = cause
 	x.ContentType = contentProblem
 	x.Body = chf.AppendProblemDetails(x.Body[:0], &chf.Problem{
 		Status: status, Title: http.StatusText(status), Cause: cause, Detail: detail,

@@ -98,10 +98,10 @@ func TestServerHealthReadyMetrics(t *testing.T) {
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, want := range []string{
-		`http_server_request_duration_seconds_count{http_response_status_code="200",http_route="/ocp/v1/charge",service="` + svc + `"} 3`,
+		`http_server_request_duration_seconds_count{http_response_status_code="200",http_route="/ocp/v1/charge",component="` + svc + `"} 3`,
 		`http_route="/chf/v1/accounts/{id}"`,
 		`http_server_request_duration_seconds_bucket{`,
-		`http_server_active_requests{service="` + svc + `"} `,
+		`http_server_active_requests{component="` + svc + `"} `,
 		"process_cpu_seconds_total ",
 		"process_resident_memory_bytes ",
 	} {
