@@ -19,6 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
 // Scrape GETs url (a /metrics endpoint) and returns the body.
@@ -159,4 +161,22 @@ func findPromtool() string {
 		}
 		dir = parent
 	}
+}
+
+// Gather returns the exposition of telemetry.Registry (what /metrics
+// serves) in the text format.
+func Gather(t testing.TB) []byte {
+	t.Helper()
+	mfs, err := telemetry.Registry().Gather()
+	if err != nil {
+		t.Fatalf("cannot gather metrics: %v", err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatalf("cannot encode %s: %v", mf.GetName(), err)
+		}
+	}
+	return buf.Bytes()
 }
