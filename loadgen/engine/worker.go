@@ -522,6 +522,9 @@ func (w *worker) completed(f *flow) {
 	} else if failed {
 		w.errorsOutside++
 	}
+	if w.cfg.Observe != nil {
+		w.cfg.Observe(f.op, lat, f.out.Class)
+	}
 	w.iv.completed++
 	w.iv.hist.Record(lat)
 	if late {

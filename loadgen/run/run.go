@@ -25,6 +25,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/driver/gy"
 	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/live"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
@@ -92,9 +93,12 @@ type Options struct {
 	// Progress goes to ProgressOut (default os.Stderr) in ProgressMode.
 	ProgressOut  io.Writer
 	ProgressMode string
-	Label        string
-	Shard        string
-	Log          *slog.Logger
+	// MetricsListen, when set, is the host:port of the live Prometheus
+	// endpoint served during the run (loadgen/live).
+	MetricsListen string
+	Label         string
+	Shard         string
+	Log           *slog.Logger
 	// CPUOptional turns a CPU source that is missing at the start or lost
 	// during the run from an error into a loud warning and a result marked
 	// incomplete.
@@ -188,13 +192,27 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	var mu sync.Mutex
 	var cpuA, cpuB cpu.Sample
 	var haveA, haveB bool
+	tick, livePhase := prog.tick, func(string) {}
+	var observe func(engine.Op, time.Duration, string) // nil: the engine skips it
+	if o.MetricsListen != "" {
+		lm := live.New()
+		if err := lm.Serve(o.MetricsListen); err != nil {
+			return nil, err
+		}
+		defer lm.Close(context.Background())
+		o.Log.Info("serving live metrics", "addr", "http://"+lm.Addr()+"/metrics")
+		tick = func(t engine.Tick) { prog.tick(t); lm.Tick(t) }
+		observe, livePhase = lm.Observe, lm.Phase
+	}
 	cfg := engine.Config{
 		Scenario: sc,
 		Driver:   d,
 		Workers:  o.Workers,
 		Pacing:   o.Pacing,
-		Tick:     prog.tick,
+		Tick:     tick,
+		Observe:  observe,
 		Phase: func(name string) {
+			livePhase(name)
 			switch name {
 			case "measure":
 				s := sampler.Sample(context.Background())
