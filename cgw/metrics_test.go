@@ -81,3 +81,13 @@ func TestObserveAllocs(t *testing.T) {
 		t.Fatalf("observe allocates %v times", n)
 	}
 }
+
+// BenchmarkObserve is the cost the Nchf metrics add per request.
+func BenchmarkObserve(b *testing.B) {
+	x := &Exchange{Status: 201, op: opCreate}
+	start := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		observe(frontH2C, x, start)
+	}
+}
