@@ -3,6 +3,7 @@ package abm
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	as "github.com/aerospike/aerospike-client-go/v7"
@@ -89,21 +90,26 @@ const (
 var asResultNames = [numASResults]string{"ok", "key_not_found", "generation_error", "timeout", "error"}
 
 var (
+	asLatencyVec = telemetry.NewHistogramVec("chf_abm_aerospike_duration_seconds",
+		"Aerospike calls of the ABM's charging path, by operation and result.", nil, "operation", "result")
+	asBatchVec = telemetry.NewHistogramVec("chf_abm_aerospike_batch_size",
+		"Records per Aerospike batch command of the ABM, by operation.", telemetry.SizeBuckets, "operation")
+	asOnce    sync.Once
 	asLatency [numASOps][numASResults]prometheus.Observer
 	asBatch   [numASOps]prometheus.Observer
 )
 
-func init() {
-	lat := telemetry.NewHistogramVec("chf_abm_aerospike_duration_seconds",
-		"Aerospike calls of the ABM's charging path, by operation and result.", nil, "operation", "result")
-	size := telemetry.NewHistogramVec("chf_abm_aerospike_batch_size",
-		"Records per Aerospike batch command of the ABM, by operation.", telemetry.SizeBuckets, "operation")
-	for op := range asLatency {
-		for r := range asLatency[op] {
-			asLatency[op][r] = lat.WithLabelValues(asOpNames[op], asResultNames[r])
+// resolveASMetrics resolves every child once, when the first Service is
+// made: a process that runs no ABM exports none of them.
+func resolveASMetrics() {
+	asOnce.Do(func() {
+		for op := range asLatency {
+			for r := range asLatency[op] {
+				asLatency[op][r] = asLatencyVec.WithLabelValues(asOpNames[op], asResultNames[r])
+			}
+			asBatch[op] = asBatchVec.WithLabelValues(asOpNames[op])
 		}
-		asBatch[op] = size.WithLabelValues(asOpNames[op])
-	}
+	})
 }
 
 // observeAS records one Aerospike call of op begun at start that

@@ -33,6 +33,7 @@ func TestAerospikeMetrics(t *testing.T) {
 }
 
 func TestObserveASAllocs(t *testing.T) {
+	resolveASMetrics()
 	start := time.Now()
 	if n := testing.AllocsPerRun(1000, func() {
 		observeAS(asPut, nil, start)

@@ -150,6 +150,7 @@ type Service struct {
 
 // New returns a Service on client. The client stays owned by the caller.
 func New(client *as.Client, cfg Config) *Service {
+	resolveASMetrics()
 	cfg.setDefaults()
 	rp := as.NewPolicy()
 	rp.TotalTimeout = cfg.Timeout

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/chassis"
@@ -64,6 +65,7 @@ type Handler struct {
 	log         *slog.Logger
 	logLimit    *chassis.LogThrottle
 	pool        sync.Pool
+	shed        prometheus.Counter // requests refused beyond maxInFlight
 }
 
 // HandlerConfig configures a Handler.
@@ -99,6 +101,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		newSession:  cfg.NewSession,
 		log:         cfg.Logger,
 		logLimit:    chassis.NewLogThrottle(time.Second),
+		shed:        ShedCounter("inflight"),
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 64 << 10
@@ -233,7 +236,7 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 		}
 		if n := h.inflight.Add(1); n > h.maxInFlight {
 			h.inflight.Add(-1)
-			shedInFlight.Inc()
+			h.shed.Inc()
 			h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "too many requests in flight", "", "")
 			return
 		}

@@ -77,7 +77,6 @@ var (
 	shedTotal = telemetry.NewCounterVec("chf_cgw_shed_total",
 		"Nchf requests the CGW refused at admission (503 NF_CONGESTION) without charging them, by reason.",
 		"reason")
-	shedInFlight = ShedCounter("inflight")
 )
 
 // ShedCounter returns the counter of Nchf requests shed for reason (a
