@@ -3,6 +3,7 @@ package telemetry
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -38,9 +39,44 @@ func NewCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return register(prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 }
 
+var (
+	namesMu sync.Mutex
+	names   = map[string]string{} // registered here: name -> type
+)
+
+// RegisteredNames returns the metric names (histograms with their
+// _bucket, _sum and _count series) registered through NewHistogramVec and
+// NewCounterVec, whether or not they have been observed yet, mapped to
+// their type. Tests compare dashboards against it.
+func RegisteredNames() map[string]string {
+	namesMu.Lock()
+	defer namesMu.Unlock()
+	out := make(map[string]string, len(names))
+	for k, v := range names {
+		out[k] = v
+	}
+	return out
+}
+
 func register[C prometheus.Collector](c C) C {
 	err := Registry().Register(c)
 	if err == nil {
+		namesMu.Lock()
+		defer namesMu.Unlock()
+		ch := make(chan *prometheus.Desc, 1)
+		c.Describe(ch)
+		d := (<-ch).String() // Desc{fqName: "name", ...}
+		if i := strings.Index(d, `fqName: "`); i >= 0 {
+			name := d[i+len(`fqName: "`):]
+			name = name[:strings.IndexByte(name, '"')]
+			if _, ok := any(c).(*prometheus.HistogramVec); ok {
+				for _, suf := range []string{"_bucket", "_sum", "_count"} {
+					names[name+suf] = "histogram"
+				}
+			} else {
+				names[name] = "counter"
+			}
+		}
 		return c
 	}
 	var are prometheus.AlreadyRegisteredError
