@@ -312,9 +312,10 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 	o := run.Options{
 		Scenario: sc, Targets: targets, Proto: f.proto, Conns: f.conns, Workers: f.workers, Pacing: f.pacing, NoAsync: f.noAsync,
 		Audit: f.auditMode, InitialBalance: f.initialBalance, AuditConcurrency: f.auditConc,
-		ProgressMode: f.progress, MetricsListen: f.metricsListen, Label: f.label, Shard: f.shard, Log: log, CPUOptional: f.cpuOptional,
+		ProgressMode: f.progress, Label: f.label, Shard: f.shard, Log: log, CPUOptional: f.cpuOptional,
 		Thresholds: sc.EffectiveThresholds(f.noDefThresh),
 	}
+	o.MetricsListen = f.metricsListen
 	o.Provenance = report.HostProvenance()
 	o.Provenance.LoadgenVersion = version
 	o.Provenance.CHFVersion = f.chfVersion

@@ -93,12 +93,9 @@ type Options struct {
 	// Progress goes to ProgressOut (default os.Stderr) in ProgressMode.
 	ProgressOut  io.Writer
 	ProgressMode string
-	// MetricsListen, when set, is the host:port of the live Prometheus
-	// endpoint served during the run (loadgen/live).
-	MetricsListen string
-	Label         string
-	Shard         string
-	Log           *slog.Logger
+	Label        string
+	Shard        string
+	Log          *slog.Logger
 	// CPUOptional turns a CPU source that is missing at the start or lost
 	// during the run from an error into a loud warning and a result marked
 	// incomplete.
@@ -109,6 +106,9 @@ type Options struct {
 	// Provenance is stored in the result; an empty ScenarioHash becomes
 	// the scenario's own.
 	Provenance report.Provenance
+	// MetricsListen, when set, is the host:port of the live Prometheus
+	// endpoint served during the run (loadgen/live).
+	MetricsListen string
 }
 
 // Execute performs the run. A failed audit returns the result together
