@@ -93,9 +93,14 @@ type Options struct {
 	// Progress goes to ProgressOut (default os.Stderr) in ProgressMode.
 	ProgressOut  io.Writer
 	ProgressMode string
-	Label        string
-	Shard        string
-	Log          *slog.Logger
+
+	// MetricsListen, when set, is the host:port of the live Prometheus
+	// endpoint served during the run (loadgen/live).
+	MetricsListen string
+
+	Label string
+	Shard string
+	Log   *slog.Logger
 	// CPUOptional turns a CPU source that is missing at the start or lost
 	// during the run from an error into a loud warning and a result marked
 	// incomplete.
@@ -106,9 +111,6 @@ type Options struct {
 	// Provenance is stored in the result; an empty ScenarioHash becomes
 	// the scenario's own.
 	Provenance report.Provenance
-	// MetricsListen, when set, is the host:port of the live Prometheus
-	// endpoint served during the run (loadgen/live).
-	MetricsListen string
 }
 
 // Execute performs the run. A failed audit returns the result together
@@ -188,10 +190,6 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		incomplete = append(incomplete, note)
 	}
 	prog := newProgress(o, sampler)
-
-	var mu sync.Mutex
-	var cpuA, cpuB cpu.Sample
-	var haveA, haveB bool
 	tick, livePhase := prog.tick, func(string) {}
 	var observe func(engine.Op, time.Duration, string) // nil: the engine skips it
 	if o.MetricsListen != "" {
@@ -204,6 +202,10 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		tick = func(t engine.Tick) { prog.tick(t); lm.Tick(t) }
 		observe, livePhase = lm.Observe, lm.Phase
 	}
+
+	var mu sync.Mutex
+	var cpuA, cpuB cpu.Sample
+	var haveA, haveB bool
 	cfg := engine.Config{
 		Scenario: sc,
 		Driver:   d,
