@@ -90,17 +90,15 @@ type Options struct {
 	// every account (freshly provisioned): the initial read is skipped.
 	InitialBalance   int64
 	AuditConcurrency int
-	// Progress goes to ProgressOut (default os.Stderr) in ProgressMode.
-	ProgressOut  io.Writer
-	ProgressMode string
-
 	// MetricsListen, when set, is the host:port of the live Prometheus
 	// endpoint served during the run (loadgen/live).
 	MetricsListen string
-
-	Label string
-	Shard string
-	Log   *slog.Logger
+	// Progress goes to ProgressOut (default os.Stderr) in ProgressMode.
+	ProgressOut  io.Writer
+	ProgressMode string
+	Label        string
+	Shard        string
+	Log          *slog.Logger
 	// CPUOptional turns a CPU source that is missing at the start or lost
 	// during the run from an error into a loud warning and a result marked
 	// incomplete.
