@@ -13,6 +13,7 @@ HELM_VERSION := v3.22.0
 H2SPEC_VERSION := v2.2.1+incompatible
 MSGP_VERSION := v1.6.5
 BENCHSTAT_VERSION := v0.0.0-20251023143056-3684bd442cc8
+PROMTOOL_VERSION := v0.316.0
 
 # Debian packages some tests and measurements drive as independent peers.
 DEB_PKGS := nghttp2-client tshark iperf3 chromium
@@ -89,8 +90,9 @@ bench-creates: build deb-deps
 
 ## tools: install the pinned tools tests need (helm and h2spec from the module
 ## proxy, h2load, tshark, iperf3 and chromium, which renders the report pages
-## in loadgen/report/pagetest, from Debian) when they are missing.
-tools: $(TOOLS)/bin/helm $(TOOLS)/bin/h2spec deb-deps
+## in loadgen/report/pagetest, from Debian) when they are missing; promtool
+## checks the services' /metrics.
+tools: $(TOOLS)/bin/helm $(TOOLS)/bin/h2spec $(TOOLS)/bin/promtool deb-deps
 
 $(TOOLS)/bin/helm:
 	GOBIN=$(TOOLS)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
@@ -98,6 +100,11 @@ $(TOOLS)/bin/helm:
 # h2spec: the HTTP/2 conformance suite cgw's TestH2spec runs (strict).
 $(TOOLS)/bin/h2spec:
 	GOBIN=$(TOOLS)/bin $(GO) install github.com/summerwind/h2spec/cmd/h2spec@$(H2SPEC_VERSION)
+
+# promtool: `promtool check metrics` lints every service's /metrics in the
+# tests (chassis/telemetry/telemetrytest).
+$(TOOLS)/bin/promtool:
+	GOBIN=$(TOOLS)/bin $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 deb-deps:
 	@missing=""; \

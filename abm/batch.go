@@ -158,7 +158,10 @@ func (s *Service) batchRead(bs *batchState, reqs []*chf.ApplyRequest, resps []*c
 	for _, g := range bs.reads {
 		bs.keys = append(bs.keys, g.key)
 	}
+	start := time.Now()
 	recs, aerr := s.client.BatchGet(&bs.bp, bs.keys)
+	observeAS(asBatchGet, aerr, start)
+	asBatch[asBatchGet].Observe(float64(len(bs.keys)))
 	for j, g := range bs.reads {
 		if aerr != nil {
 			for _, i := range g.idx {
@@ -226,7 +229,10 @@ func (s *Service) batchWrite(bs *batchState, reqs []*chf.ApplyRequest, errs []er
 		g.write = as.NewBatchWrite(&g.wpol, g.key, g.ops[:]...)
 		bs.recs = append(bs.recs, g.write)
 	}
+	start := time.Now()
 	aerr = s.client.BatchOperate(&bs.bp, bs.recs)
+	observeAS(asBatchOperate, aerr, start)
+	asBatch[asBatchOperate].Observe(float64(len(bs.recs)))
 	for _, g := range bs.writes {
 		br := g.write.BatchRec()
 		err := br.Err

@@ -3,8 +3,15 @@ package abm
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
+	as "github.com/aerospike/aerospike-client-go/v7"
+	"github.com/aerospike/aerospike-client-go/v7/types"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
 // RegisterMetrics exports the service's counters on m (the chassis meter,
@@ -49,4 +56,76 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}
 	return nil
+}
+
+// The Aerospike calls of the charging path, recorded per call (no
+// allocation, no lock):
+//
+//	chf_abm_aerospike_duration_seconds{operation,result}  histogram
+//	chf_abm_aerospike_batch_size{operation}  histogram (records per batch command)
+//
+// operation is get, put, batch_get or batch_operate; result is ok,
+// key_not_found, generation_error, timeout or error.
+type asOp uint8
+
+const (
+	asGet asOp = iota
+	asPut
+	asBatchGet
+	asBatchOperate
+	numASOps
+)
+
+var asOpNames = [numASOps]string{"get", "put", "batch_get", "batch_operate"}
+
+const (
+	asOK = iota
+	asNotFound
+	asGeneration
+	asTimeout
+	asError
+	numASResults
+)
+
+var asResultNames = [numASResults]string{"ok", "key_not_found", "generation_error", "timeout", "error"}
+
+var (
+	asLatencyVec = telemetry.NewHistogramVec("chf_abm_aerospike_duration_seconds",
+		"Aerospike calls of the ABM's charging path, by operation and result.", nil, "operation", "result")
+	asBatchVec = telemetry.NewHistogramVec("chf_abm_aerospike_batch_size",
+		"Records per Aerospike batch command of the ABM, by operation.", telemetry.SizeBuckets, "operation")
+	asOnce    sync.Once
+	asLatency [numASOps][numASResults]prometheus.Observer
+	asBatch   [numASOps]prometheus.Observer
+)
+
+// resolveASMetrics resolves every child once, when the first Service is
+// made: a process that runs no ABM exports none of them.
+func resolveASMetrics() {
+	asOnce.Do(func() {
+		for op := range asLatency {
+			for r := range asLatency[op] {
+				asLatency[op][r] = asLatencyVec.WithLabelValues(asOpNames[op], asResultNames[r])
+			}
+			asBatch[op] = asBatchVec.WithLabelValues(asOpNames[op])
+		}
+	})
+}
+
+// observeAS records one Aerospike call of op begun at start that
+// returned err.
+func observeAS(op asOp, err as.Error, start time.Time) {
+	r := asOK
+	switch {
+	case err == nil:
+	case err.Matches(types.KEY_NOT_FOUND_ERROR):
+		r = asNotFound
+	case err.Matches(types.GENERATION_ERROR):
+		r = asGeneration
+	case err.Matches(types.TIMEOUT):
+		r = asTimeout
+	default:
+		r = asError
+	}
+	asLatency[op][r].Observe(time.Since(start).Seconds())
 }

@@ -150,6 +150,7 @@ type Service struct {
 
 // New returns a Service on client. The client stays owned by the caller.
 func New(client *as.Client, cfg Config) *Service {
+	resolveASMetrics()
 	cfg.setDefaults()
 	rp := as.NewPolicy()
 	rp.TotalTimeout = cfg.Timeout
@@ -275,7 +276,9 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 				rp = &sc.rp
 			}
 		}
+		start := time.Now()
 		rec, aerr := s.client.Get(rp, key)
+		observeAS(asGet, aerr, start)
 		if aerr != nil {
 			if aerr.Matches(types.KEY_NOT_FOUND_ERROR) {
 				*resp = chf.ChargeResponse{Result: chf.ResultUserUnknown, Detail: "no such subscriber", Lines: resp.Lines[:0]}
@@ -380,7 +383,9 @@ func (s *Service) write(key *as.Key, gen uint32, timeout time.Duration, acc *acc
 	for i := range sc.bins {
 		sc.ptrs[i] = &sc.bins[i]
 	}
+	start := time.Now()
 	err := s.client.PutBins(&sc.wp, key, sc.ptrs[:]...)
+	observeAS(asPut, err, start)
 	sc.bins = [3]as.Bin{}
 	return err
 }

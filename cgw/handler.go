@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/cgw/admission"
@@ -67,6 +68,9 @@ type Handler struct {
 	log         *slog.Logger
 	logLimit    *chassis.LogThrottle
 	pool        sync.Pool
+	// shed counts every shed request (Shed); the metrics count them by
+	// reason: beyond maxInFlight, or refused by the adaptive limit.
+	shedInflight, shedAdaptive prometheus.Counter
 }
 
 // HandlerConfig configures a Handler.
@@ -99,14 +103,16 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		return nil, ErrNoCharger
 	}
 	h := &Handler{
-		charger:     cfg.Charger,
-		maxBody:     cfg.MaxBody,
-		maxInFlight: int64(cfg.MaxInFlight),
-		limiter:     cfg.Limiter,
-		now:         cfg.Now,
-		newSession:  cfg.NewSession,
-		log:         cfg.Logger,
-		logLimit:    chassis.NewLogThrottle(time.Second),
+		charger:      cfg.Charger,
+		maxBody:      cfg.MaxBody,
+		maxInFlight:  int64(cfg.MaxInFlight),
+		limiter:      cfg.Limiter,
+		now:          cfg.Now,
+		newSession:   cfg.NewSession,
+		log:          cfg.Logger,
+		logLimit:     chassis.NewLogThrottle(time.Second),
+		shedInflight: ShedCounter("inflight"),
+		shedAdaptive: ShedCounter("adaptive"),
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 64 << 10
@@ -162,6 +168,9 @@ type Exchange struct {
 	req  chf.ChargeRequest
 	resp chf.ChargeResponse
 	sess [chf.SessionIDLen]byte
+
+	op    operation // for metrics
+	cause string    // ProblemDetails cause answered, for metrics
 }
 
 func (x *Exchange) reset() {
@@ -172,6 +181,7 @@ func (x *Exchange) reset() {
 	x.HasCharged = false
 	x.RetryAfter = false
 	x.Body = x.Body[:0]
+	x.op, x.cause = opOther, ""
 }
 
 // Context returns the context to Serve x with, valid until Release:
@@ -242,6 +252,7 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 		if n := h.inflight.Add(1); n > h.maxInFlight {
 			h.inflight.Add(-1)
 			h.shed.Add(1)
+			h.shedInflight.Inc()
 			h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "too many requests in flight", "", "")
 			return
 		}
@@ -252,6 +263,7 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 			isNew := len(rest) == 0 || string(rest) == "/"
 			if isNew && !h.limiter.AcquireNew() || !isNew && !h.limiter.Acquire() {
 				h.shed.Add(1)
+				h.shedAdaptive.Inc()
 				h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "overloaded: request shed", "", "")
 				return
 			}
@@ -259,10 +271,13 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 		}
 		switch {
 		case len(rest) == 0 || string(rest) == "/":
+			x.op = opCreate
 			h.create(ctx, x, host, body)
 		case rest[0] == '/' && hasSuffix(rest, "/update"):
+			x.op = opUpdate
 			h.session(ctx, x, chf.OpUpdate, rest[1:len(rest)-len("/update")], body)
 		case rest[0] == '/' && hasSuffix(rest, "/release"):
+			x.op = opRelease
 			h.session(ctx, x, chf.OpRelease, rest[1:len(rest)-len("/release")], body)
 		default:
 			h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such Nchf resource", "", "")
@@ -272,6 +287,7 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 			h.problem(x, http.StatusMethodNotAllowed, "", "only GET is allowed on "+AccountsBase+"{supi}", "", "")
 			return
 		}
+		x.op = opBalance
 		h.balance(ctx, x, string(path[len(AccountsBase):]))
 	default:
 		h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such resource", "", "")
@@ -328,6 +344,7 @@ func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
 	if x.nreq.OneTimeEvent {
 		// An event opens no session: its identity alone deduplicates it.
 		x.req.Op = chf.OpEvent
+		x.op = opEvent
 	} else {
 		sess := chf.AppendSessionID(x.sess[:0], h.newSession())
 		x.req.Session = string(sess)
@@ -465,6 +482,7 @@ func orDefault(s, def string) string {
 func (h *Handler) problem(x *Exchange, status int, cause, detail, param, reason string) {
 	x.Status = status
 	x.RetryAfter = status == http.StatusServiceUnavailable
+	x.cause = cause
 	x.ContentType = contentProblem
 	x.Body = chf.AppendProblemDetails(x.Body[:0], &chf.Problem{
 		Status: status, Title: http.StatusText(status), Cause: cause, Detail: detail,

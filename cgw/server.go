@@ -176,6 +176,7 @@ func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.SetBytesV(ChargedHeader, strconv.AppendInt(num[:0], x.Charged, 10))
 	}
 	ctx.SetBody(x.Body)
+	observe(frontHTTP1, x, ctx.Time())
 	s.h.Release(x)
 }
 
@@ -210,7 +211,8 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 			parent = trace.ContextWithRemoteSpanContext(parent, sc)
 		}
 	}
-	rctx := x.Context(parent, time.Now(), r.Header("3gpp-sbi-max-rsp-time"))
+	start := time.Now()
+	rctx := x.Context(parent, start, r.Header("3gpp-sbi-max-rsp-time"))
 	s.h.Serve(rctx, x, r.Method, r.Path, r.Authority, r.Body)
 	w.SetStatus(x.Status)
 	if x.ContentType != "" {
@@ -226,5 +228,6 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 		w.AddHeader("retry-after", "1")
 	}
 	w.Body = append(w.Body, x.Body...)
+	observe(frontH2C, x, start)
 	s.h.Release(x)
 }

@@ -200,6 +200,8 @@ type objects struct {
 	serviceAccts []*corev1.ServiceAccount
 	netpols      []*networkingv1.NetworkPolicy
 	nads         []*networkAttachmentDefinition
+	svcMonitors  []*serviceMonitor
+	podMonitors  []*podMonitor
 	pvcs         []*corev1.PersistentVolumeClaim
 	pods         []*corev1.Pod
 }
@@ -239,6 +241,24 @@ func decodeStrict(t *testing.T, manifest []byte) *objects {
 				t.Fatalf("NetworkAttachmentDefinition: %v\n%s", err, doc)
 			}
 			o.nads = append(o.nads, &nad)
+			continue
+		}
+		if tm.APIVersion == "monitoring.coreos.com/v1" && (tm.Kind == "ServiceMonitor" || tm.Kind == "PodMonitor") {
+			dec := json.NewDecoder(bytes.NewReader(js))
+			dec.DisallowUnknownFields()
+			var err error
+			if tm.Kind == "ServiceMonitor" {
+				var sm serviceMonitor
+				err = dec.Decode(&sm)
+				o.svcMonitors = append(o.svcMonitors, &sm)
+			} else {
+				var pm podMonitor
+				err = dec.Decode(&pm)
+				o.podMonitors = append(o.podMonitors, &pm)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", tm.Kind, err, doc)
+			}
 			continue
 		}
 		obj, gvk, err := ser.Decode([]byte(doc), nil, nil)

@@ -99,3 +99,43 @@ type sriovDevicePluginConfig struct {
 		} `json:"selectors"`
 	} `json:"resourceList"`
 }
+
+// serviceMonitor and podMonitor are monitoring.coreos.com/v1
+// ServiceMonitor and PodMonitor (Prometheus Operator), the fields the
+// chart sets and their siblings.
+type serviceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector          metav1.LabelSelector `json:"selector"`
+		NamespaceSelector monitorNamespaces    `json:"namespaceSelector"`
+		JobLabel          string               `json:"jobLabel,omitempty"`
+		Endpoints         []monitorEndpoint    `json:"endpoints"`
+	} `json:"spec"`
+}
+
+type podMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector            metav1.LabelSelector `json:"selector"`
+		NamespaceSelector   monitorNamespaces    `json:"namespaceSelector"`
+		JobLabel            string               `json:"jobLabel,omitempty"`
+		PodMetricsEndpoints []monitorEndpoint    `json:"podMetricsEndpoints"`
+	} `json:"spec"`
+}
+
+type monitorNamespaces struct {
+	Any        bool     `json:"any,omitempty"`
+	MatchNames []string `json:"matchNames,omitempty"`
+}
+
+// monitorEndpoint is Endpoint / PodMetricsEndpoint (the common part).
+type monitorEndpoint struct {
+	Port          string `json:"port,omitempty"`
+	Path          string `json:"path,omitempty"`
+	Scheme        string `json:"scheme,omitempty"`
+	Interval      string `json:"interval,omitempty"`
+	ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
+	HonorLabels   bool   `json:"honorLabels,omitempty"`
+}

@@ -20,8 +20,8 @@ const maxRoutes = 256
 // instruments are the chassis' OpenTelemetry instruments, created once per
 // process on the telemetry meter and exported on /metrics as
 //
-//	http_server_request_duration_seconds{service,http_route,http_response_status_code}
-//	http_server_active_requests{service}
+//	http_server_request_duration_seconds{component,http_route,http_response_status_code}
+//	http_server_active_requests{component}
 //	http_client_request_duration_seconds{peer_service,http_route,http_response_status_code}
 //	http_client_active_requests{peer_service}
 //	chf_client_retries_total{peer_service}

@@ -93,8 +93,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, served: make(chan struct{})}
 	in := getInstruments()
-	s.routes = newRouteTable(in.serverDuration, attribute.String("service", cfg.Service))
-	svcAttr := metric.WithAttributeSet(attribute.NewSet(attribute.String("service", cfg.Service)))
+	s.routes = newRouteTable(in.serverDuration, attribute.String("component", cfg.Service))
+	svcAttr := metric.WithAttributeSet(attribute.NewSet(attribute.String("component", cfg.Service)))
 	reg, err := telemetry.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(in.serverActive, s.inflight.Load(), svcAttr)
 		return nil

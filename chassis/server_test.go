@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/chf-testbed/testbed/chassis/telemetry/telemetrytest"
 )
 
 // startServer starts a chassis server on 127.0.0.1:0 and stops it at the end
@@ -98,10 +100,10 @@ func TestServerHealthReadyMetrics(t *testing.T) {
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, want := range []string{
-		`http_server_request_duration_seconds_count{http_response_status_code="200",http_route="/ocp/v1/charge",service="` + svc + `"} 3`,
+		`http_server_request_duration_seconds_count{component="` + svc + `",http_response_status_code="200",http_route="/ocp/v1/charge"} 3`,
 		`http_route="/chf/v1/accounts/{id}"`,
 		`http_server_request_duration_seconds_bucket{`,
-		`http_server_active_requests{service="` + svc + `"} `,
+		`http_server_active_requests{component="` + svc + `"} `,
 		"process_cpu_seconds_total ",
 		"process_resident_memory_bytes ",
 	} {
@@ -109,6 +111,8 @@ func TestServerHealthReadyMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
 		}
 	}
+	telemetrytest.CheckLabels(t, []byte(body))
+	telemetrytest.Promtool(t, []byte(body))
 }
 
 func TestServerLimits(t *testing.T) {

@@ -3,8 +3,13 @@ package diameter
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
 // RegisterMetrics exports Stats on m (the chassis meter, served on the
@@ -63,4 +68,51 @@ func (s *Server) RegisterMetrics(m metric.Meter) error {
 		return fail(err)
 	}
 	return nil
+}
+
+// The Gy request metrics, recorded per CCA (no allocation once a
+// combination has been seen):
+//
+//	chf_gy_requests_total{request_type,result_code}  counter
+//	chf_gy_request_duration_seconds{request_type,result_code}  histogram
+//
+// request_type is initial, update, termination, event or other (absent or
+// invalid CC-Request-Type); result_code the CCA's Result-Code. Latency runs
+// from the CCR's dispatch to its CCA being encoded (3004 DIAMETER_TOO_BUSY
+// answers included).
+var (
+	gyRequests = telemetry.NewCounterVec("chf_gy_requests_total",
+		"Gy Credit-Control-Requests answered, by CC-Request-Type and the CCA's Result-Code.",
+		"request_type", "result_code")
+	gyLatency = telemetry.NewHistogramVec("chf_gy_request_duration_seconds",
+		"Time from a Credit-Control-Request's dispatch to its answer, by CC-Request-Type and Result-Code.",
+		nil, "request_type", "result_code")
+	gyTable = telemetry.NewTable(func(k gyKey) gySeries {
+		rt, rc := gyTypeNames[k.reqType], strconv.FormatUint(uint64(k.result), 10)
+		return gySeries{gyRequests.WithLabelValues(rt, rc), gyLatency.WithLabelValues(rt, rc)}
+	})
+)
+
+var gyTypeNames = [...]string{"other", "initial", "update", "termination", "event"}
+
+type gyKey struct {
+	reqType uint8
+	result  uint32
+}
+
+type gySeries struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+func observeGy(reqType, result uint32, start time.Time) {
+	if reqType >= uint32(len(gyTypeNames)) {
+		reqType = 0
+	}
+	if result > 9999 {
+		result = 0
+	}
+	g := gyTable.Get(gyKey{uint8(reqType), result})
+	g.requests.Inc()
+	g.latency.Observe(time.Since(start).Seconds())
 }

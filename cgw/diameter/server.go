@@ -162,6 +162,8 @@ type ccrState struct {
 	req  chf.ChargeRequest
 	resp chf.ChargeResponse
 	out  []byte
+	// result is the Result-Code answered (for metrics).
+	result uint32
 }
 
 // NewServer returns a Server charging through charger. Start it with
@@ -457,8 +459,10 @@ func (p *peer) dispatch(bufp *[]byte) {
 		s.inflight.Add(-1)
 		s.tooBusy.Add(1)
 		st := s.states.Get().(*ccrState)
+		start := time.Now()
 		decodeCCR(*bufp, &st.c)
 		st.out = appendCCA(st.out[:0], &st.c, s.ident, &answer{result: wire.ResultTooBusy})
+		observeGy(st.c.reqType, wire.ResultTooBusy, start)
 		p.write(st.out)
 		s.putState(st)
 		s.bufs.Put(bufp)
@@ -496,6 +500,7 @@ func (p *peer) handleCCR(bufp *[]byte) {
 		p.handlers.Done()
 	}()
 	st.out = s.answerCCR(*bufp, st)
+	observeGy(st.c.reqType, st.result, start)
 	p.write(st.out)
 }
 
@@ -513,7 +518,7 @@ func (s *Server) answerCCR(msg []byte, st *ccrState) []byte {
 			a.failed = c.failed
 		}
 		s.failed.Add(1)
-		return appendCCA(st.out[:0], c, s.ident, &a)
+		return st.answer(s, &a)
 	}
 	c.fill(&st.req)
 	resp := &st.resp
@@ -530,7 +535,7 @@ func (s *Server) answerCCR(msg []byte, st *ccrState) []byte {
 		if isTimeout(err) {
 			a.result = wire.ResultUnableToDeliver
 		}
-		return appendCCA(st.out[:0], c, s.ident, &a)
+		return st.answer(s, &a)
 	}
 	a.result, a.resp, a.op = resultCode(resp.Result), resp, st.req.Op
 	switch resp.Result {
@@ -538,7 +543,13 @@ func (s *Server) answerCCR(msg []byte, st *ccrState) []byte {
 		c.failed = wire.AppendUint32(c.failed[:0], wire.CodeCCRequestNumber, wire.AVPMandatory, 0, c.reqNumber)
 		a.failed = c.failed
 	}
-	return appendCCA(st.out[:0], c, s.ident, &a)
+	return st.answer(s, &a)
+}
+
+// answer appends the CCA answering st.c with a to st.out[:0].
+func (st *ccrState) answer(s *Server, a *answer) []byte {
+	st.result = a.result
+	return appendCCA(st.out[:0], &st.c, s.ident, a)
 }
 
 // isTimeout reports whether a core error means the core (or something

@@ -13,10 +13,29 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/telemetry"
+)
+
+// The RPC's own metrics (the chassis exports each round trip's latency as
+// http_client_request_duration_seconds and http_server_request_duration_seconds):
+//
+//	chf_rpc_client_duration_seconds{peer,result}  histogram: one call, queueing in the batcher included; result ok or error
+//	chf_rpc_client_batch_size{peer}  histogram: calls per round trip
+//	chf_rpc_server_batch_size{api}  histogram: requests per batch served
+var (
+	clientDuration = telemetry.NewHistogramVec("chf_rpc_client_duration_seconds",
+		"Internal RPC calls from the caller's view (waiting for a batch slot included), by peer and result (ok, error).",
+		nil, "peer", "result")
+	clientBatch = telemetry.NewHistogramVec("chf_rpc_client_batch_size",
+		"Calls sent per internal RPC round trip, by peer.", telemetry.SizeBuckets, "peer")
+	serverBatch = telemetry.NewHistogramVec("chf_rpc_server_batch_size",
+		"Requests per internal RPC batch served, by API.", telemetry.SizeBuckets, "api")
 )
 
 // BatchClient calls one such API of a peer over the chassis. Concurrent
@@ -29,6 +48,8 @@ type BatchClient[R, P Message] struct {
 	single, batch string
 	wrap          func(error) error
 	calls, bufs   sync.Pool
+	ok, failed    prometheus.Observer // call latency
+	size          prometheus.Observer // calls per round trip
 }
 
 // call is one request waiting in a batch.
@@ -42,7 +63,9 @@ type call[R, P Message] struct {
 // paths through c (owned by the caller), batching as bc says; wrap adds
 // context to every error it returns.
 func NewBatchClient[R, P Message](c *chassis.Client, bc chassis.BatchConfig, peer, single, batch string, wrap func(error) error) *BatchClient[R, P] {
-	cl := &BatchClient[R, P]{c: c, peer: peer, single: single, batch: batch, wrap: wrap}
+	cl := &BatchClient[R, P]{c: c, peer: peer, single: single, batch: batch, wrap: wrap,
+		ok: clientDuration.WithLabelValues(peer, "ok"), failed: clientDuration.WithLabelValues(peer, "error"),
+		size: clientBatch.WithLabelValues(peer)}
 	cl.calls.New = func() any { return new(call[R, P]) }
 	cl.bufs.New = func() any { return new(clientScratch[R, P]) }
 	cl.b = chassis.NewBatcher(bc, cl.send)
@@ -59,10 +82,16 @@ type clientScratch[R, P Message] struct {
 // buffers). A non-2xx
 // answer for req is a *chassis.StatusError inside the error.
 func (c *BatchClient[R, P]) Do(ctx context.Context, req R, resp P) error {
+	start := time.Now()
 	cl := c.calls.Get().(*call[R, P])
 	cl.req, cl.resp = req, resp
 	c.b.Do(ctx, cl)
 	err := cl.err
+	if err != nil {
+		c.failed.Observe(time.Since(start).Seconds())
+	} else {
+		c.ok.Observe(time.Since(start).Seconds())
+	}
 	*cl = call[R, P]{}
 	c.calls.Put(cl)
 	return err
@@ -97,6 +126,7 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 			cl.err = c.wrap(err)
 		}
 	}
+	c.size.Observe(float64(len(calls)))
 	var err error
 	path := c.single
 	if len(calls) == 1 {
@@ -168,6 +198,7 @@ func BatchHandler[T, U any, R interface {
 }](single, batch, what string, one func(context.Context, R, P) error,
 	many func(context.Context, []R, []P, []error), status func(error) int) fasthttp.RequestHandler {
 	pool := sync.Pool{New: func() any { return new(exchange[T, U, R, P]) }}
+	size := serverBatch.WithLabelValues(what)
 	return func(ctx *fasthttp.RequestCtx) {
 		path := string(ctx.Path())
 		isBatch := many != nil && path == batch
@@ -187,9 +218,11 @@ func BatchHandler[T, U any, R interface {
 				ctx.Error(fmt.Sprintf("cannot decode %s batch: %v", what, err), fasthttp.StatusBadRequest)
 				return
 			}
+			size.Observe(float64(len(x.batch.Reqs)))
 			many(chassis.Context(ctx), x.batch.Reqs, x.batch.Resps, x.batch.Errs)
 			x.buf = x.batch.AppendReply(x.buf[:0], status)
 		} else {
+			size.Observe(1)
 			req := R(&x.req)
 			req.Reset()
 			if _, err := req.UnmarshalMsg(ctx.PostBody()); err != nil {

@@ -156,6 +156,8 @@ func TestBadFlagValues(t *testing.T) {
 		{"run", []string{"--audit-concurrency", "0"}, "--audit-concurrency"},
 		{"run", []string{"--audit", "bogus"}, "--audit"},
 		{"run", []string{"--progress", "bogus"}, "--progress"},
+		{"run", []string{"--metrics-listen", "nope"}, "--metrics-listen"},
+		{"run", []string{"--metrics-listen", "127.0.0.1:http"}, "--metrics-listen"},
 		{"run", []string{"--proto", "bogus"}, "--proto"},
 		{"run", []string{"--log-level", "loud"}, "--log-level"},
 		{"run", []string{"--shard", "3/3"}, "--shard"},

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,6 +56,7 @@ type runFlags struct {
 	initialBalance int64
 	auditConc      int
 	progress       string
+	metricsListen  string
 	jsonOut        string
 	csvOut         string
 	mdOut          string
@@ -107,6 +110,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.initialBalance, "initial-balance", 0, "known initial balance of every account in minor units (freshly provisioned), >= 0; skips reading balances before the run (0 = read them)")
 	fs.IntVar(&f.auditConc, "audit-concurrency", 128, "balance reads in flight during the audit, > 0")
 	fs.StringVar(&f.progress, "progress", run.ProgressAuto, "live progress on stderr: auto (refreshed line on a terminal, else plain), line, plain, json (JSON lines), off")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "host:port to serve live Prometheus metrics on during the run (/metrics: offered, completed, late, dropped, in flight, latency by operation, errors by class, phase; loadgen/live); empty = off")
 	fs.StringVar(&f.jsonOut, "json", "", "write the JSON result to this file")
 	fs.StringVar(&f.csvOut, "csv", "", "write the per-second CSV time series to this file")
 	fs.StringVar(&f.mdOut, "md", "", "write the Markdown report to this file")
@@ -276,8 +280,20 @@ func (f *runFlags) checkFlags() error {
 		return bad("audit", "%q: want auto, full or off", f.auditMode)
 	case !contains([]string{run.ProgressAuto, run.ProgressLine, run.ProgressPlain, run.ProgressJSON, run.ProgressOff}, f.progress):
 		return bad("progress", "%q: want auto, line, plain, json or off", f.progress)
+	case f.metricsListen != "" && !validHostPort(f.metricsListen):
+		return bad("metrics-listen", "%q: want host:port (port 0 allowed)", f.metricsListen)
 	}
 	return nil
+}
+
+// validHostPort reports whether s is host:port with a numeric port.
+func validHostPort(s string) bool {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	_, err = strconv.ParseUint(port, 10, 16)
+	return err == nil
 }
 
 func contains(list []string, s string) bool {
@@ -309,6 +325,7 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 		ProgressMode: f.progress, Label: f.label, Shard: f.shard, Log: log, CPUOptional: f.cpuOptional,
 		Thresholds: sc.EffectiveThresholds(f.noDefThresh),
 	}
+	o.MetricsListen = f.metricsListen
 	o.Provenance = report.HostProvenance()
 	o.Provenance.LoadgenVersion = version
 	o.Provenance.CHFVersion = f.chfVersion

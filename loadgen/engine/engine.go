@@ -95,6 +95,12 @@ type Config struct {
 	// Phase, when set, is called when the run enters a phase
 	// ("ramp-up", "warm-up", "measure", "drain", "done").
 	Phase func(name string)
+	// Observe, when set, is called by the worker that completed it for
+	// every first attempt: its operation, latency from the due time and
+	// error class ("" on success). It runs on the hot path: it must not
+	// block or take a lock shared by the workers (loadgen/live records
+	// with atomic operations).
+	Observe func(op Op, latency time.Duration, class string)
 }
 
 // Rater rates a charge independently of the CHF.

@@ -530,6 +530,9 @@ func (w *worker) completed(f *flow) {
 	} else if failed {
 		w.errorsOutside++
 	}
+	if w.cfg.Observe != nil {
+		w.cfg.Observe(f.op, lat, f.out.Class)
+	}
 	w.iv.completed++
 	w.iv.opDone[f.op]++
 	w.iv.hist.Record(lat)

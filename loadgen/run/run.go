@@ -25,6 +25,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/driver/gy"
 	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/live"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
@@ -93,6 +94,9 @@ type Options struct {
 	// every account (freshly provisioned): the initial read is skipped.
 	InitialBalance   int64
 	AuditConcurrency int
+	// MetricsListen, when set, is the host:port of the live Prometheus
+	// endpoint served during the run (loadgen/live).
+	MetricsListen string
 	// Progress goes to ProgressOut (default os.Stderr) in ProgressMode.
 	ProgressOut  io.Writer
 	ProgressMode string
@@ -206,6 +210,18 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		incomplete = append(incomplete, note)
 	}
 	prog := newProgress(o, sampler)
+	tick, livePhase := prog.tick, func(string) {}
+	var observe func(engine.Op, time.Duration, string) // nil: the engine skips it
+	if o.MetricsListen != "" {
+		lm := live.New()
+		if err := lm.Serve(o.MetricsListen); err != nil {
+			return nil, err
+		}
+		defer lm.Close(context.Background())
+		o.Log.Info("serving live metrics", "addr", "http://"+lm.Addr()+"/metrics")
+		tick = func(t engine.Tick) { prog.tick(t); lm.Tick(t) }
+		observe, livePhase = lm.Observe, lm.Phase
+	}
 
 	var mu sync.Mutex
 	var cpuA, cpuB cpu.Sample
@@ -224,8 +240,10 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		Rater:    tariff,
 		Workers:  o.Workers,
 		Pacing:   o.Pacing,
-		Tick:     prog.tick,
+		Tick:     tick,
+		Observe:  observe,
 		Phase: func(name string) {
+			livePhase(name)
 			switch name {
 			case "measure":
 				mu.Lock()

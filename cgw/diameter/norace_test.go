@@ -1,0 +1,5 @@
+//go:build !race
+
+package diameter
+
+const raceEnabled = false

@@ -1,0 +1,79 @@
+package rpc_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/rpc"
+	"github.com/chf-testbed/testbed/chassis/telemetry/telemetrytest"
+	"github.com/chf-testbed/testbed/chf"
+)
+
+// TestMetrics checks the RPC's call latency and batch size histograms on
+// both ends of a real round trip, and lints the exposition.
+func TestMetrics(t *testing.T) {
+	one := func(_ context.Context, req *chf.ChargeRequest, resp *chf.ChargeResponse) error {
+		resp.Charged = int64(len(req.SUPI))
+		return nil
+	}
+	many := func(ctx context.Context, reqs []*chf.ChargeRequest, resps []*chf.ChargeResponse, errs []error) {
+		for i := range reqs {
+			errs[i] = one(ctx, reqs[i], resps[i])
+		}
+	}
+	srv, err := chassis.NewServer(chassis.ServerConfig{Service: "rpctest", Listen: "127.0.0.1:0",
+		Handler: rpc.BatchHandler[chf.ChargeRequest, chf.ChargeResponse]("/one", "/many", "metricstest", one, many, func(error) int { return 500 })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	cl, err := chassis.NewClient(chassis.ClientConfig{Peer: "metricstest-peer", Source: discovery.Static(srv.Addr())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	bc := rpc.NewBatchClient[*chf.ChargeRequest, *chf.ChargeResponse](cl,
+		chassis.BatchConfig{MaxInFlight: 1, MaxItems: 16}, "metricstest-peer", "/one", "/many", func(err error) error { return err })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const n = 4
+	reqs, resps, errs := make([]*chf.ChargeRequest, n), make([]*chf.ChargeResponse, n), make([]error, n)
+	for i := range reqs {
+		reqs[i], resps[i] = &chf.ChargeRequest{SUPI: "imsi-1"}, &chf.ChargeResponse{}
+	}
+	bc.DoMany(ctx, reqs, resps, errs)
+	if err := bc.Do(ctx, reqs[0], resps[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := telemetrytest.Gather(t)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"chf_rpc_client_duration_seconds", map[string]string{"peer": "metricstest-peer", "result": "ok"}, 1},
+		{"chf_rpc_client_batch_size", map[string]string{"peer": "metricstest-peer"}, 2},
+		{"chf_rpc_server_batch_size", map[string]string{"api": "metricstest"}, 2},
+	} {
+		if got := telemetrytest.Value(t, text, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	telemetrytest.CheckLabels(t, text)
+	telemetrytest.Promtool(t, text)
+}
