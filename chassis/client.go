@@ -375,6 +375,9 @@ func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, dea
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.SetRequestURI(path)
 	req.Header.SetHost(ep.Addr)
+	if c.cfg.TLS != nil {
+		req.URI().SetScheme("https") // fasthttp refuses a scheme other than the client's
+	}
 	req.Header.SetContentType(c.cfg.ContentType)
 	var nb [20]byte
 	req.Header.SetBytesV(DeadlineHeader, strconv.AppendInt(nb[:0], time.Until(deadline).Microseconds(), 10))

@@ -31,6 +31,7 @@ type CommandConfig struct {
 	First                     string
 	CGWArgs, OCPArgs, ABMArgs string
 	Quiet                     bool
+	TLSDir                    string
 	LogLevel                  slog.Level
 }
 
@@ -52,6 +53,7 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CGWArgs, "cgw-args", c.CGWArgs, "extra flags for the cgw process, space-separated (e.g. \"--pprof 127.0.0.1:6060\")")
 	fs.StringVar(&c.OCPArgs, "ocp-args", c.OCPArgs, "extra flags for the ocp process, space-separated")
 	fs.StringVar(&c.ABMArgs, "abm-args", c.ABMArgs, "extra flags for the abm process, space-separated")
+	fs.StringVar(&c.TLSDir, "tls-dir", c.TLSDir, "run every service over TLS, mTLS between them and on Nchf, with ca.pem, tls.crt and tls.key from this directory (a throwaway CA and certificate for 127.0.0.1 are made there when it has no ca.pem); the loadgen then needs --ca DIR/ca.pem --cert DIR/tls.crt --key DIR/tls.key; empty = cleartext")
 	fs.BoolVar(&c.Quiet, "quiet", c.Quiet, "do not copy the services' logs to stderr")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "log level of the runner: debug, info, warn or error")
 }
@@ -71,7 +73,7 @@ func (c CommandConfig) String() string { return chassis.ConfigString(&c) }
 func (c *CommandConfig) Config(log *slog.Logger) Config {
 	cfg := Config{
 		Nchf: c.Nchf, Diameter: c.Diameter, OCP: c.OCP, ABM: c.ABM, Aerospike: c.Aerospike,
-		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log,
+		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log, TLSDir: c.TLSDir,
 		Args: map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs)},
 	}
 	if c.Accounts == 0 {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/engine"
@@ -63,6 +64,10 @@ type runFlags struct {
 	cpuProfile     string
 	thresholds     multiFlag
 	noDefThresh    bool
+	// TLS of https:// targets: --ca, --cert, --key, set by parseTargets
+	// when the targets are https://.
+	caFile, certFile, keyFile string
+	tls                       bool
 	// chfVersion is the system under test's version when known.
 	chfVersion string
 }
@@ -114,6 +119,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the load generator to this file")
 	fs.Var(&f.thresholds, "threshold", "pass/fail criterion, repeatable, added to the scenario's thresholds: METRIC OP VALUE with METRIC p50, p90, p99, p99.9, max, mean (latency: 10ms), errors, late, dropped (rates: 0.1%), tps (a number or F*offered), jitter; e.g. 'p99<10ms' 'errors<0.1%' 'tps>=0.99*offered' 'late<1%'. A failed threshold exits 6. Unless replaced by one on the same metric, 'tps>0' and 'errors<=1%' apply")
 	fs.BoolVar(&f.noDefThresh, "no-default-thresholds", false, "do not apply the default thresholds 'tps>0' and 'errors<=1%'")
+	fs.StringVar(&f.caFile, "ca", "", "with https:// targets: PEM bundle of the CAs that sign the CGW's certificate (empty = the system roots)")
+	fs.StringVar(&f.certFile, "cert", "", "with https:// targets: PEM client certificate to present (mTLS), with --key")
+	fs.StringVar(&f.keyFile, "key", "", "PEM private key of --cert")
 }
 
 // flagOfField names the flag that sets a scenario field.
@@ -219,6 +227,7 @@ func (f *runFlags) parseTargets(s string) ([]string, error) {
 	}
 	var ts []string
 	var err error
+	f.tls = f.proto != "gy" && driver.IsTLSTarget(s)
 	if f.proto == "gy" {
 		ts, err = driver.ParseDiameterTargets(s)
 	} else {
@@ -305,6 +314,19 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 	o.Provenance.CommandLine = os.Args
 	o.Provenance.Flags = flagValues(f.fs)
 	o.Provenance.ScenarioHash = hash
+	if f.tls || driver.IsTLSTarget(f.balanceURL) {
+		tc := tlsconfig.Config{Cert: f.certFile, Key: f.keyFile, CA: f.caFile, Peers: true}
+		if err := tc.Validate(); err != nil {
+			return o, usageError{fmt.Errorf("invalid --ca/--cert/--key: %w", err)}
+		}
+		files, err := tc.Files(log)
+		if err != nil {
+			return o, usageError{fmt.Errorf("invalid --ca/--cert/--key: %w", err)}
+		}
+		o.TLS = tc.Client(files, "http/1.1")
+	} else if f.caFile != "" || f.certFile != "" || f.keyFile != "" {
+		return o, usageError{errors.New("invalid --ca/--cert/--key: only with https:// targets")}
+	}
 	if f.balanceURL != "" {
 		if o.BalanceTargets, err = driver.ParseTargets(f.balanceURL); err != nil {
 			return o, usageError{fmt.Errorf("invalid --balance-url: %w", err)}
