@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
 )
 
@@ -34,12 +35,14 @@ type localFlags struct {
 	chf      *string
 	accounts *int
 	balance  *int64
+	tlsDir   *string
 }
 
 func (l *localFlags) register(fs *flag.FlagSet, accountsHelp string) {
 	l.chf = fs.String("chf", "", "chf binary (default: next to loadgen, ./bin/chf, PATH, else built from ./cmd/chf)")
 	l.accounts = fs.Int("accounts", 100_000, accountsHelp)
 	l.balance = fs.Int64("balance", 100_000_000, "initial balance of every provisioned account, in minor units, > 0")
+	l.tlsDir = fs.String("tls-dir", "", "run the local CHF over TLS, mTLS on every hop (chf local --tls-dir), with the CA and certificate in this directory (made there when it has no ca.pem), and send Nchf over TLS with them; empty = cleartext")
 }
 
 // apply checks the local flags and makes the run's subscriber range the
@@ -50,6 +53,17 @@ func (l *localFlags) apply(f *runFlags) error {
 	}
 	if *l.balance <= 0 {
 		return usageError{fmt.Errorf("invalid --balance: must be positive, got %d", *l.balance)}
+	}
+	if *l.tlsDir != "" {
+		if f.proto == "gy" {
+			return usageError{errors.New("invalid --tls-dir: Gy has no TLS here")}
+		}
+		d := tlsconfig.Dir(*l.tlsDir)
+		if err := d.Ensure("127.0.0.1", "localhost", "::1"); err != nil {
+			return usageError{fmt.Errorf("invalid --tls-dir: %w", err)}
+		}
+		f.tls, f.localTLSDir = true, *l.tlsDir
+		f.caFile, f.certFile, f.keyFile = d.CA(), d.Cert(), d.Key()
 	}
 	set := setFlags(f.fs)
 	switch {
@@ -145,6 +159,7 @@ func localCmd(args []string) (err error) {
 	tb, err := testbed.Start(s.Context(), testbed.Options{
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
 		Logs: logs, Log: o.Log, CGWArgs: strings.Fields(*cgwArgs), OCPArgs: strings.Fields(*ocpArgs), ABMArgs: strings.Fields(*abmArgs), Diameter: f.proto == "gy",
+		TLSDir: f.localTLSDir,
 	})
 	if err != nil {
 		return s.wrap(err)

@@ -68,6 +68,7 @@ type runFlags struct {
 	// when the targets are https://.
 	caFile, certFile, keyFile string
 	tls                       bool
+	localTLSDir               string // loadgen local / sweep --local --tls-dir
 	// chfVersion is the system under test's version when known.
 	chfVersion string
 }

@@ -41,6 +41,8 @@ type Options struct {
 	CGWArgs, OCPArgs, ABMArgs []string
 	// Diameter starts the CGW's Diameter Gy front on a free loopback port.
 	Diameter bool
+	// TLSDir runs every service over TLS with mTLS (local.Config.TLSDir).
+	TLSDir string
 }
 
 // Testbed is a running local CHF.
@@ -103,7 +105,7 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 	args := map[string][]string{"cgw": o.CGWArgs, "ocp": o.OCPArgs, "abm": o.ABMArgs}
 	cfg := local.Config{
 		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
-		Logs: o.Logs, Logger: o.Log, Args: args,
+		Logs: o.Logs, Logger: o.Log, Args: args, TLSDir: o.TLSDir,
 	}
 	if o.Diameter {
 		cfg.Diameter = "127.0.0.1:0"
