@@ -54,7 +54,7 @@ func (l *localFlags) apply(f *runFlags) error {
 	if *l.balance <= 0 {
 		return usageError{fmt.Errorf("invalid --balance: must be positive, got %d", *l.balance)}
 	}
-	if *l.tlsDir != "" {
+	if l.tlsDir != nil && *l.tlsDir != "" { // nil: the gate, which has no --tls-dir
 		if f.proto == "gy" {
 			return usageError{errors.New("invalid --tls-dir: Gy has no TLS here")}
 		}
