@@ -15,6 +15,7 @@ import (
 
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
+	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 )
 
 // About is the help text of the abm command.
@@ -32,6 +33,8 @@ type ServiceConfig struct {
 	MaxInFlight      int
 	// AccountCache is the cache size; 0 or negative = off.
 	AccountCache int
+	// TLS of the ABM API (--tls-*).
+	TLS tlsconfig.Config
 }
 
 // DefaultServiceConfig returns the defaults of the abm flags.
@@ -43,6 +46,7 @@ func DefaultServiceConfig() ServiceConfig {
 		ReservationSweep: time.Minute,
 		MaxInFlight:      4096,
 		AccountCache:     1 << 16,
+		TLS:              tlsconfig.Default(),
 	}
 }
 
@@ -53,6 +57,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReservationSweep, "reservation-sweep", c.ReservationSweep, "interval of the background scan releasing expired reservations and sessions; 0 = off (they are still released on the account's next access)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
 	fs.IntVar(&c.AccountCache, "account-cache", c.AccountCache, "accounts whose last written state the ABM keeps to skip the read of their next charging event (writes stay generation-checked); 0 or negative = off, which is required when account records may be deleted and re-created while the ABM runs")
+	c.TLS.RegisterFlags(fs, "")
 }
 
 // RegisterAerospikeFlags registers --aerospike and --as-namespace (the
@@ -77,7 +82,7 @@ func (c *ServiceConfig) Validate() error {
 	if c.ReservationSweep < 0 || c.MaxInFlight <= 0 {
 		return errors.New("cannot use --reservation-sweep / --max-inflight: must not be negative / must be positive")
 	}
-	return nil
+	return c.TLS.Validate()
 }
 
 // String is the configuration as name=value pairs of its flags.
@@ -90,6 +95,10 @@ func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
 // and the reservation sweeper.
 func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	hosts, err := ParseHosts(c.Aerospike)
+	if err != nil {
+		return err
+	}
+	files, err := c.TLS.AddTo(g, log)
 	if err != nil {
 		return err
 	}
@@ -112,6 +121,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		var err error
 		srv, err = chassis.NewServer(chassis.ServerConfig{
 			Service: "abm", Listen: c.Listen, Handler: svc.Handler(), Ready: svc.Ready, MaxInFlight: c.MaxInFlight, Logger: log,
+			TLS: c.TLS.Server(files, "http/1.1"),
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create ABM server: %w", err)

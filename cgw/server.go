@@ -2,6 +2,7 @@ package cgw
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/h2c"
+	"github.com/chf-testbed/testbed/chassis/oauth2"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
+	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 )
 
 // Config configures a Server.
@@ -30,6 +33,12 @@ type Config struct {
 	// Ready reports whether the charging core is reachable (/readyz); nil
 	// means always ready.
 	Ready func(ctx context.Context) error
+	// TLS, when set, serves TLS: ALPN "h2" goes to the HTTP/2 front, all
+	// else to HTTP/1.1 (tlsconfig.Config.Server with "h2", "http/1.1").
+	TLS *tls.Config
+	// Tokens, when set, checks the OAuth2 access token of every Nchf and
+	// balance request (401/403 ProblemDetails when refused).
+	Tokens *oauth2.Verifier
 	// Logger (nil = slog.Default()).
 	Logger *slog.Logger
 }
@@ -44,6 +53,8 @@ type Server struct {
 	log   *slog.Logger
 	http1 *chassis.Server
 	h2    *h2c.Server
+
+	denials *denials
 
 	ln     net.Listener
 	h1ln   net.Listener
@@ -61,7 +72,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default().With("service", "cgw")
 	}
-	s := &Server{cfg: cfg, h: h, log: log}
+	s := &Server{cfg: cfg, h: h, log: log, denials: newDenials()}
 	// The chassis limits are a backstop: the Handler answers 413 and 503
 	// with ProblemDetails first, below these.
 	s.http1, err = chassis.NewServer(chassis.ServerConfig{
@@ -96,7 +107,13 @@ func (s *Server) Start() error {
 		return fmt.Errorf("cannot listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.ln = ln
-	s.h2ln, s.h1ln = h2c.Sniff(ln)
+	protocols := "h2c,http/1.1"
+	if s.cfg.TLS != nil {
+		s.h2ln, s.h1ln = tlsconfig.SplitALPN(ln, s.cfg.TLS)
+		protocols = "TLS: h2,http/1.1"
+	} else {
+		s.h2ln, s.h1ln = h2c.Sniff(ln)
+	}
 	s.served.Add(2)
 	go func() {
 		defer s.served.Done()
@@ -110,7 +127,7 @@ func (s *Server) Start() error {
 			s.log.Error("HTTP/2 front stopped", "err", err)
 		}
 	}()
-	s.log.Info("listening", "addr", s.Addr(), "protocols", "h2c,http/1.1")
+	s.log.Info("listening", "addr", s.Addr(), "protocols", protocols, "oauth2", s.cfg.Tokens != nil)
 	return nil
 }
 
@@ -149,6 +166,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // serveFast is the HTTP/1.1 adapter.
 func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
+	if d := s.authorize(ctx.Request.Header.Peek("Authorization")); d != nil {
+		ctx.SetStatusCode(d.status)
+		ctx.Response.Header.Set("WWW-Authenticate", d.www)
+		ctx.SetContentType(contentProblem)
+		ctx.SetBody(d.body)
+		return
+	}
 	x := s.h.Acquire()
 	// The chassis context carries the trace context and the chassis
 	// budget header; a 3gpp-Sbi-Max-Rsp-Time bounds it too.
@@ -203,6 +227,13 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 			w.WriteString("ready\n")
 			return
 		}
+	}
+	if d := s.authorize(r.Header("authorization")); d != nil {
+		w.SetStatus(d.status)
+		w.AddHeader("www-authenticate", d.www)
+		w.AddHeader("content-type", contentProblem)
+		w.Body = append(w.Body, d.body...)
+		return
 	}
 	x := s.h.Acquire()
 	parent := context.Background()

@@ -2,6 +2,7 @@ package cgw
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,8 +19,10 @@ import (
 	"github.com/chf-testbed/testbed/cgw/admission"
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/oauth2"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
+	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/ocp"
 )
 
@@ -43,6 +46,12 @@ type ServiceConfig struct {
 	Admission          string
 	AdmissionTolerance float64
 	CPUProfile         string
+	// TLS of the Nchf front (--tls-*) and of the calls to the OCP
+	// (--peer-tls).
+	TLS tlsconfig.Config
+	// OAuth2Keys is the file of the public keys that sign access tokens;
+	// empty = no token check. OAuth2Audience, when set, must be in aud.
+	OAuth2Keys, OAuth2Audience string
 }
 
 // DefaultServiceConfig returns the defaults of the cgw flags.
@@ -56,6 +65,7 @@ func DefaultServiceConfig() ServiceConfig {
 		MaxBody:     64 << 10,
 		MaxInFlight: 4096,
 		Admission:   "adaptive", AdmissionTolerance: 2,
+		TLS: tlsconfig.Default(),
 	}
 }
 
@@ -76,6 +86,10 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Admission, "admission", c.Admission, "how Nchf and Gy requests are admitted under overload: adaptive (a concurrency limit that shrinks when the measured latency rises above --admission-tolerance times its usual level, so excess load is shed with 503 NF_CONGESTION + Retry-After / Gy 3004 instead of queueing; bounded by --max-inflight) or fixed (--max-inflight only)")
 	fs.Float64Var(&c.AdmissionTolerance, "admission-tolerance", c.AdmissionTolerance, "with --admission adaptive, how many times its usual latency a request may take before the limit shrinks, >= 1")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile of the whole run to this file (stopped at exit)")
+	c.TLS.RegisterFlags(fs, "OCP")
+	fs.StringVar(&c.OAuth2Keys, "oauth2-keys", c.OAuth2Keys,
+		"file of the public keys (PEM keys or certificates, or a JWKS) that sign OAuth2 access tokens (TS 33.501): every Nchf and balance request then needs Authorization: Bearer <JWT> with scope "+oauth2.ScopeConvergedCharging+" (401/403 otherwise); empty = no token check")
+	fs.StringVar(&c.OAuth2Audience, "oauth2-audience", c.OAuth2Audience, "with --oauth2-keys: a value the token's aud must contain (this NF's instance ID or type); empty = aud not checked")
 }
 
 // Validate checks the flags' values.
@@ -105,6 +119,16 @@ func (c *ServiceConfig) Validate() error {
 	if _, err := c.OCP.Source(); err != nil {
 		return err
 	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
+	}
+	if c.OAuth2Keys != "" {
+		if _, err := oauth2.LoadFile(c.OAuth2Keys, oauth2.Options{}); err != nil {
+			return fmt.Errorf("cannot use --oauth2-keys: %w", err)
+		}
+	} else if c.OAuth2Audience != "" {
+		return errors.New("cannot use --oauth2-audience without --oauth2-keys")
+	}
 	return rpc.ValidateBatch(c.Batch)
 }
 
@@ -131,6 +155,17 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			return nil
 		}, func(context.Context) error { rpprof.StopCPUProfile(); return pf.Close() })
 	}
+	files, err := c.TLS.AddTo(g, log)
+	if err != nil {
+		return err
+	}
+	var tokens *oauth2.Verifier
+	if c.OAuth2Keys != "" {
+		if tokens, err = oauth2.LoadFile(c.OAuth2Keys, oauth2.Options{Audience: c.OAuth2Audience}); err != nil {
+			return fmt.Errorf("cannot use --oauth2-keys: %w", err)
+		}
+	}
+	peerTLS := c.TLS.Client(files)
 	var client *chassis.Client
 	var charger *ocp.Client
 	g.Add("OCP client", func() error {
@@ -138,7 +173,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		if client, err = chassis.NewClient(chassis.ClientConfig{Peer: "ocp", Source: src, Logger: log}); err != nil {
+		if client, err = chassis.NewClient(chassis.ClientConfig{Peer: "ocp", Source: src, TLS: peerTLS, Logger: log}); err != nil {
 			return fmt.Errorf("cannot create OCP client: %w", err)
 		}
 		charger = ocp.NewClient(client, c.Batch)
@@ -154,7 +189,9 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		srv, err = NewServer(Config{
 			Listen:  c.Listen,
 			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Limiter: lim, Logger: log},
-			Ready:   peerReady(client),
+			Ready:   peerReady(client, peerTLS),
+			TLS:     c.TLS.Server(files, "h2", "http/1.1"),
+			Tokens:  tokens,
 			Logger:  log,
 		})
 		if err != nil {
@@ -198,7 +235,11 @@ func splitList(s string) []string {
 }
 
 // peerReady reports ready once one OCP endpoint answers its /readyz.
-func peerReady(c *chassis.Client) func(ctx context.Context) error {
+func peerReady(c *chassis.Client, tlsCfg *tls.Config) func(ctx context.Context) error {
+	scheme, hc := "http://", &fasthttp.Client{}
+	if tlsCfg != nil {
+		scheme, hc.TLSConfig = "https://", tlsCfg
+	}
 	return func(ctx context.Context) error {
 		eps := c.Endpoints()
 		if len(eps) == 0 {
@@ -210,7 +251,7 @@ func peerReady(c *chassis.Client) func(ctx context.Context) error {
 		}
 		var last error
 		for _, ep := range eps {
-			status, _, err := fasthttp.GetDeadline(nil, "http://"+ep+"/readyz", deadline)
+			status, _, err := hc.GetDeadline(nil, scheme+ep+"/readyz", deadline)
 			if err == nil && status == fasthttp.StatusOK {
 				return nil
 			}

@@ -2,6 +2,7 @@ package chassis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,9 @@ type ServerConfig struct {
 	Ready       func(ctx context.Context) error // dependency check for /readyz; nil = ready
 	MaxInFlight int                             // requests beyond it get 503 (0 = default 4096)
 	MaxBodySize int                             // 0 = default 64 KiB; larger bodies get 413
+	// TLS, when set, makes Start serve TLS (chassis/tlsconfig builds it);
+	// ServeListener serves whatever listener it is given.
+	TLS *tls.Config
 
 	// Route maps a request path to a bounded route label for metrics
 	// (optional). The default keeps path segments and replaces identifiers
@@ -129,6 +133,9 @@ func (s *Server) Start() error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", s.cfg.Listen, err)
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	if err := s.setListener(ln); err != nil {
 		ln.Close()

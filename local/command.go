@@ -37,6 +37,7 @@ type CommandConfig struct {
 	Replicas                    string
 	AsliteDataDir, AsliteCommit string
 	Quiet                       bool
+	TLSDir                      string
 	LogLevel                    slog.Level
 }
 
@@ -62,6 +63,7 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Replicas, "replicas", c.Replicas, "instances per service, e.g. \"ocp=2,abm=2\" (cgw, ocp, abm; 1..16 each; default 1): the first on its address flag, the others on free loopback ports, every caller given the whole list (static discovery)")
 	fs.StringVar(&c.AsliteDataDir, "aslite-data-dir", c.AsliteDataDir, "directory where aslite keeps its log and snapshots (chf aslite --data-dir), so balances survive a restart or kill -9; empty = in memory")
 	fs.StringVar(&c.AsliteCommit, "aslite-commit", c.AsliteCommit, "with --aslite-data-dir, aslite's --commit: sync (acknowledge after fsync) or interval")
+	fs.StringVar(&c.TLSDir, "tls-dir", c.TLSDir, "run every service over TLS, mTLS between them and on Nchf, with ca.pem, tls.crt and tls.key from this directory (a throwaway CA and certificate for 127.0.0.1 are made there when it has no ca.pem); the loadgen then needs --ca DIR/ca.pem --cert DIR/tls.crt --key DIR/tls.key; empty = cleartext")
 	fs.BoolVar(&c.Quiet, "quiet", c.Quiet, "do not copy the services' logs to stderr")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "log level of the runner: debug, info, warn or error")
 }
@@ -109,7 +111,7 @@ func (c CommandConfig) String() string { return chassis.ConfigString(&c) }
 func (c *CommandConfig) Config(log *slog.Logger) Config {
 	cfg := Config{
 		Nchf: c.Nchf, Diameter: c.Diameter, OCP: c.OCP, ABM: c.ABM, Aerospike: c.Aerospike,
-		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log,
+		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log, TLSDir: c.TLSDir,
 		AsliteDataDir: c.AsliteDataDir, AsliteCommit: c.AsliteCommit,
 		Args:   map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs)},
 		CDRDir: c.CDRDir,

@@ -66,6 +66,10 @@ type Config struct {
 	// is its --commit (default sync).
 	AsliteDataDir string
 	AsliteCommit  string
+	// TLSDir, when set, runs every service over TLS with mTLS between
+	// them, with the CA and certificate in this directory (made there
+	// when it has none: tlsconfig.Dir).
+	TLSDir string
 	// Logs receives the children's log lines, prefixed with their name
 	// (default os.Stderr; io.Discard to drop).
 	Logs io.Writer
@@ -171,8 +175,8 @@ func Start(ctx context.Context, cfg Config) (*CHF, error) {
 		}
 		return nil, err
 	}
-	c.NchfURL = "http://" + cfg.Nchf + "/nchf-convergedcharging/v3/chargingdata"
-	c.BalanceURL = "http://" + cfg.Nchf + "/chf/v1/accounts/"
+	c.NchfURL = cfg.scheme() + cfg.Nchf + "/nchf-convergedcharging/v3/chargingdata"
+	c.BalanceURL = cfg.scheme() + cfg.Nchf + "/chf/v1/accounts/"
 	return c, nil
 }
 
@@ -218,6 +222,11 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.AsliteCommit != "sync" && cfg.AsliteCommit != "interval" {
 		return fmt.Errorf("%w: aslite commit %q: want sync or interval", ErrConfig, cfg.AsliteCommit)
+	}
+	if cfg.TLSDir != "" {
+		if err := cfg.setupTLS(); err != nil {
+			return err
+		}
 	}
 	var err error
 	for _, a := range []*string{&cfg.Nchf, &cfg.OCP, &cfg.ABM, &cfg.Aerospike, &cfg.Diameter} {
@@ -518,11 +527,14 @@ func (c *CHF) waitTCP(ctx context.Context, name, addr string) error {
 }
 
 func (c *CHF) waitReady(ctx context.Context, name, addr string) error {
-	hc := &http.Client{Timeout: 3 * time.Second}
+	hc, scheme, err := c.cfg.readyClient()
+	if err != nil {
+		return err
+	}
 	defer hc.CloseIdleConnections()
 	var last string
 	for {
-		resp, err := hc.Get("http://" + addr + "/readyz")
+		resp, err := hc.Get(scheme + addr + "/readyz")
 		if err == nil {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			resp.Body.Close()

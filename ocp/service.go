@@ -11,6 +11,7 @@ import (
 	"github.com/chf-testbed/testbed/cdr"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
+	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 )
 
 // About is the help text of the ocp command.
@@ -25,6 +26,9 @@ type ServiceConfig struct {
 	Tariff      string
 	MaxInFlight int
 	CDR         cdr.Config
+	// TLS of the OCP API (--tls-*) and of the calls to the ABM
+	// (--peer-tls).
+	TLS tlsconfig.Config
 }
 
 // DefaultServiceConfig returns the defaults of the ocp flags.
@@ -35,6 +39,7 @@ func DefaultServiceConfig() ServiceConfig {
 		Batch:       chassis.BatchConfig{MaxInFlight: chassis.DefaultBatchInFlight, MaxItems: chassis.DefaultBatchItems},
 		MaxInFlight: 4096,
 		CDR:         cdr.DefaultConfig(),
+		TLS:         tlsconfig.Default(),
 	}
 }
 
@@ -46,6 +51,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Tariff, "tariff", c.Tariff, "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
 	c.CDR.RegisterFlags(fs)
+	c.TLS.RegisterFlags(fs, "ABM")
 }
 
 // Validate checks the flags' values, the tariff file included.
@@ -65,6 +71,9 @@ func (c *ServiceConfig) Validate() error {
 	if _, err := c.ABM.Source(); err != nil {
 		return err
 	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
+	}
 	return rpc.ValidateBatch(c.Batch)
 }
 
@@ -80,6 +89,10 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	files, err := c.TLS.AddTo(g, log)
+	if err != nil {
+		return err
+	}
 	var client *chassis.Client
 	g.Add("ABM client", func() error {
 		src, err := c.ABM.Source()
@@ -87,7 +100,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			return err
 		}
 		client, err = chassis.NewClient(chassis.ClientConfig{
-			Peer: "abm", Source: src, Logger: log,
+			Peer: "abm", Source: src, TLS: c.TLS.Client(files), Logger: log,
 			// Only calls that never reached an ABM are retried: a repeated
 			// event is charged once but answered with Charged = 0, which would
 			// hide the debit from the front's X-Chf-Charged reconciliation.
@@ -120,6 +133,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		var err error
 		srv, err = chassis.NewServer(chassis.ServerConfig{
 			Service: "ocp", Listen: c.Listen, Handler: Handler(proc), MaxInFlight: c.MaxInFlight, Logger: log,
+			TLS: c.TLS.Server(files, "http/1.1"),
 			Ready: func(ctx context.Context) error {
 				if len(client.Endpoints()) == 0 {
 					return errors.New("no ABM endpoint known")

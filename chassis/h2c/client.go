@@ -59,6 +59,14 @@ func NewRequestTemplate(method, authority, contentType string, extra ...string) 
 	return t
 }
 
+// NewTLSRequestTemplate is NewRequestTemplate for requests sent over TLS
+// (:scheme https).
+func NewTLSRequestTemplate(method, authority, contentType string, extra ...string) *RequestTemplate {
+	t := NewRequestTemplate(method, authority, contentType, extra...)
+	t.fields[1].Value = "https"
+	return t
+}
+
 // ClientRequest is one request. Path is sent as a never-indexed literal.
 // The Conn reads Path during the call and Body until the response
 // completes; neither may be modified before then.

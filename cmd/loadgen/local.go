@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
@@ -39,12 +40,14 @@ type localFlags struct {
 	chf      *string
 	accounts *int
 	balance  *int64
+	tlsDir   *string
 }
 
 func (l *localFlags) register(fs *flag.FlagSet, accountsHelp string) {
 	l.chf = fs.String("chf", "", "chf binary (default: next to loadgen, ./bin/chf, PATH, else built from ./cmd/chf)")
 	l.accounts = fs.Int("accounts", 100_000, accountsHelp)
 	l.balance = fs.Int64("balance", 100_000_000, "initial balance of every provisioned account, in minor units, > 0")
+	l.tlsDir = fs.String("tls-dir", "", "run the local CHF over TLS, mTLS on every hop (chf local --tls-dir), with the CA and certificate in this directory (made there when it has no ca.pem), and send Nchf over TLS with them; empty = cleartext")
 }
 
 // apply checks the local flags and makes the run's subscriber range the
@@ -55,6 +58,17 @@ func (l *localFlags) apply(f *runFlags) error {
 	}
 	if *l.balance <= 0 {
 		return usageError{fmt.Errorf("invalid --balance: must be positive, got %d", *l.balance)}
+	}
+	if l.tlsDir != nil && *l.tlsDir != "" { // nil: the gate, which has no --tls-dir
+		if f.proto == "gy" {
+			return usageError{errors.New("invalid --tls-dir: Gy has no TLS here")}
+		}
+		d := tlsconfig.Dir(*l.tlsDir)
+		if err := d.Ensure("127.0.0.1", "localhost", "::1"); err != nil {
+			return usageError{fmt.Errorf("invalid --tls-dir: %w", err)}
+		}
+		f.tls, f.localTLSDir = true, *l.tlsDir
+		f.caFile, f.certFile, f.keyFile = d.CA(), d.Cert(), d.Key()
 	}
 	set := setFlags(f.fs)
 	switch {
@@ -213,6 +227,7 @@ func localCmd(args []string) (err error) {
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
 		Logs: logs, Log: o.Log, CGWArgs: cgwFlags, OCPArgs: ocpFlags, ABMArgs: abmFlags, Diameter: f.proto == "gy",
 		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
+		TLSDir: f.localTLSDir,
 	})
 	if err != nil {
 		return s.wrap(err)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/driver"
@@ -71,6 +72,11 @@ type runFlags struct {
 	noDefThresh    bool
 	tariffFile     string
 	retransmit     float64
+	// TLS of https:// targets: --ca, --cert, --key, set by parseTargets
+	// when the targets are https://.
+	caFile, certFile, keyFile string
+	tls                       bool
+	localTLSDir               string // loadgen local / sweep --local --tls-dir
 	// chfVersion is the system under test's version when known.
 	chfVersion string
 }
@@ -125,6 +131,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noDefThresh, "no-default-thresholds", false, "do not apply the default thresholds 'tps>0' and 'errors<=1%'")
 	fs.StringVar(&f.tariffFile, "tariff", "", "tariff file the audit rates every charge with, independently of what the CHF reports (the same YAML/JSON file the OCP loads with --tariff); empty = the built-in default tariff")
 	fs.Float64Var(&f.retransmit, "retransmit", 0, "share 0..1 of creates, updates, releases and events sent twice with the same identity (some flagged as retransmissions, some after a timeout); the audit must still reconcile exactly; overrides the scenario's retransmit")
+	fs.StringVar(&f.caFile, "ca", "", "with https:// targets: PEM bundle of the CAs that sign the CGW's certificate (empty = the system roots)")
+	fs.StringVar(&f.certFile, "cert", "", "with https:// targets: PEM client certificate to present (mTLS), with --key")
+	fs.StringVar(&f.keyFile, "key", "", "PEM private key of --cert")
 }
 
 // flagOfField names the flag that sets a scenario field.
@@ -233,6 +242,7 @@ func (f *runFlags) parseTargets(s string) ([]string, error) {
 	}
 	var ts []string
 	var err error
+	f.tls = f.proto != "gy" && driver.IsTLSTarget(s)
 	if f.proto == "gy" {
 		ts, err = driver.ParseDiameterTargets(s)
 	} else {
@@ -336,6 +346,19 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 		if o.Tariff, err = audit.LoadTariff(f.tariffFile); err != nil {
 			return o, usageError{fmt.Errorf("invalid --tariff: %w", err)}
 		}
+	}
+	if f.tls || driver.IsTLSTarget(f.balanceURL) {
+		tc := tlsconfig.Config{Cert: f.certFile, Key: f.keyFile, CA: f.caFile, Peers: true}
+		if err := tc.Validate(); err != nil {
+			return o, usageError{fmt.Errorf("invalid --ca/--cert/--key: %w", err)}
+		}
+		files, err := tc.Files(log)
+		if err != nil {
+			return o, usageError{fmt.Errorf("invalid --ca/--cert/--key: %w", err)}
+		}
+		o.TLS = tc.Client(files, "http/1.1")
+	} else if f.caFile != "" || f.certFile != "" || f.keyFile != "" {
+		return o, usageError{errors.New("invalid --ca/--cert/--key: only with https:// targets")}
 	}
 	if f.balanceURL != "" {
 		if o.BalanceTargets, err = driver.ParseTargets(f.balanceURL); err != nil {

@@ -212,7 +212,7 @@ func startTestbed(ctx context.Context, chf string, accounts int, balance int64, 
 	if err != nil {
 		return nil, fmt.Errorf("cannot create chf.log: %w", err)
 	}
-	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy"})
+	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy", TLSDir: f.localTLSDir})
 	if err != nil {
 		logs.Close()
 		return nil, err

@@ -16,6 +16,7 @@ package driver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -185,15 +186,28 @@ type Config struct {
 	// NFName is the nfConsumerIdentification.nFName sent by Nchf (an NF
 	// instance UUID); empty picks a fixed one.
 	NFName string
+	// TLS, when set, sends over TLS (https:// targets) with this
+	// configuration; the h2c event loop cannot, so h2c then runs as
+	// h2c-async. Gy ignores it.
+	TLS *tls.Config
 }
 
 // DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 2 * time.Second
 
-// ParseTargets splits "http://a:1,http://b:2" and checks every URL; the
-// returned values are host:port.
+// ParseTargets splits "http://a:1,http://b:2" (or all https://) and
+// checks every URL; the returned values are host:port. IsTLSTarget tells
+// which scheme they use.
 func ParseTargets(s string) ([]string, error) {
-	return parseTargets(s, "http", "only http:// (cleartext) is supported", false)
+	if IsTLSTarget(s) {
+		return parseTargets(s, "https", "want every target https:// or every one http://", false)
+	}
+	return parseTargets(s, "http", "want every target http:// or every one https://", false)
+}
+
+// IsTLSTarget reports whether a --target value names HTTPS endpoints.
+func IsTLSTarget(s string) bool {
+	return strings.HasPrefix(strings.TrimSpace(s), "https://")
 }
 
 // ParseDiameterTargets splits "diameter://a:3868,diameter://b:3868" (the

@@ -8,6 +8,7 @@ package run
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,6 +82,9 @@ type Options struct {
 	BalanceTargets []string
 	Conns          int
 	Workers        int
+	// TLS, when set, sends Nchf (and the audit's balance reads) over TLS
+	// to https:// targets (driver.Config.TLS).
+	TLS *tls.Config
 	// Pacing tunes the engine (see engine.Config); NoAsync sends h2c
 	// through a goroutine per request in flight (driver.Config.Blocking).
 	Pacing  time.Duration
@@ -143,7 +147,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if len(o.Faults) > 0 && o.Injector == nil {
 		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
 	}
-	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync}
+	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS}
 	var d driver.Driver
 	var err error
 	// Balances are read over Nchf's HTTP API: through the load driver, or
@@ -184,7 +188,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			doAudit = false
 			auditRes.Reason = "no HTTP endpoint to read balances from over " + protoName(o.Proto) + " (--balance-url)"
 		} else {
-			hd, err := nchf.New(driver.Config{Proto: "http1", Targets: o.BalanceTargets, Timeout: sc.Timeout.D()})
+			hd, err := nchf.New(driver.Config{Proto: "http1", Targets: o.BalanceTargets, Timeout: sc.Timeout.D(), TLS: o.TLS})
 			if err != nil {
 				return nil, fmt.Errorf("cannot create the balance reader: %w", err)
 			}

@@ -45,6 +45,8 @@ type Options struct {
 	Replicas      map[string]int
 	AsliteDataDir string
 	AsliteCommit  string
+	// TLSDir runs every service over TLS with mTLS (local.Config.TLSDir).
+	TLSDir string
 }
 
 // Testbed is a running local CHF.
@@ -110,7 +112,7 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 	args := map[string][]string{"cgw": o.CGWArgs, "ocp": o.OCPArgs, "abm": o.ABMArgs}
 	cfg := local.Config{
 		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
-		Logs: o.Logs, Logger: o.Log, Args: args,
+		Logs: o.Logs, Logger: o.Log, Args: args, TLSDir: o.TLSDir,
 		Replicas: o.Replicas, AsliteDataDir: o.AsliteDataDir, AsliteCommit: o.AsliteCommit,
 	}
 	if o.Diameter {

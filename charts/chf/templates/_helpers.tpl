@@ -145,3 +145,21 @@ with a message naming the value to change.
 {{- fail (printf "component ports must not collide (cgw.port, ocp.port, abm.port, cgw.diameter.port): %v" $ports) }}
 {{- end }}
 {{- end }}
+
+{{/*
+A probe's handler: a TCP check when "tcp" (mTLS required: the kubelet has
+no client certificate), else an HTTP(S) GET of "path" on the http port.
+*/}}
+{{- define "chf.probe" -}}
+{{- if .tcp -}}
+tcpSocket:
+  port: http
+{{- else -}}
+httpGet:
+  path: {{ .path }}
+  port: http
+  {{- if .tls }}
+  scheme: HTTPS
+  {{- end }}
+{{- end -}}
+{{- end }}

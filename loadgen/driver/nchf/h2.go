@@ -2,8 +2,10 @@ package nchf
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +26,7 @@ type h2Conns struct {
 	maxConns int
 	opts     h2c.ClientOptions
 	timeout  time.Duration
+	tls      *tls.Config // nil = cleartext
 }
 
 type h2Target struct {
@@ -40,15 +43,22 @@ func newH2Conns(cfg driver.Config) *h2Conns {
 	if n <= 0 {
 		n = 64
 	}
-	d := &h2Conns{maxConns: n, timeout: cfg.Timeout, opts: h2c.ClientOptions{
+	newTemplate := h2c.NewRequestTemplate
+	var tcfg *tls.Config
+	if cfg.TLS != nil {
+		tcfg = cfg.TLS.Clone()
+		tcfg.NextProtos = []string{"h2"}
+		newTemplate = h2c.NewTLSRequestTemplate
+	}
+	d := &h2Conns{maxConns: n, timeout: cfg.Timeout, tls: tcfg, opts: h2c.ClientOptions{
 		CaptureHeaders:   []string{"location", "x-chf-charged"},
 		HandshakeTimeout: cfg.Timeout,
 	}}
 	for _, a := range cfg.Targets {
 		t := &h2Target{
 			addr: a,
-			post: h2c.NewRequestTemplate("POST", a, "application/json", "accept", "application/json"),
-			get:  h2c.NewRequestTemplate("GET", a, "", "accept", "application/json"),
+			post: newTemplate("POST", a, "application/json", "accept", "application/json"),
+			get:  newTemplate("GET", a, "", "accept", "application/json"),
 		}
 		t.conns.Store(&[]*h2c.Conn{})
 		d.targets = append(d.targets, t)
@@ -149,7 +159,7 @@ func (d *h2Conns) grow(ctx context.Context, t *h2Target, seen int) error {
 		t.conns.Store(&live)
 		return nil
 	}
-	c, err := h2c.Dial(ctx, t.addr, &d.opts)
+	c, err := d.dial(ctx, t.addr)
 	if err != nil {
 		t.conns.Store(&live)
 		return driver.Classify(fmt.Errorf("cannot dial %s: %w", t.addr, err))
@@ -157,4 +167,32 @@ func (d *h2Conns) grow(ctx context.Context, t *h2Target, seen int) error {
 	live = append(live, c)
 	t.conns.Store(&live)
 	return nil
+}
+
+// dial opens one connection to addr: h2c (prior knowledge) in cleartext,
+// or TLS with ALPN h2 and the h2c client on the tls.Conn.
+func (d *h2Conns) dial(ctx context.Context, addr string) (*h2c.Conn, error) {
+	if d.tls == nil {
+		return h2c.Dial(ctx, addr, &d.opts)
+	}
+	if _, has := ctx.Deadline(); !has {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.timeout)
+		defer cancel()
+	}
+	td := &tls.Dialer{NetDialer: &net.Dialer{}, Config: d.tls}
+	nc, err := td.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot dial %s over TLS: %w", addr, err)
+	}
+	if p := nc.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != "h2" {
+		nc.Close()
+		return nil, fmt.Errorf("cannot use %s: the server did not negotiate h2 with ALPN (got %q)", addr, p)
+	}
+	c, err := h2c.NewConn(ctx, nc, &d.opts)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
 }

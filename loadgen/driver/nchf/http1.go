@@ -31,6 +31,8 @@ func newHTTP1(cfg driver.Config) *http1Transport {
 			DisableHeaderNamesNormalizing: true,
 			MaxIdleConnDuration:           time.Minute,
 			MaxConnWaitTimeout:            cfg.Timeout,
+			IsTLS:                         cfg.TLS != nil,
+			TLSConfig:                     cfg.TLS,
 		})
 	}
 	return d
@@ -62,6 +64,9 @@ func (d *http1Transport) do(ctx context.Context, target int, m *message) error {
 	}
 	fr.SetRequestURIBytes(m.path)
 	fr.Header.SetHost(c.Addr)
+	if c.IsTLS {
+		fr.URI().SetScheme("https")
+	}
 	deadline := time.Now().Add(d.timeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl

@@ -16,6 +16,10 @@
 //   - "h2c-std": golang.org/x/net/http2.Transport (for comparison).
 //   - "http1": HTTP/1.1, fasthttp.
 //
+// With driver.Config.TLS (https:// targets) every transport runs over
+// TLS, negotiating h2 or http/1.1 with ALPN; h2c then runs as h2c-async,
+// the h2c client on a tls.Conn (the event loop polls raw sockets).
+//
 // Balance reads for the audit use ReadAccount.
 package nchf
 
@@ -65,7 +69,7 @@ func New(cfg driver.Config) (*Driver, error) {
 	case "", "h2c":
 		d.proto = "h2c"
 		d.h2 = newH2Conns(cfg)
-		d.loop = !cfg.Blocking
+		d.loop = !cfg.Blocking && cfg.TLS == nil // the event loop polls raw sockets
 	case "h2c-async":
 		d.h2 = newH2Conns(cfg)
 	case "h2c-std":

@@ -30,13 +30,21 @@ func newStd(cfg driver.Config) *stdTransport {
 		n = 2
 	}
 	d := &stdTransport{}
+	scheme := "http://"
+	if cfg.TLS != nil {
+		scheme = "https://"
+	}
 	for _, t := range cfg.Targets {
 		var ts []*http2.Transport
 		for range n {
 			dialer := &net.Dialer{Timeout: cfg.Timeout}
 			ts = append(ts, &http2.Transport{
-				AllowHTTP: true,
-				DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+				AllowHTTP:       cfg.TLS == nil,
+				TLSClientConfig: cfg.TLS,
+				DialTLSContext: func(ctx context.Context, network, addr string, tc *tls.Config) (net.Conn, error) {
+					if cfg.TLS != nil {
+						return (&tls.Dialer{NetDialer: dialer, Config: tc}).DialContext(ctx, network, addr)
+					}
 					return dialer.DialContext(ctx, network, addr)
 				},
 				StrictMaxConcurrentStreams: false,
@@ -45,7 +53,7 @@ func newStd(cfg driver.Config) *stdTransport {
 			})
 		}
 		d.conns = append(d.conns, ts)
-		d.urls = append(d.urls, "http://"+t)
+		d.urls = append(d.urls, scheme+t)
 	}
 	return d
 }

@@ -1,0 +1,291 @@
+// Package oauth2 checks the OAuth2 access tokens of SBI requests as TS
+// 33.501 (13.4.1) has NF service producers do: the consumer sends the
+// token from the NRF as "Authorization: Bearer <JWT>"; the producer
+// verifies its signature with the NRF's public keys, its validity (exp,
+// nbf when present), its audience when one is configured, and that its
+// scope names the service (Nchf_ConvergedCharging:
+// "nchf-convergedcharging").
+//
+// Keys come from a file: PEM public keys (or certificates) or a JWKS
+// document; RS256/384/512, PS256 and ES256/384 are accepted. Tokens that
+// passed are remembered until their exp (at most CacheTTL), so a consumer
+// reusing its token costs one map lookup per request, not a signature
+// check. What it does not do: fetch keys from the NRF, or check the
+// token's consumer identity against the TLS peer.
+package oauth2
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Scope of Nchf_ConvergedCharging (TS 32.291).
+const ScopeConvergedCharging = "nchf-convergedcharging"
+
+// CacheTTL bounds how long a verified token is remembered; CacheSize is
+// the most tokens remembered (the cache is emptied when full).
+const (
+	CacheTTL  = time.Minute
+	CacheSize = 1 << 14
+)
+
+var (
+	// ErrMissing: no bearer token (401).
+	ErrMissing = errors.New("oauth2: no bearer access token")
+	// ErrInvalid: bad signature, expired, not yet valid, wrong audience,
+	// malformed (401).
+	ErrInvalid = errors.New("oauth2: invalid access token")
+	// ErrScope: valid, but its scope lacks the service (403).
+	ErrScope = errors.New("oauth2: access token scope does not grant this service")
+)
+
+// Options configure a Verifier.
+type Options struct {
+	// Scope the token's scope must contain (default
+	// ScopeConvergedCharging).
+	Scope string
+	// Audience, when set, must be in the token's aud.
+	Audience string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Verifier checks bearer tokens. It is safe for concurrent use.
+type Verifier struct {
+	keys   map[string]crypto.PublicKey // by kid ("" for keys without)
+	opts   Options
+	parser *jwt.Parser
+
+	mu    sync.RWMutex
+	cache map[string]int64 // token → Unix ns until which it is good
+}
+
+// LoadFile reads the keys of path (PEM or JWKS) into a Verifier.
+func LoadFile(path string, opts Options) (*Verifier, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read OAuth2 keys: %w", err)
+	}
+	keys, err := ParseKeys(b)
+	if err != nil {
+		return nil, fmt.Errorf("cannot load OAuth2 keys from %s: %w", path, err)
+	}
+	return New(keys, opts), nil
+}
+
+// New returns a Verifier with keys by key ID ("" for a key that any kid
+// may use).
+func New(keys map[string]crypto.PublicKey, opts Options) *Verifier {
+	if opts.Scope == "" {
+		opts.Scope = ScopeConvergedCharging
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	po := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "ES256", "ES384"}),
+		jwt.WithTimeFunc(opts.Now),
+		jwt.WithLeeway(5 * time.Second),
+	}
+	if opts.Audience != "" {
+		po = append(po, jwt.WithAudience(opts.Audience))
+	}
+	return &Verifier{keys: keys, opts: opts, parser: jwt.NewParser(po...), cache: map[string]int64{}}
+}
+
+// Check verifies the Authorization header value authz. The error wraps
+// ErrMissing, ErrInvalid or ErrScope.
+func (v *Verifier) Check(authz []byte) error {
+	const prefix = "bearer "
+	if len(authz) <= len(prefix) || !strings.EqualFold(string(authz[:len(prefix)]), prefix) {
+		return ErrMissing
+	}
+	tok := authz[len(prefix):]
+	now := v.opts.Now().UnixNano()
+	v.mu.RLock()
+	until, ok := v.cache[string(tok)]
+	v.mu.RUnlock()
+	if ok && now < until {
+		return nil
+	}
+	claims := jwt.MapClaims{}
+	if _, err := v.parser.ParseWithClaims(string(tok), claims, v.key); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if !hasScope(claims["scope"], v.opts.Scope) {
+		return fmt.Errorf("%w: want %q", ErrScope, v.opts.Scope)
+	}
+	until = now + int64(CacheTTL)
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil && exp.UnixNano() < until {
+		until = exp.UnixNano()
+	}
+	v.mu.Lock()
+	if len(v.cache) >= CacheSize {
+		clear(v.cache)
+	}
+	v.cache[string(tok)] = until
+	v.mu.Unlock()
+	return nil
+}
+
+func (v *Verifier) key(t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	if k, ok := v.keys[kid]; ok {
+		return k, nil
+	}
+	if k, ok := v.keys[""]; ok {
+		return k, nil
+	}
+	if kid == "" && len(v.keys) == 1 {
+		for _, k := range v.keys {
+			return k, nil
+		}
+	}
+	return nil, fmt.Errorf("no key with kid %q", kid)
+}
+
+// hasScope reports whether scope (a space-separated string, or a list)
+// contains want.
+func hasScope(scope any, want string) bool {
+	switch s := scope.(type) {
+	case string:
+		for _, f := range strings.Fields(s) {
+			if f == want {
+				return true
+			}
+		}
+	case []any:
+		for _, f := range s {
+			if f == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ParseKeys reads PEM public keys / certificates (key IDs from a
+// "kid: NAME" PEM header, else "") or a JWKS document.
+func ParseKeys(b []byte) (map[string]crypto.PublicKey, error) {
+	keys := map[string]crypto.PublicKey{}
+	if t := strings.TrimSpace(string(b)); strings.HasPrefix(t, "{") {
+		return parseJWKS(b)
+	}
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		var k crypto.PublicKey
+		switch blk.Type {
+		case "PUBLIC KEY":
+			pk, err := x509.ParsePKIXPublicKey(blk.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("cannot parse public key: %w", err)
+			}
+			k = pk
+		case "RSA PUBLIC KEY":
+			pk, err := x509.ParsePKCS1PublicKey(blk.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("cannot parse RSA public key: %w", err)
+			}
+			k = pk
+		case "CERTIFICATE":
+			c, err := x509.ParseCertificate(blk.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("cannot parse certificate: %w", err)
+			}
+			k = c.PublicKey
+		default:
+			continue
+		}
+		switch k.(type) {
+		case *rsa.PublicKey, *ecdsa.PublicKey:
+		default:
+			return nil, fmt.Errorf("cannot use a %T key: want RSA or ECDSA", k)
+		}
+		keys[blk.Headers["kid"]] = k
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no PEM public key or certificate found")
+	}
+	return keys, nil
+}
+
+func parseJWKS(b []byte) (map[string]crypto.PublicKey, error) {
+	var set struct {
+		Keys []struct {
+			Kty, Kid, Use, Crv, N, E, X, Y string
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal(b, &set); err != nil {
+		return nil, fmt.Errorf("cannot parse JWKS: %w", err)
+	}
+	keys := map[string]crypto.PublicKey{}
+	dec := base64.RawURLEncoding
+	num := func(s string) (*big.Int, error) {
+		v, err := dec.DecodeString(strings.TrimRight(s, "="))
+		if err != nil || len(v) == 0 {
+			return nil, fmt.Errorf("bad base64url number %q", s)
+		}
+		return new(big.Int).SetBytes(v), nil
+	}
+	for i, k := range set.Keys {
+		if k.Use != "" && k.Use != "sig" {
+			continue
+		}
+		switch k.Kty {
+		case "RSA":
+			n, err := num(k.N)
+			if err != nil {
+				return nil, fmt.Errorf("cannot use JWKS key %d: %w", i, err)
+			}
+			e, err := num(k.E)
+			if err != nil || !e.IsInt64() {
+				return nil, fmt.Errorf("cannot use JWKS key %d: bad e", i)
+			}
+			keys[k.Kid] = &rsa.PublicKey{N: n, E: int(e.Int64())}
+		case "EC":
+			var c elliptic.Curve
+			switch k.Crv {
+			case "P-256":
+				c = elliptic.P256()
+			case "P-384":
+				c = elliptic.P384()
+			default:
+				return nil, fmt.Errorf("cannot use JWKS key %d: curve %q", i, k.Crv)
+			}
+			x, err := num(k.X)
+			if err != nil {
+				return nil, fmt.Errorf("cannot use JWKS key %d: %w", i, err)
+			}
+			y, err := num(k.Y)
+			if err != nil {
+				return nil, fmt.Errorf("cannot use JWKS key %d: %w", i, err)
+			}
+			keys[k.Kid] = &ecdsa.PublicKey{Curve: c, X: x, Y: y}
+		default:
+			return nil, fmt.Errorf("cannot use JWKS key %d: kty %q (want RSA or EC)", i, k.Kty)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no signing key in JWKS")
+	}
+	return keys, nil
+}
