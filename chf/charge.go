@@ -144,7 +144,71 @@ type UsageLine struct {
 	Request bool `msg:"r"`
 	// Requested is the amount wanted; zero means the CHF picks the grant.
 	Requested Units `msg:"q"`
+	// Reported is the set of triggers the client reported the usage for
+	// (Nchf usedUnitContainer triggers, Gy Reporting-Reason). A line
+	// reporting TriggerFinal closes the rating group: no new grant.
+	Reported Triggers `msg:"rp"`
 }
+
+// Triggers is a set of Nchf trigger types (TS 32.291 TriggerType) as bits;
+// the quota-management ones, which a grant arms and a usage report names.
+type Triggers uint16
+
+// The trigger types the CHF arms in grants and acts on in usage reports.
+const (
+	TriggerQuotaThreshold Triggers = 1 << iota // QUOTA_THRESHOLD / Gy THRESHOLD
+	TriggerQHT                                 // QHT: quota holding time expired
+	TriggerFinal                               // FINAL: the rating group is closed
+	TriggerQuotaExhausted                      // QUOTA_EXHAUSTED
+	TriggerValidityTime                        // VALIDITY_TIME
+	TriggerForcedReauth                        // FORCED_REAUTHORISATION
+	TriggerOther                               // any other trigger type (not acted on)
+)
+
+// triggerNames are the Nchf names of the trigger bits, in bit order.
+var triggerNames = [...]string{"QUOTA_THRESHOLD", "QHT", "FINAL", "QUOTA_EXHAUSTED", "VALIDITY_TIME", "FORCED_REAUTHORISATION"}
+
+// ParseTrigger returns the bit of the Nchf trigger type name (TriggerOther
+// for a name the CHF does not act on).
+func ParseTrigger(name []byte) Triggers {
+	for i, n := range triggerNames {
+		if string(name) == n {
+			return 1 << i
+		}
+	}
+	return TriggerOther
+}
+
+// TriggerName returns the Nchf name of a single trigger bit ("" for none
+// or TriggerOther).
+func TriggerName(t Triggers) string {
+	for i, n := range triggerNames {
+		if t == 1<<i {
+			return n
+		}
+	}
+	return ""
+}
+
+// FinalAction is a Final-Unit-Action (Nchf finalUnitAction).
+type FinalAction uint8
+
+const (
+	FinalTerminate      FinalAction = 0 // TERMINATE (Diameter 0)
+	FinalRedirect       FinalAction = 1 // REDIRECT (Diameter 1), to Redirect
+	FinalRestrictAccess FinalAction = 2 // RESTRICT_ACCESS (Diameter 2), FilterID applied
+)
+
+// RedirectType is an Nchf RedirectAddressType / Diameter
+// Redirect-Address-Type.
+type RedirectType uint8
+
+const (
+	RedirectIPv4 RedirectType = 0 // IPV4 (Diameter 0)
+	RedirectIPv6 RedirectType = 1 // IPV6 (Diameter 1)
+	RedirectURL  RedirectType = 2 // URL (Diameter 2)
+	RedirectURI  RedirectType = 3 // URI (Diameter SIP_URI, 3)
+)
 
 // ChargeRequest is what a front hands the charging core.
 type ChargeRequest struct {
@@ -183,8 +247,22 @@ type GrantLine struct {
 	ValidityTime     uint32 `msg:"vt"`  // seconds
 	QuotaHoldingTime uint32 `msg:"qht"` // seconds
 	// FinalUnit is set when the balance cannot cover another grant after
-	// this one: the client must terminate when it is used (FUI TERMINATE).
+	// this one: the client must apply FinalAction when it is used.
 	FinalUnit bool `msg:"f"`
+	// The rest is filled by the OCP from the tariff after the ABM answered
+	// (it is not kept in the account record: a replayed answer is filled
+	// again). Threshold is the remaining-quota threshold in the grant's
+	// base units (Nchf volume/time/unitQuotaThreshold, Gy
+	// *-Quota-Threshold), Triggers the triggers armed with the grant.
+	Threshold uint64   `msg:"th"`
+	Triggers  Triggers `msg:"tg"`
+	// FinalAction, with FinalUnit, is what to do when the final units are
+	// used: Redirect (of RedirectType) for FinalRedirect, FilterID for
+	// FinalRestrictAccess.
+	FinalAction  FinalAction  `msg:"fa"`
+	RedirectType RedirectType `msg:"rt"`
+	Redirect     string       `msg:"ra"`
+	FilterID     string       `msg:"fi"`
 }
 
 // ChargeResponse is what the charging core answers.

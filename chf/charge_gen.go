@@ -717,6 +717,58 @@ func (z *ChargeResponse) Msgsize() (s int) {
 }
 
 // DecodeMsg implements msgp.Decodable
+func (z *FinalAction) DecodeMsg(dc *msgp.Reader) (err error) {
+	{
+		var zb0001 uint8
+		zb0001, err = dc.ReadUint8()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = FinalAction(zb0001)
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z FinalAction) EncodeMsg(en *msgp.Writer) (err error) {
+	err = en.WriteUint8(uint8(z))
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z FinalAction) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendUint8(o, uint8(z))
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *FinalAction) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	{
+		var zb0001 uint8
+		zb0001, bts, err = msgp.ReadUint8Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = FinalAction(zb0001)
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z FinalAction) Msgsize() (s int) {
+	s = msgp.Uint8Size
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
 func (z *GrantLine) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
 	_ = field
@@ -774,6 +826,54 @@ func (z *GrantLine) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "FinalUnit")
 				return
 			}
+		case "th":
+			z.Threshold, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Threshold")
+				return
+			}
+		case "tg":
+			{
+				var zb0003 uint16
+				zb0003, err = dc.ReadUint16()
+				if err != nil {
+					err = msgp.WrapError(err, "Triggers")
+					return
+				}
+				z.Triggers = Triggers(zb0003)
+			}
+		case "fa":
+			{
+				var zb0004 uint8
+				zb0004, err = dc.ReadUint8()
+				if err != nil {
+					err = msgp.WrapError(err, "FinalAction")
+					return
+				}
+				z.FinalAction = FinalAction(zb0004)
+			}
+		case "rt":
+			{
+				var zb0005 uint8
+				zb0005, err = dc.ReadUint8()
+				if err != nil {
+					err = msgp.WrapError(err, "RedirectType")
+					return
+				}
+				z.RedirectType = RedirectType(zb0005)
+			}
+		case "ra":
+			z.Redirect, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Redirect")
+				return
+			}
+		case "fi":
+			z.FilterID, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "FilterID")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -787,9 +887,9 @@ func (z *GrantLine) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *GrantLine) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 6
+	// map header, size 12
 	// write "rg"
-	err = en.Append(0x86, 0xa2, 0x72, 0x67)
+	err = en.Append(0x8c, 0xa2, 0x72, 0x67)
 	if err != nil {
 		return
 	}
@@ -848,15 +948,75 @@ func (z *GrantLine) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "FinalUnit")
 		return
 	}
+	// write "th"
+	err = en.Append(0xa2, 0x74, 0x68)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Threshold)
+	if err != nil {
+		err = msgp.WrapError(err, "Threshold")
+		return
+	}
+	// write "tg"
+	err = en.Append(0xa2, 0x74, 0x67)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint16(uint16(z.Triggers))
+	if err != nil {
+		err = msgp.WrapError(err, "Triggers")
+		return
+	}
+	// write "fa"
+	err = en.Append(0xa2, 0x66, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint8(uint8(z.FinalAction))
+	if err != nil {
+		err = msgp.WrapError(err, "FinalAction")
+		return
+	}
+	// write "rt"
+	err = en.Append(0xa2, 0x72, 0x74)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint8(uint8(z.RedirectType))
+	if err != nil {
+		err = msgp.WrapError(err, "RedirectType")
+		return
+	}
+	// write "ra"
+	err = en.Append(0xa2, 0x72, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.Redirect)
+	if err != nil {
+		err = msgp.WrapError(err, "Redirect")
+		return
+	}
+	// write "fi"
+	err = en.Append(0xa2, 0x66, 0x69)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.FilterID)
+	if err != nil {
+		err = msgp.WrapError(err, "FilterID")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *GrantLine) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 6
+	// map header, size 12
 	// string "rg"
-	o = append(o, 0x86, 0xa2, 0x72, 0x67)
+	o = append(o, 0x8c, 0xa2, 0x72, 0x67)
 	o = msgp.AppendUint32(o, z.RatingGroup)
 	// string "r"
 	o = append(o, 0xa1, 0x72)
@@ -877,6 +1037,24 @@ func (z *GrantLine) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "f"
 	o = append(o, 0xa1, 0x66)
 	o = msgp.AppendBool(o, z.FinalUnit)
+	// string "th"
+	o = append(o, 0xa2, 0x74, 0x68)
+	o = msgp.AppendUint64(o, z.Threshold)
+	// string "tg"
+	o = append(o, 0xa2, 0x74, 0x67)
+	o = msgp.AppendUint16(o, uint16(z.Triggers))
+	// string "fa"
+	o = append(o, 0xa2, 0x66, 0x61)
+	o = msgp.AppendUint8(o, uint8(z.FinalAction))
+	// string "rt"
+	o = append(o, 0xa2, 0x72, 0x74)
+	o = msgp.AppendUint8(o, uint8(z.RedirectType))
+	// string "ra"
+	o = append(o, 0xa2, 0x72, 0x61)
+	o = msgp.AppendString(o, z.Redirect)
+	// string "fi"
+	o = append(o, 0xa2, 0x66, 0x69)
+	o = msgp.AppendString(o, z.FilterID)
 	return
 }
 
@@ -938,6 +1116,54 @@ func (z *GrantLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "FinalUnit")
 				return
 			}
+		case "th":
+			z.Threshold, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Threshold")
+				return
+			}
+		case "tg":
+			{
+				var zb0003 uint16
+				zb0003, bts, err = msgp.ReadUint16Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Triggers")
+					return
+				}
+				z.Triggers = Triggers(zb0003)
+			}
+		case "fa":
+			{
+				var zb0004 uint8
+				zb0004, bts, err = msgp.ReadUint8Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "FinalAction")
+					return
+				}
+				z.FinalAction = FinalAction(zb0004)
+			}
+		case "rt":
+			{
+				var zb0005 uint8
+				zb0005, bts, err = msgp.ReadUint8Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "RedirectType")
+					return
+				}
+				z.RedirectType = RedirectType(zb0005)
+			}
+		case "ra":
+			z.Redirect, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Redirect")
+				return
+			}
+		case "fi":
+			z.FilterID, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "FilterID")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -952,7 +1178,7 @@ func (z *GrantLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *GrantLine) Msgsize() (s int) {
-	s = 1 + 3 + msgp.Uint32Size + 2 + msgp.Uint8Size + 2 + z.Granted.Msgsize() + 3 + msgp.Uint32Size + 4 + msgp.Uint32Size + 2 + msgp.BoolSize
+	s = 1 + 3 + msgp.Uint32Size + 2 + msgp.Uint8Size + 2 + z.Granted.Msgsize() + 3 + msgp.Uint32Size + 4 + msgp.Uint32Size + 2 + msgp.BoolSize + 3 + msgp.Uint64Size + 3 + msgp.Uint16Size + 3 + msgp.Uint8Size + 3 + msgp.Uint8Size + 3 + msgp.StringPrefixSize + len(z.Redirect) + 3 + msgp.StringPrefixSize + len(z.FilterID)
 	return
 }
 
@@ -1004,6 +1230,58 @@ func (z *Op) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z Op) Msgsize() (s int) {
+	s = msgp.Uint8Size
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *RedirectType) DecodeMsg(dc *msgp.Reader) (err error) {
+	{
+		var zb0001 uint8
+		zb0001, err = dc.ReadUint8()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = RedirectType(zb0001)
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z RedirectType) EncodeMsg(en *msgp.Writer) (err error) {
+	err = en.WriteUint8(uint8(z))
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z RedirectType) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendUint8(o, uint8(z))
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *RedirectType) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	{
+		var zb0001 uint8
+		zb0001, bts, err = msgp.ReadUint8Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = RedirectType(zb0001)
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z RedirectType) Msgsize() (s int) {
 	s = msgp.Uint8Size
 	return
 }
@@ -1109,6 +1387,58 @@ func (z *Service) UnmarshalMsg(bts []byte) (o []byte, err error) {
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z Service) Msgsize() (s int) {
 	s = msgp.Uint8Size
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *Triggers) DecodeMsg(dc *msgp.Reader) (err error) {
+	{
+		var zb0001 uint16
+		zb0001, err = dc.ReadUint16()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = Triggers(zb0001)
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z Triggers) EncodeMsg(en *msgp.Writer) (err error) {
+	err = en.WriteUint16(uint16(z))
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z Triggers) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendUint16(o, uint16(z))
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Triggers) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	{
+		var zb0001 uint16
+		zb0001, bts, err = msgp.ReadUint16Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = Triggers(zb0001)
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z Triggers) Msgsize() (s int) {
+	s = msgp.Uint16Size
 	return
 }
 
@@ -1357,6 +1687,16 @@ func (z *UsageLine) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Requested")
 				return
 			}
+		case "rp":
+			{
+				var zb0002 uint16
+				zb0002, err = dc.ReadUint16()
+				if err != nil {
+					err = msgp.WrapError(err, "Reported")
+					return
+				}
+				z.Reported = Triggers(zb0002)
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -1370,9 +1710,9 @@ func (z *UsageLine) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *UsageLine) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 4
+	// map header, size 5
 	// write "rg"
-	err = en.Append(0x84, 0xa2, 0x72, 0x67)
+	err = en.Append(0x85, 0xa2, 0x72, 0x67)
 	if err != nil {
 		return
 	}
@@ -1411,15 +1751,25 @@ func (z *UsageLine) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Requested")
 		return
 	}
+	// write "rp"
+	err = en.Append(0xa2, 0x72, 0x70)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint16(uint16(z.Reported))
+	if err != nil {
+		err = msgp.WrapError(err, "Reported")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *UsageLine) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 4
+	// map header, size 5
 	// string "rg"
-	o = append(o, 0x84, 0xa2, 0x72, 0x67)
+	o = append(o, 0x85, 0xa2, 0x72, 0x67)
 	o = msgp.AppendUint32(o, z.RatingGroup)
 	// string "u"
 	o = append(o, 0xa1, 0x75)
@@ -1438,6 +1788,9 @@ func (z *UsageLine) MarshalMsg(b []byte) (o []byte, err error) {
 		err = msgp.WrapError(err, "Requested")
 		return
 	}
+	// string "rp"
+	o = append(o, 0xa2, 0x72, 0x70)
+	o = msgp.AppendUint16(o, uint16(z.Reported))
 	return
 }
 
@@ -1483,6 +1836,16 @@ func (z *UsageLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Requested")
 				return
 			}
+		case "rp":
+			{
+				var zb0002 uint16
+				zb0002, bts, err = msgp.ReadUint16Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Reported")
+					return
+				}
+				z.Reported = Triggers(zb0002)
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1497,6 +1860,6 @@ func (z *UsageLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *UsageLine) Msgsize() (s int) {
-	s = 1 + 3 + msgp.Uint32Size + 2 + z.Used.Msgsize() + 2 + msgp.BoolSize + 2 + z.Requested.Msgsize()
+	s = 1 + 3 + msgp.Uint32Size + 2 + z.Used.Msgsize() + 2 + msgp.BoolSize + 2 + z.Requested.Msgsize() + 3 + msgp.Uint16Size
 	return
 }

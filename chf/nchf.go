@@ -81,8 +81,9 @@ var ErrNotJSON = errors.New("chf: body is not valid JSON")
 // decodes without allocating except for the SUPI string. Not safe for
 // concurrent use.
 type NchfDecoder struct {
-	p   fastjson.Parser
-	err *FieldError
+	p    fastjson.Parser
+	err  *FieldError
+	trig Triggers // triggers of the container being decoded
 }
 
 // Decode parses body into r. It returns a *FieldError for a malformed
@@ -324,7 +325,9 @@ func (d *NchfDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
 			}
 			for j, c := range cs {
 				var u Units
+				d.trig = 0
 				hasTotal := d.units(c, &u, i, j)
+				line.Reported |= d.trig
 				vol := u.UplinkVolume + u.DownlinkVolume
 				if hasTotal {
 					vol = u.TotalVolume
@@ -385,6 +388,11 @@ func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) (hasTotal boo
 			u.DownlinkVolume = d.uint64(v, "x")
 		case "serviceSpecificUnits":
 			u.ServiceSpecific = d.uint64(v, "x")
+		case "triggers":
+			if j >= 0 {
+				d.triggers(v, i, j)
+			}
+			return
 		default:
 			return
 		}
@@ -393,6 +401,40 @@ func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) (hasTotal boo
 		}
 	})
 	return hasTotal
+}
+
+// triggers decodes the triggers of used unit container j of
+// multipleUnitUsage i into d.trig (Trigger: triggerCategory mandatory).
+func (d *NchfDecoder) triggers(v *fastjson.Value, i, j int) {
+	arr, err := v.Array()
+	if err != nil {
+		d.fail(unitParam(i, j, "/triggers"), "must be an array (Trigger)")
+		return
+	}
+	for k, t := range arr {
+		o, err := t.Object()
+		if err != nil {
+			d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)), "must be an object (Trigger)")
+			return
+		}
+		cat := o.Get("triggerCategory")
+		if cat == nil {
+			d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)+"/triggerCategory"), "mandatory field missing")
+			return
+		}
+		if cat.Type() != fastjson.TypeString {
+			d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)+"/triggerCategory"), "must be a string")
+			return
+		}
+		if tt := o.Get("triggerType"); tt != nil {
+			b, err := tt.StringBytes()
+			if err != nil {
+				d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)+"/triggerType"), "must be a string")
+				return
+			}
+			d.trig |= ParseTrigger(b)
+		}
+	}
 }
 
 func idxParam(prefix string, i int, suffix string) string {
@@ -461,10 +503,59 @@ func appendMUI(dst []byte, g *GrantLine) []byte {
 		dst = append(dst, `,"quotaHoldingTime":`...)
 		dst = strconv.AppendUint(dst, uint64(g.QuotaHoldingTime), 10)
 	}
+	if g.Triggers != 0 {
+		dst = append(dst, `,"triggers":[`...)
+		first := true
+		for t := Triggers(1); t < TriggerOther; t <<= 1 {
+			if g.Triggers&t == 0 {
+				continue
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, `{"triggerType":"`...)
+			dst = append(dst, TriggerName(t)...)
+			dst = append(dst, `","triggerCategory":"IMMEDIATE_REPORT"}`...)
+		}
+		dst = append(dst, ']')
+	}
+	if g.Threshold > 0 {
+		switch {
+		case g.Granted.TotalVolume != 0:
+			dst = append(dst, `,"volumeQuotaThreshold":`...)
+		case g.Granted.Time != 0:
+			dst = append(dst, `,"timeQuotaThreshold":`...)
+		default:
+			dst = append(dst, `,"unitQuotaThreshold":`...)
+		}
+		dst = strconv.AppendUint(dst, g.Threshold, 10)
+	}
 	if g.FinalUnit {
-		dst = append(dst, `,"finalUnitIndication":{"finalUnitAction":"TERMINATE"}`...)
+		dst = appendFUI(dst, g)
 	}
 	return append(dst, '}')
+}
+
+// redirectTypes are the Nchf RedirectAddressType names by RedirectType.
+var redirectTypes = [...]string{RedirectIPv4: "IPV4", RedirectIPv6: "IPV6", RedirectURL: "URL", RedirectURI: "URI"}
+
+func appendFUI(dst []byte, g *GrantLine) []byte {
+	switch g.FinalAction {
+	case FinalRedirect:
+		dst = append(dst, `,"finalUnitIndication":{"finalUnitAction":"REDIRECT","redirectServer":{"redirectAddressType":"`...)
+		if int(g.RedirectType) < len(redirectTypes) {
+			dst = append(dst, redirectTypes[g.RedirectType]...)
+		}
+		dst = append(dst, `","redirectServerAddress":`...)
+		dst = AppendJSONString(dst, g.Redirect)
+		return append(dst, `}}`...)
+	case FinalRestrictAccess:
+		dst = append(dst, `,"finalUnitIndication":{"finalUnitAction":"RESTRICT_ACCESS","filterId":`...)
+		dst = AppendJSONString(dst, g.FilterID)
+		return append(dst, '}')
+	}
+	return append(dst, `,"finalUnitIndication":{"finalUnitAction":"TERMINATE"}`...)
 }
 
 // AppendUnits appends u as a GrantedUnit/RequestedUnit JSON object with

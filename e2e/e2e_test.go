@@ -63,6 +63,13 @@ type env struct {
 // accounts. Everything stops at the end of the test.
 func startCHF(t *testing.T) *env {
 	t.Helper()
+	return startCHFTariff(t, nil)
+}
+
+// startCHFTariff is startCHF with the OCP rating on tariff (nil = the
+// default).
+func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
+	t.Helper()
 	asc := aslitetest.Start(t)
 	if _, err := abm.Provision(context.Background(), asc, abm.ProvisionConfig{First: first, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
@@ -72,7 +79,7 @@ func startCHF(t *testing.T) *env {
 	g := newGate(t, svc.Handler())
 	abmSrv := startService(t, "abm", g.serve)
 	abmCl := newClient(t, "abm", abmSrv.Addr())
-	proc := ocp.NewProcessor(nil, abm.NewClient(abmCl, chassis.BatchConfig{}))
+	proc := ocp.NewProcessor(tariff, abm.NewClient(abmCl, chassis.BatchConfig{}))
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
 	core := ocp.NewClient(ocpCl, chassis.BatchConfig{})

@@ -57,7 +57,21 @@ func (p *Processor) Charge(ctx context.Context, req *chf.ChargeRequest, resp *ch
 	ar := applyPool.Get().(*chf.ApplyRequest)
 	defer applyPool.Put(ar)
 	p.Rate(req, ar)
-	return p.accounts.Apply(ctx, ar, resp)
+	if err := p.accounts.Apply(ctx, ar, resp); err != nil {
+		return err
+	}
+	p.arm(resp)
+	return nil
+}
+
+// arm fills each grant's threshold, triggers and final unit action from
+// the tariff (the ABM decides units and FinalUnit; the tariff the rest).
+func (p *Processor) arm(resp *chf.ChargeResponse) {
+	for i := range resp.Lines {
+		if r := p.tariff.Rate(resp.Lines[i].RatingGroup); r != nil {
+			r.Arm(&resp.Lines[i])
+		}
+	}
 }
 
 // batchScratch is the working memory of one ChargeBatch, pooled.
@@ -101,6 +115,9 @@ func (p *Processor) ChargeBatch(ctx context.Context, reqs []*chf.ChargeRequest, 
 	}
 	for j, i := range sc.idx {
 		errs[i] = sc.errs[j]
+		if errs[i] == nil {
+			p.arm(resps[i])
+		}
 	}
 	clear(sc.reqs)
 	clear(sc.resps)
@@ -180,7 +197,8 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 		default:
 			out.UsedUnits = in.Used.Amount(svc)
 			out.UsedCost = r.Cost(out.UsedUnits)
-			if in.Request && req.Op != chf.OpRelease {
+			// A report naming FINAL closes the rating group: no grant.
+			if in.Request && req.Op != chf.OpRelease && in.Reported&chf.TriggerFinal == 0 {
 				out.Request = true
 				out.GrantUnits = r.Grant(in.Requested.Amount(svc))
 			}

@@ -88,6 +88,10 @@ type Service struct {
 	Requested chf.Units
 	// Used is reported in a Used-Service-Unit when not zero.
 	Used chf.Units
+	// Reason, when HasReason, is sent as the MSCC's Reporting-Reason
+	// (wire.ReasonThreshold, ReasonFinal, ...).
+	Reason    uint32
+	HasReason bool
 }
 
 // Request is one CCR. The client copies what it needs while encoding, so
@@ -120,7 +124,14 @@ type Grant struct {
 	ValidityTime     uint32
 	QuotaHoldingTime uint32
 	FinalUnit        bool   // Final-Unit-Indication present
-	FinalUnitAction  uint32 // 0 TERMINATE
+	FinalUnitAction  uint32 // 0 TERMINATE, 1 REDIRECT, 2 RESTRICT_ACCESS
+	// RedirectAddressType and RedirectServer are the Redirect-Server of a
+	// REDIRECT; FilterID the Filter-Id of a RESTRICT_ACCESS.
+	RedirectAddressType uint32
+	RedirectServer      string
+	FilterID            string
+	// Threshold is the Volume-, Time- or Unit-Quota-Threshold (0 = none).
+	Threshold uint32
 }
 
 // Answer is a decoded CCA. Grants is reused across calls with the same
@@ -455,6 +466,9 @@ func AppendCCR(dst, ident []byte, serviceContext string, req *Request, hbh, e2e 
 			dst = wire.EndGroup(dst, g)
 		}
 		dst = wire.AppendUint32(dst, wire.CodeRatingGroup, wire.AVPMandatory, 0, s.RatingGroup)
+		if s.HasReason {
+			dst = wire.AppendUint32(dst, wire.CodeReportingReason, wire.AVPMandatory, wire.Vendor3GPP, s.Reason)
+		}
 		dst = wire.EndGroup(dst, m)
 	}
 	wire.SetLength(dst[start:])
@@ -541,8 +555,13 @@ func decodeGrant(b []byte) Grant {
 	it := wire.NewIter(b)
 	var v wire.AVP
 	for it.Next(&v) {
-		if v.Vendor == wire.Vendor3GPP && v.Code == wire.CodeQuotaHoldingTime {
-			g.QuotaHoldingTime, _ = wire.Uint32(v.Data)
+		if v.Vendor == wire.Vendor3GPP {
+			switch v.Code {
+			case wire.CodeQuotaHoldingTime:
+				g.QuotaHoldingTime, _ = wire.Uint32(v.Data)
+			case wire.CodeVolumeQuotaThreshold, wire.CodeTimeQuotaThreshold, wire.CodeUnitQuotaThreshold:
+				g.Threshold, _ = wire.Uint32(v.Data)
+			}
 			continue
 		}
 		if v.Vendor != 0 {
@@ -562,8 +581,22 @@ func decodeGrant(b []byte) Grant {
 			in := wire.NewIter(v.Data)
 			var f wire.AVP
 			for in.Next(&f) {
-				if f.Code == wire.CodeFinalUnitAction {
+				switch f.Code {
+				case wire.CodeFinalUnitAction:
 					g.FinalUnitAction, _ = wire.Uint32(f.Data)
+				case wire.CodeFilterID:
+					g.FilterID = string(f.Data)
+				case wire.CodeRedirectServer:
+					rs := wire.NewIter(f.Data)
+					var r wire.AVP
+					for rs.Next(&r) {
+						switch r.Code {
+						case wire.CodeRedirectAddressType:
+							g.RedirectAddressType, _ = wire.Uint32(r.Data)
+						case wire.CodeRedirectServerAddress:
+							g.RedirectServer = string(r.Data)
+						}
+					}
 				}
 			}
 		}
