@@ -37,6 +37,8 @@ type ServiceConfig struct {
 	AllowHosts, AllowRealms string
 	MaxBody, MaxInFlight    int
 	CPUProfile              string
+	// OperatorTokenFile holds the bearer token of the operator API.
+	OperatorTokenFile string
 }
 
 // DefaultServiceConfig returns the defaults of the cgw flags.
@@ -67,6 +69,40 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxBody, "max-body", c.MaxBody, "largest Nchf request body in bytes; larger ones get 413 ProblemDetails")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "Nchf requests charged at once; beyond it requests get 503 (NF_CONGESTION) at once instead of queueing")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile of the whole run to this file (stopped at exit)")
+	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", c.OperatorTokenFile,
+		"file holding the bearer token the operator API (POST /chf/v1/accounts/{supi}/topup) requires (surrounding white space ignored); without it the API answers 403 when --listen is beyond loopback, and is open on loopback")
+}
+
+// operatorToken reads --operator-token-file ("" when unset) and reports
+// whether the API may be open without a token (loopback listener).
+func (c *ServiceConfig) operatorToken() (token string, open bool, err error) {
+	open = loopbackOnly(c.Listen)
+	if c.OperatorTokenFile == "" {
+		// Beyond loopback the API then answers 403.
+		return "", open, nil
+	}
+	b, err := os.ReadFile(c.OperatorTokenFile)
+	if err != nil {
+		return "", false, fmt.Errorf("cannot read --operator-token-file: %w", err)
+	}
+	token = strings.TrimSpace(string(b))
+	if len(token) < 16 {
+		return "", false, fmt.Errorf("cannot use --operator-token-file %s: the token must be at least 16 characters", c.OperatorTokenFile)
+	}
+	return token, false, nil
+}
+
+// loopbackOnly reports whether a listen address binds loopback only.
+func loopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Validate checks the flags' values.
@@ -88,6 +124,9 @@ func (c *ServiceConfig) Validate() error {
 		}
 	}
 	if _, err := c.OCP.Source(); err != nil {
+		return err
+	}
+	if _, _, err := c.operatorToken(); err != nil {
 		return err
 	}
 	return rpc.ValidateBatch(c.Batch)
@@ -131,12 +170,16 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	}, func(context.Context) error { client.Close(); return nil })
 	var srv *Server
 	g.Add("CGW server", func() error {
-		var err error
+		token, open, err := c.operatorToken()
+		if err != nil {
+			return err
+		}
 		srv, err = NewServer(Config{
-			Listen:  c.Listen,
-			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Logger: log},
-			Ready:   peerReady(client),
-			Logger:  log,
+			Listen: c.Listen,
+			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Logger: log,
+				OperatorToken: token, OperatorOpen: open},
+			Ready:  peerReady(client),
+			Logger: log,
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create CGW server: %w", err)

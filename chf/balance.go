@@ -34,6 +34,8 @@ type RatedLine struct {
 	// when ValidityTime is zero).
 	ValidityTime     uint32 `msg:"vt"`
 	QuotaHoldingTime uint32 `msg:"qht"`
+	// Offline: the usage is offline charging (see UsageLine.Offline).
+	Offline bool `msg:"of"`
 }
 
 // ApplyRequest is one charging event the OCP hands the ABM: a ChargeRequest
@@ -52,6 +54,8 @@ type ApplyRequest struct {
 	Loose          uint64 `msg:"lk"`
 	Retransmission bool   `msg:"rt"`
 	Digest         uint64 `msg:"dg"`
+	// TopUp is what an OpTopUp credits.
+	TopUp TopUp `msg:"tu"`
 }
 
 // Reset clears r for reuse, keeping the capacity of Lines.

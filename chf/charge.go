@@ -30,6 +30,7 @@ const (
 	OpRelease Op = 3 // session release: final usage, frees reservations
 	OpEvent   Op = 4 // one-time event (SMS): immediate debit, no session
 	OpBalance Op = 5 // balance inquiry: no charging
+	OpTopUp   Op = 6 // operator top-up: credit money and/or a bucket
 )
 
 // Result is the outcome of a whole request or of one rating group.
@@ -76,6 +77,9 @@ func (r *ChargeRequest) Digest() uint64 {
 		l := &r.Lines[i]
 		h = HashUint(h, uint64(l.RatingGroup))
 		h = l.Used.hash(h)
+		if l.Offline {
+			h = HashUint(h, 2)
+		}
 		if l.Request {
 			h = HashUint(h, 1)
 			h = l.Requested.hash(h)
@@ -148,6 +152,19 @@ type UsageLine struct {
 	// (Nchf usedUnitContainer triggers, Gy Reporting-Reason). A line
 	// reporting TriggerFinal closes the rating group: no new grant.
 	Reported Triggers `msg:"rp"`
+	// Offline is set when the usage is reported for offline charging
+	// (Nchf quotaManagementIndicator OFFLINE_CHARGING): rated and recorded,
+	// never taken from the balance, and no quota is granted.
+	Offline bool `msg:"of"`
+}
+
+// Bucket is an allowance of one service's base units (octets, seconds,
+// events) consumed before the monetary balance, until it expires.
+type Bucket struct {
+	Service Service `msg:"sv"`
+	Units   uint64  `msg:"u"` // base units left
+	Expires int64   `msg:"x"` // unix seconds; 0 = never
+	Held    uint64  `msg:"h"` // units held by reservations (answers only)
 }
 
 // Triggers is a set of Nchf trigger types (TS 32.291 TriggerType) as bits;
@@ -232,6 +249,16 @@ type ChargeRequest struct {
 	Loose uint64 `msg:"lk"`
 	// Retransmission is Nchf retransmissionIndicator / the Diameter T flag.
 	Retransmission bool `msg:"rt"`
+	// TopUp is what an OpTopUp credits.
+	TopUp TopUp `msg:"tu"`
+}
+
+// TopUp is an operator top-up: Amount minor units onto the balance and,
+// when Bucket.Units is set, a bucket (Bucket.Expires is then a validity in
+// seconds from now, 0 = none).
+type TopUp struct {
+	Amount int64  `msg:"a"`
+	Bucket Bucket `msg:"b"`
 }
 
 // Reset empties r, keeping the capacity of Lines.
@@ -288,6 +315,19 @@ type ChargeResponse struct {
 	// Session is set only when a repeated create is answered from the
 	// record: the session the first transmission opened (its Location).
 	Session string `msg:"sn"`
+	// Offline is what this request rated for offline usage (recorded in
+	// OfflineTotal, never debited); OfflineTotal the account's running
+	// total of it, Credited its running total of top-ups. Debited +
+	// Overage + OfflineTotal is all usage ever rated, in minor units.
+	Offline      int64 `msg:"of"`
+	OfflineTotal int64 `msg:"ot"`
+	Credited     int64 `msg:"cr"`
+	// CreditLimit > 0 makes a postpaid account: its balance may go below
+	// zero down to -CreditLimit.
+	CreditLimit int64 `msg:"cl"`
+	// Buckets are the account's live allowances (answered to OpBalance
+	// and OpTopUp only).
+	Buckets []Bucket `msg:"bk"`
 }
 
 // Charger is the charging core as the fronts see it. The OCP's client

@@ -7,6 +7,192 @@ import (
 )
 
 // DecodeMsg implements msgp.Decodable
+func (z *Bucket) DecodeMsg(dc *msgp.Reader) (err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, err = dc.ReadMapHeader()
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, err = dc.ReadMapKeyPtr()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "sv":
+			{
+				var zb0002 uint8
+				zb0002, err = dc.ReadUint8()
+				if err != nil {
+					err = msgp.WrapError(err, "Service")
+					return
+				}
+				z.Service = Service(zb0002)
+			}
+		case "u":
+			z.Units, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Units")
+				return
+			}
+		case "x":
+			z.Expires, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Expires")
+				return
+			}
+		case "h":
+			z.Held, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Held")
+				return
+			}
+		default:
+			err = dc.Skip()
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z *Bucket) EncodeMsg(en *msgp.Writer) (err error) {
+	// map header, size 4
+	// write "sv"
+	err = en.Append(0x84, 0xa2, 0x73, 0x76)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint8(uint8(z.Service))
+	if err != nil {
+		err = msgp.WrapError(err, "Service")
+		return
+	}
+	// write "u"
+	err = en.Append(0xa1, 0x75)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Units)
+	if err != nil {
+		err = msgp.WrapError(err, "Units")
+		return
+	}
+	// write "x"
+	err = en.Append(0xa1, 0x78)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Expires)
+	if err != nil {
+		err = msgp.WrapError(err, "Expires")
+		return
+	}
+	// write "h"
+	err = en.Append(0xa1, 0x68)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Held)
+	if err != nil {
+		err = msgp.WrapError(err, "Held")
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *Bucket) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 4
+	// string "sv"
+	o = append(o, 0x84, 0xa2, 0x73, 0x76)
+	o = msgp.AppendUint8(o, uint8(z.Service))
+	// string "u"
+	o = append(o, 0xa1, 0x75)
+	o = msgp.AppendUint64(o, z.Units)
+	// string "x"
+	o = append(o, 0xa1, 0x78)
+	o = msgp.AppendInt64(o, z.Expires)
+	// string "h"
+	o = append(o, 0xa1, 0x68)
+	o = msgp.AppendUint64(o, z.Held)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Bucket) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "sv":
+			{
+				var zb0002 uint8
+				zb0002, bts, err = msgp.ReadUint8Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Service")
+					return
+				}
+				z.Service = Service(zb0002)
+			}
+		case "u":
+			z.Units, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Units")
+				return
+			}
+		case "x":
+			z.Expires, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Expires")
+				return
+			}
+		case "h":
+			z.Held, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Held")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *Bucket) Msgsize() (s int) {
+	s = 1 + 3 + msgp.Uint8Size + 2 + msgp.Uint64Size + 2 + msgp.Int64Size + 2 + msgp.Uint64Size
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
 func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
 	_ = field
@@ -89,6 +275,41 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Retransmission")
 				return
 			}
+		case "tu":
+			var zb0004 uint32
+			zb0004, err = dc.ReadMapHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "TopUp")
+				return
+			}
+			for zb0004 > 0 {
+				zb0004--
+				field, err = dc.ReadMapKeyPtr()
+				if err != nil {
+					err = msgp.WrapError(err, "TopUp")
+					return
+				}
+				switch msgp.UnsafeString(field) {
+				case "a":
+					z.TopUp.Amount, err = dc.ReadInt64()
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp", "Amount")
+						return
+					}
+				case "b":
+					err = z.TopUp.Bucket.DecodeMsg(dc)
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp", "Bucket")
+						return
+					}
+				default:
+					err = dc.Skip()
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp")
+						return
+					}
+				}
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -102,9 +323,9 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 8
+	// map header, size 9
 	// write "op"
-	err = en.Append(0x88, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x89, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -190,15 +411,41 @@ func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Retransmission")
 		return
 	}
+	// write "tu"
+	err = en.Append(0xa2, 0x74, 0x75)
+	if err != nil {
+		return
+	}
+	// map header, size 2
+	// write "a"
+	err = en.Append(0x82, 0xa1, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.TopUp.Amount)
+	if err != nil {
+		err = msgp.WrapError(err, "TopUp", "Amount")
+		return
+	}
+	// write "b"
+	err = en.Append(0xa1, 0x62)
+	if err != nil {
+		return
+	}
+	err = z.TopUp.Bucket.EncodeMsg(en)
+	if err != nil {
+		err = msgp.WrapError(err, "TopUp", "Bucket")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 8
+	// map header, size 9
 	// string "op"
-	o = append(o, 0x88, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x89, 0xa2, 0x6f, 0x70)
 	o = msgp.AppendUint8(o, uint8(z.Op))
 	// string "s"
 	o = append(o, 0xa1, 0x73)
@@ -228,6 +475,19 @@ func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "rt"
 	o = append(o, 0xa2, 0x72, 0x74)
 	o = msgp.AppendBool(o, z.Retransmission)
+	// string "tu"
+	o = append(o, 0xa2, 0x74, 0x75)
+	// map header, size 2
+	// string "a"
+	o = append(o, 0x82, 0xa1, 0x61)
+	o = msgp.AppendInt64(o, z.TopUp.Amount)
+	// string "b"
+	o = append(o, 0xa1, 0x62)
+	o, err = z.TopUp.Bucket.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "TopUp", "Bucket")
+		return
+	}
 	return
 }
 
@@ -314,6 +574,41 @@ func (z *ChargeRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Retransmission")
 				return
 			}
+		case "tu":
+			var zb0004 uint32
+			zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "TopUp")
+				return
+			}
+			for zb0004 > 0 {
+				zb0004--
+				field, bts, err = msgp.ReadMapKeyZC(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "TopUp")
+					return
+				}
+				switch msgp.UnsafeString(field) {
+				case "a":
+					z.TopUp.Amount, bts, err = msgp.ReadInt64Bytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp", "Amount")
+						return
+					}
+				case "b":
+					bts, err = z.TopUp.Bucket.UnmarshalMsg(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp", "Bucket")
+						return
+					}
+				default:
+					bts, err = msgp.Skip(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp")
+						return
+					}
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -332,7 +627,7 @@ func (z *ChargeRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + 1 + 2 + msgp.Int64Size + 2 + z.TopUp.Bucket.Msgsize()
 	return
 }
 
@@ -431,6 +726,49 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Session")
 				return
 			}
+		case "of":
+			z.Offline, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
+		case "ot":
+			z.OfflineTotal, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "OfflineTotal")
+				return
+			}
+		case "cr":
+			z.Credited, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Credited")
+				return
+			}
+		case "cl":
+			z.CreditLimit, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "CreditLimit")
+				return
+			}
+		case "bk":
+			var zb0004 uint32
+			zb0004, err = dc.ReadArrayHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Buckets")
+				return
+			}
+			if cap(z.Buckets) >= int(zb0004) {
+				z.Buckets = (z.Buckets)[:zb0004]
+			} else {
+				z.Buckets = make([]Bucket, zb0004)
+			}
+			for za0002 := range z.Buckets {
+				err = z.Buckets[za0002].DecodeMsg(dc)
+				if err != nil {
+					err = msgp.WrapError(err, "Buckets", za0002)
+					return
+				}
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -444,9 +782,9 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 10
+	// map header, size 15
 	// write "r"
-	err = en.Append(0x8a, 0xa1, 0x72)
+	err = en.Append(0x8f, 0xa1, 0x72)
 	if err != nil {
 		return
 	}
@@ -552,15 +890,72 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Session")
 		return
 	}
+	// write "of"
+	err = en.Append(0xa2, 0x6f, 0x66)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Offline)
+	if err != nil {
+		err = msgp.WrapError(err, "Offline")
+		return
+	}
+	// write "ot"
+	err = en.Append(0xa2, 0x6f, 0x74)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.OfflineTotal)
+	if err != nil {
+		err = msgp.WrapError(err, "OfflineTotal")
+		return
+	}
+	// write "cr"
+	err = en.Append(0xa2, 0x63, 0x72)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Credited)
+	if err != nil {
+		err = msgp.WrapError(err, "Credited")
+		return
+	}
+	// write "cl"
+	err = en.Append(0xa2, 0x63, 0x6c)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.CreditLimit)
+	if err != nil {
+		err = msgp.WrapError(err, "CreditLimit")
+		return
+	}
+	// write "bk"
+	err = en.Append(0xa2, 0x62, 0x6b)
+	if err != nil {
+		return
+	}
+	err = en.WriteArrayHeader(uint32(len(z.Buckets)))
+	if err != nil {
+		err = msgp.WrapError(err, "Buckets")
+		return
+	}
+	for za0002 := range z.Buckets {
+		err = z.Buckets[za0002].EncodeMsg(en)
+		if err != nil {
+			err = msgp.WrapError(err, "Buckets", za0002)
+			return
+		}
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 10
+	// map header, size 15
 	// string "r"
-	o = append(o, 0x8a, 0xa1, 0x72)
+	o = append(o, 0x8f, 0xa1, 0x72)
 	o = msgp.AppendUint8(o, uint8(z.Result))
 	// string "d"
 	o = append(o, 0xa1, 0x64)
@@ -596,6 +991,28 @@ func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "sn"
 	o = append(o, 0xa2, 0x73, 0x6e)
 	o = msgp.AppendString(o, z.Session)
+	// string "of"
+	o = append(o, 0xa2, 0x6f, 0x66)
+	o = msgp.AppendInt64(o, z.Offline)
+	// string "ot"
+	o = append(o, 0xa2, 0x6f, 0x74)
+	o = msgp.AppendInt64(o, z.OfflineTotal)
+	// string "cr"
+	o = append(o, 0xa2, 0x63, 0x72)
+	o = msgp.AppendInt64(o, z.Credited)
+	// string "cl"
+	o = append(o, 0xa2, 0x63, 0x6c)
+	o = msgp.AppendInt64(o, z.CreditLimit)
+	// string "bk"
+	o = append(o, 0xa2, 0x62, 0x6b)
+	o = msgp.AppendArrayHeader(o, uint32(len(z.Buckets)))
+	for za0002 := range z.Buckets {
+		o, err = z.Buckets[za0002].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, "Buckets", za0002)
+			return
+		}
+	}
 	return
 }
 
@@ -694,6 +1111,49 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Session")
 				return
 			}
+		case "of":
+			z.Offline, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
+		case "ot":
+			z.OfflineTotal, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "OfflineTotal")
+				return
+			}
+		case "cr":
+			z.Credited, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Credited")
+				return
+			}
+		case "cl":
+			z.CreditLimit, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "CreditLimit")
+				return
+			}
+		case "bk":
+			var zb0004 uint32
+			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Buckets")
+				return
+			}
+			if cap(z.Buckets) >= int(zb0004) {
+				z.Buckets = (z.Buckets)[:zb0004]
+			} else {
+				z.Buckets = make([]Bucket, zb0004)
+			}
+			for za0002 := range z.Buckets {
+				bts, err = z.Buckets[za0002].UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Buckets", za0002)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -712,7 +1172,10 @@ func (z *ChargeResponse) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Session)
+	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Session) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.ArrayHeaderSize
+	for za0002 := range z.Buckets {
+		s += z.Buckets[za0002].Msgsize()
+	}
 	return
 }
 
@@ -1391,6 +1854,138 @@ func (z Service) Msgsize() (s int) {
 }
 
 // DecodeMsg implements msgp.Decodable
+func (z *TopUp) DecodeMsg(dc *msgp.Reader) (err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, err = dc.ReadMapHeader()
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, err = dc.ReadMapKeyPtr()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "a":
+			z.Amount, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Amount")
+				return
+			}
+		case "b":
+			err = z.Bucket.DecodeMsg(dc)
+			if err != nil {
+				err = msgp.WrapError(err, "Bucket")
+				return
+			}
+		default:
+			err = dc.Skip()
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z *TopUp) EncodeMsg(en *msgp.Writer) (err error) {
+	// map header, size 2
+	// write "a"
+	err = en.Append(0x82, 0xa1, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Amount)
+	if err != nil {
+		err = msgp.WrapError(err, "Amount")
+		return
+	}
+	// write "b"
+	err = en.Append(0xa1, 0x62)
+	if err != nil {
+		return
+	}
+	err = z.Bucket.EncodeMsg(en)
+	if err != nil {
+		err = msgp.WrapError(err, "Bucket")
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *TopUp) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 2
+	// string "a"
+	o = append(o, 0x82, 0xa1, 0x61)
+	o = msgp.AppendInt64(o, z.Amount)
+	// string "b"
+	o = append(o, 0xa1, 0x62)
+	o, err = z.Bucket.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "Bucket")
+		return
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *TopUp) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "a":
+			z.Amount, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Amount")
+				return
+			}
+		case "b":
+			bts, err = z.Bucket.UnmarshalMsg(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Bucket")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *TopUp) Msgsize() (s int) {
+	s = 1 + 2 + msgp.Int64Size + 2 + z.Bucket.Msgsize()
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
 func (z *Triggers) DecodeMsg(dc *msgp.Reader) (err error) {
 	{
 		var zb0001 uint16
@@ -1697,6 +2292,12 @@ func (z *UsageLine) DecodeMsg(dc *msgp.Reader) (err error) {
 				}
 				z.Reported = Triggers(zb0002)
 			}
+		case "of":
+			z.Offline, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -1710,9 +2311,9 @@ func (z *UsageLine) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *UsageLine) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 5
+	// map header, size 6
 	// write "rg"
-	err = en.Append(0x85, 0xa2, 0x72, 0x67)
+	err = en.Append(0x86, 0xa2, 0x72, 0x67)
 	if err != nil {
 		return
 	}
@@ -1761,15 +2362,25 @@ func (z *UsageLine) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Reported")
 		return
 	}
+	// write "of"
+	err = en.Append(0xa2, 0x6f, 0x66)
+	if err != nil {
+		return
+	}
+	err = en.WriteBool(z.Offline)
+	if err != nil {
+		err = msgp.WrapError(err, "Offline")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *UsageLine) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 5
+	// map header, size 6
 	// string "rg"
-	o = append(o, 0x85, 0xa2, 0x72, 0x67)
+	o = append(o, 0x86, 0xa2, 0x72, 0x67)
 	o = msgp.AppendUint32(o, z.RatingGroup)
 	// string "u"
 	o = append(o, 0xa1, 0x75)
@@ -1791,6 +2402,9 @@ func (z *UsageLine) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "rp"
 	o = append(o, 0xa2, 0x72, 0x70)
 	o = msgp.AppendUint16(o, uint16(z.Reported))
+	// string "of"
+	o = append(o, 0xa2, 0x6f, 0x66)
+	o = msgp.AppendBool(o, z.Offline)
 	return
 }
 
@@ -1846,6 +2460,12 @@ func (z *UsageLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 				z.Reported = Triggers(zb0002)
 			}
+		case "of":
+			z.Offline, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1860,6 +2480,6 @@ func (z *UsageLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *UsageLine) Msgsize() (s int) {
-	s = 1 + 3 + msgp.Uint32Size + 2 + z.Used.Msgsize() + 2 + msgp.BoolSize + 2 + z.Requested.Msgsize() + 3 + msgp.Uint16Size
+	s = 1 + 3 + msgp.Uint32Size + 2 + z.Used.Msgsize() + 2 + msgp.BoolSize + 2 + z.Requested.Msgsize() + 3 + msgp.Uint16Size + 3 + msgp.BoolSize
 	return
 }

@@ -42,6 +42,9 @@ type NchfRequest struct {
 	// sum of those (Used.UplinkVolume and Used.DownlinkVolume keep the sums
 	// as reported).
 	Lines []UsageLine
+	// A line is Offline when its containers report quotaManagementIndicator
+	// OFFLINE_CHARGING (all of them; a mix is refused).
+	//
 	// Key identifies the request across transmissions: FNV-1a over
 	// nfConsumerIdentification (nodeFunctionality, nFName, nFIPv4Address,
 	// nFIPv6Address, nFFqdn), subscriberIdentifier,
@@ -84,6 +87,8 @@ type NchfDecoder struct {
 	p    fastjson.Parser
 	err  *FieldError
 	trig Triggers // triggers of the container being decoded
+	// offline: the container being decoded is OFFLINE_CHARGING.
+	offline bool
 }
 
 // Decode parses body into r. It returns a *FieldError for a malformed
@@ -323,11 +328,17 @@ func (d *NchfDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
 				d.fail(idxParam("/multipleUnitUsage/", i, "/usedUnitContainer"), "must be an array (UsedUnitContainer)")
 				return
 			}
+			offline, online := 0, 0
 			for j, c := range cs {
 				var u Units
-				d.trig = 0
+				d.trig, d.offline = 0, false
 				hasTotal := d.units(c, &u, i, j)
 				line.Reported |= d.trig
+				if d.offline {
+					offline++
+				} else {
+					online++
+				}
 				vol := u.UplinkVolume + u.DownlinkVolume
 				if hasTotal {
 					vol = u.TotalVolume
@@ -338,6 +349,10 @@ func (d *NchfDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
 					d.fail(unitParam(i, j, ""), "the rating group's usage overflows")
 				}
 			}
+			if offline > 0 && online > 0 {
+				d.fail(idxParam("/multipleUnitUsage/", i, "/usedUnitContainer"), "the containers of one rating group must be all OFFLINE_CHARGING or none")
+			}
+			line.Offline = offline > 0
 		}
 		if d.err != nil {
 			return
@@ -388,6 +403,12 @@ func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) (hasTotal boo
 			u.DownlinkVolume = d.uint64(v, "x")
 		case "serviceSpecificUnits":
 			u.ServiceSpecific = d.uint64(v, "x")
+		case "quotaManagementIndicator":
+			if j >= 0 {
+				if b, ok := d.str(v, "x"); ok {
+					d.offline = string(b) == "OFFLINE_CHARGING"
+				}
+			}
 		case "triggers":
 			if j >= 0 {
 				d.triggers(v, i, j)

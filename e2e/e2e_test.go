@@ -83,7 +83,7 @@ func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
 	core := ocp.NewClient(ocpCl, chassis.BatchConfig{})
-	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: core, MaxBody: 8192}})
+	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: core, MaxBody: 8192, OperatorToken: operatorToken}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,14 @@ type bal struct {
 	SUPI                         string
 	Balance, Reserved, Available int64
 	Debited, Overage             int64
+	Offline, Credited            int64
+	CreditLimit                  int64
 	Currency                     string
+	Buckets                      []struct {
+		Service     string
+		Units, Held uint64
+		Expires     int64
+	}
 }
 
 func (c *client) balance(supi string) bal {

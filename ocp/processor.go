@@ -139,6 +139,20 @@ func validate(req *chf.ChargeRequest) (chf.Result, string) {
 			return chf.ResultInvalid, "event without a rating group"
 		}
 	case chf.OpBalance:
+	case chf.OpTopUp:
+		t := &req.TopUp
+		if t.Amount < 0 {
+			return chf.ResultInvalid, "top-up amount must not be negative"
+		}
+		if t.Bucket.Units > 0 && (t.Bucket.Service < chf.ServiceData || t.Bucket.Service > chf.ServiceSMS) {
+			return chf.ResultInvalid, "top-up bucket of an unknown service"
+		}
+		if t.Bucket.Expires < 0 {
+			return chf.ResultInvalid, "top-up bucket validity must not be negative"
+		}
+		if t.Amount == 0 && t.Bucket.Units == 0 {
+			return chf.ResultInvalid, "top-up of nothing"
+		}
 	default:
 		return chf.ResultInvalid, "unknown operation"
 	}
@@ -171,10 +185,14 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 	if req.Op == chf.OpBalance {
 		return
 	}
+	if req.Op == chf.OpTopUp {
+		ar.TopUp = req.TopUp
+		return
+	}
 	ar.Key, ar.Loose, ar.Retransmission, ar.Digest = req.Key, req.Loose, req.Retransmission, req.Digest()
 	for i := range req.Lines {
 		in := &req.Lines[i]
-		out := chf.RatedLine{RatingGroup: in.RatingGroup}
+		out := chf.RatedLine{RatingGroup: in.RatingGroup, Offline: in.Offline}
 		r := p.rate(in.RatingGroup)
 		if r == nil {
 			out.Result = chf.ResultRatingFailed
@@ -198,7 +216,8 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 			out.UsedUnits = in.Used.Amount(svc)
 			out.UsedCost = r.Cost(out.UsedUnits)
 			// A report naming FINAL closes the rating group: no grant.
-			if in.Request && req.Op != chf.OpRelease && in.Reported&chf.TriggerFinal == 0 {
+			// Offline usage has no quota management.
+			if in.Request && req.Op != chf.OpRelease && in.Reported&chf.TriggerFinal == 0 && !in.Offline {
 				out.Request = true
 				out.GrantUnits = r.Grant(in.Requested.Amount(svc))
 			}
