@@ -414,6 +414,15 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		a.fillBuckets(resp, now)
 		return false
 	}
+	if req.Op == chf.OpSessions {
+		resp.Targets = resp.Targets[:0]
+		for i := range a.sessions {
+			if s := &a.sessions[i]; !s.closed {
+				resp.Targets = append(resp.Targets, chf.NotifyTarget{Session: string(s.id), URI: string(s.notify)})
+			}
+		}
+		return false
+	}
 	if req.Op == chf.OpTopUp {
 		a.topUp(&req.TopUp, now)
 		a.fillBuckets(resp, now)
@@ -482,6 +491,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		}
 		if req.Op == chf.OpCreate || req.Session != "" {
 			s = a.newSession(req.Session)
+			s.notify = append(s.notify, req.Notify...)
 		}
 	case chf.OpUpdate, chf.OpRelease:
 		if si < 0 || a.sessions[si].closed {

@@ -60,6 +60,8 @@ type session struct {
 	digest uint64
 	result chf.Result
 	lines  []chf.GrantLine
+	// notify is the notifyUri the create named (empty: none).
+	notify []byte
 }
 
 // recent is the remembered answer to a create or event, found again by
@@ -131,6 +133,7 @@ func (a *account) newSession(id string) *session {
 	s.lastSeq, s.closed, s.expires, s.result, s.op, s.digest = 0, false, 0, chf.ResultSuccess, 0, 0
 	s.res = s.res[:0]
 	s.lines = s.lines[:0]
+	s.notify = s.notify[:0]
 	return s
 }
 
@@ -157,6 +160,8 @@ func (a *account) removeSession(i int) {
 //	  uvarint reservation count, then per reservation:
 //	    uvarint rating group, uvarint amount, uvarint units, varint expiry,
 //	    (version 3) uvarint bucket units held, byte service
+//	  ... the last answer, operation and digest (below), then
+//	  (version 3) uvarint notifyUri length, notifyUri bytes
 //	  byte result of the last answer
 //	  uvarint answer line count, then per line:
 //	    uvarint rating group, byte result,
@@ -213,6 +218,8 @@ func (a *account) appendSessions(dst []byte) []byte {
 		dst = appendLines(dst, s.lines)
 		dst = append(dst, byte(s.op))
 		dst = binary.AppendUvarint(dst, s.digest)
+		dst = binary.AppendUvarint(dst, uint64(len(s.notify)))
+		dst = append(dst, s.notify...)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(a.recent)))
 	for i := range a.recent {
@@ -409,6 +416,9 @@ func (a *account) decodeSessions(blob []byte) error {
 		if v >= 2 {
 			s.op = chf.Op(r.byte())
 			s.digest = r.uvarint()
+		}
+		if v >= 3 {
+			s.notify = append(s.notify[:0], r.bytes(r.uvarint())...)
 		}
 	}
 	if v >= 2 {

@@ -36,6 +36,11 @@ const (
 	// POST {"amount": minor units, "bucket": {"service", "units",
 	// "validity"}}.
 	TopUpSuffix = "/topup"
+	// ReauthorizeSuffix and AbortSuffix after AccountsBase{supi} send
+	// ChargingNotify REAUTHORIZATION / ABORT_CHARGING to every open session
+	// of the account that named a notifyUri (operator API, POST, no body).
+	ReauthorizeSuffix = "/reauthorize"
+	AbortSuffix       = "/abort"
 	// ChargedHeader carries ChargeResponse.Charged (minor units) on every
 	// Nchf charging response so a load generator can reconcile balances.
 	ChargedHeader = "X-Chf-Charged"
@@ -74,6 +79,7 @@ type Handler struct {
 	pool        sync.Pool
 	opToken     string
 	opOpen      bool
+	notifier    *Notifier
 }
 
 // HandlerConfig configures a Handler.
@@ -97,6 +103,9 @@ type HandlerConfig struct {
 	// only) and refused with 403 otherwise.
 	OperatorToken string
 	OperatorOpen  bool
+	// Notifier sends the ChargingNotify requests of the operator API
+	// (nil: sessions are counted, nobody is notified).
+	Notifier *Notifier
 }
 
 // ErrNoCharger is returned by NewHandler without a Charger.
@@ -117,6 +126,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		logLimit:    chassis.NewLogThrottle(time.Second),
 		opToken:     cfg.OperatorToken,
 		opOpen:      cfg.OperatorOpen,
+		notifier:    cfg.Notifier,
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 64 << 10
@@ -265,6 +275,24 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 		default:
 			h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such Nchf resource", "", "")
 		}
+	case hasPrefix(path, AccountsBase) && (hasSuffix(path, ReauthorizeSuffix) || hasSuffix(path, AbortSuffix)):
+		if string(method) != http.MethodPost {
+			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on the operator API", "", "")
+			return
+		}
+		if !h.authorized(x) {
+			return
+		}
+		suffix, typ := ReauthorizeSuffix, NotifyReauthorization
+		if hasSuffix(path, AbortSuffix) {
+			suffix, typ = AbortSuffix, NotifyAbortCharging
+		}
+		supi := path[len(AccountsBase) : len(path)-len(suffix)]
+		if len(supi) == 0 || len(supi) > 128 {
+			h.problem(x, http.StatusNotFound, "USER_UNKNOWN", "no such subscriber", "", "")
+			return
+		}
+		h.notifyAccount(ctx, x, string(supi), typ)
 	case hasPrefix(path, AccountsBase) && hasSuffix(path, TopUpSuffix) && len(path) > len(AccountsBase)+len(TopUpSuffix):
 		if string(method) != http.MethodPost {
 			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on "+AccountsBase+"{supi}"+TopUpSuffix, "", "")
@@ -307,6 +335,7 @@ func (h *Handler) decode(x *Exchange, body []byte) bool {
 func (h *Handler) fillLines(x *Exchange) {
 	x.req.Lines = append(x.req.Lines[:0], x.nreq.Lines...)
 	x.req.Seq = x.nreq.Seq
+	x.req.Notify = x.req.Notify[:0]
 }
 
 func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
@@ -319,6 +348,7 @@ func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
 		return
 	}
 	h.fillLines(x)
+	x.req.Notify = append(x.req.Notify, x.nreq.NotifyURI...)
 	x.req.SUPI = x.nreq.SUPI
 	// The request's identity: a repeat (a retransmission, or a client
 	// retrying after a timeout) is answered from the account record with
@@ -574,6 +604,14 @@ func (h *Handler) topUp(ctx context.Context, x *Exchange, supi string, body []by
 	}
 	x.req = chf.ChargeRequest{Op: chf.OpTopUp, SUPI: supi, Lines: x.req.Lines[:0], TopUp: t}
 	h.answerAccount(ctx, x, supi)
+	if x.Status == http.StatusOK && h.notifier != nil {
+		// New money or allowance: the open sessions re-authorise.
+		req := chf.ChargeRequest{Op: chf.OpSessions, SUPI: supi}
+		var resp chf.ChargeResponse
+		if err := h.charger.Charge(ctx, &req, &resp); err == nil && resp.Result == chf.ResultSuccess {
+			h.sendNotifications(ctx, nil, resp.Targets, NotifyReauthorization)
+		}
+	}
 }
 
 // AppendBalance appends the balance inquiry JSON object for resp to dst:

@@ -169,15 +169,17 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		return nil
 	}, func(context.Context) error { client.Close(); return nil })
 	var srv *Server
+	var notifier *Notifier
 	g.Add("CGW server", func() error {
 		token, open, err := c.operatorToken()
 		if err != nil {
 			return err
 		}
+		notifier = NewNotifier(NotifierConfig{})
 		srv, err = NewServer(Config{
 			Listen: c.Listen,
 			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Logger: log,
-				OperatorToken: token, OperatorOpen: open},
+				OperatorToken: token, OperatorOpen: open, Notifier: notifier},
 			Ready:  peerReady(client),
 			Logger: log,
 		})
@@ -185,7 +187,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			return fmt.Errorf("cannot create CGW server: %w", err)
 		}
 		return srv.Start()
-	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
+	}, func(ctx context.Context) error { err := srv.Shutdown(ctx); notifier.Close(); return err })
 	if c.Diameter != "" {
 		var dia *diameter.Server
 		g.Add("Diameter server", func() error {

@@ -56,11 +56,13 @@ type ApplyRequest struct {
 	Digest         uint64 `msg:"dg"`
 	// TopUp is what an OpTopUp credits.
 	TopUp TopUp `msg:"tu"`
+	// Notify is the create's notifyUri (ChargeRequest.Notify).
+	Notify []byte `msg:"nu"`
 }
 
 // Reset clears r for reuse, keeping the capacity of Lines.
 func (r *ApplyRequest) Reset() {
-	*r = ApplyRequest{Lines: r.Lines[:0]}
+	*r = ApplyRequest{Lines: r.Lines[:0], Notify: r.Notify[:0]}
 }
 
 // Cost returns the price of n base units at price minor units per unitSize

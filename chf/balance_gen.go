@@ -97,6 +97,12 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "TopUp")
 				return
 			}
+		case "nu":
+			z.Notify, err = dc.ReadBytes(z.Notify)
+			if err != nil {
+				err = msgp.WrapError(err, "Notify")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -110,9 +116,9 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 10
+	// map header, size 11
 	// write "op"
-	err = en.Append(0x8a, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x8b, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -218,15 +224,25 @@ func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "TopUp")
 		return
 	}
+	// write "nu"
+	err = en.Append(0xa2, 0x6e, 0x75)
+	if err != nil {
+		return
+	}
+	err = en.WriteBytes(z.Notify)
+	if err != nil {
+		err = msgp.WrapError(err, "Notify")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 10
+	// map header, size 11
 	// string "op"
-	o = append(o, 0x8a, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x8b, 0xa2, 0x6f, 0x70)
 	o, err = z.Op.MarshalMsg(o)
 	if err != nil {
 		err = msgp.WrapError(err, "Op")
@@ -270,6 +286,9 @@ func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		err = msgp.WrapError(err, "TopUp")
 		return
 	}
+	// string "nu"
+	o = append(o, 0xa2, 0x6e, 0x75)
+	o = msgp.AppendBytes(o, z.Notify)
 	return
 }
 
@@ -364,6 +383,12 @@ func (z *ApplyRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "TopUp")
 				return
 			}
+		case "nu":
+			z.Notify, bts, err = msgp.ReadBytesBytes(bts, z.Notify)
+			if err != nil {
+				err = msgp.WrapError(err, "Notify")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -382,7 +407,7 @@ func (z *ApplyRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 3 + z.TopUp.Msgsize()
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 3 + z.TopUp.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify)
 	return
 }
 

@@ -31,7 +31,17 @@ const (
 	OpEvent   Op = 4 // one-time event (SMS): immediate debit, no session
 	OpBalance Op = 5 // balance inquiry: no charging
 	OpTopUp   Op = 6 // operator top-up: credit money and/or a bucket
+	// OpSessions lists the account's open sessions with their notify
+	// URIs (the operator's reauthorize/abort); no charging, no write.
+	OpSessions Op = 7
 )
+
+// NotifyTarget is an open session of an account and the notifyUri its
+// create named (answered to OpSessions).
+type NotifyTarget struct {
+	Session string `msg:"sn"`
+	URI     string `msg:"u"`
+}
 
 // Result is the outcome of a whole request or of one rating group.
 // The fronts map it onto Nchf HTTP status/ProblemDetails/resultCode and
@@ -251,6 +261,9 @@ type ChargeRequest struct {
 	Retransmission bool `msg:"rt"`
 	// TopUp is what an OpTopUp credits.
 	TopUp TopUp `msg:"tu"`
+	// Notify is a create's notifyUri (empty: none), kept with the session
+	// for CHF-initiated notifications.
+	Notify []byte `msg:"nu"`
 }
 
 // TopUp is an operator top-up: Amount minor units onto the balance and,
@@ -263,7 +276,7 @@ type TopUp struct {
 
 // Reset empties r, keeping the capacity of Lines.
 func (r *ChargeRequest) Reset() {
-	*r = ChargeRequest{Lines: r.Lines[:0]}
+	*r = ChargeRequest{Lines: r.Lines[:0], Notify: r.Notify[:0]}
 }
 
 // GrantLine is the answer for one rating group.
@@ -328,6 +341,8 @@ type ChargeResponse struct {
 	// Buckets are the account's live allowances (answered to OpBalance
 	// and OpTopUp only).
 	Buckets []Bucket `msg:"bk"`
+	// Targets are the account's open sessions (answered to OpSessions).
+	Targets []NotifyTarget `msg:"tg"`
 }
 
 // Charger is the charging core as the fronts see it. The OCP's client

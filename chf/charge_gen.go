@@ -310,6 +310,12 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 					}
 				}
 			}
+		case "nu":
+			z.Notify, err = dc.ReadBytes(z.Notify)
+			if err != nil {
+				err = msgp.WrapError(err, "Notify")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -323,9 +329,9 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 9
+	// map header, size 10
 	// write "op"
-	err = en.Append(0x89, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x8a, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -437,15 +443,25 @@ func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "TopUp", "Bucket")
 		return
 	}
+	// write "nu"
+	err = en.Append(0xa2, 0x6e, 0x75)
+	if err != nil {
+		return
+	}
+	err = en.WriteBytes(z.Notify)
+	if err != nil {
+		err = msgp.WrapError(err, "Notify")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 9
+	// map header, size 10
 	// string "op"
-	o = append(o, 0x89, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x8a, 0xa2, 0x6f, 0x70)
 	o = msgp.AppendUint8(o, uint8(z.Op))
 	// string "s"
 	o = append(o, 0xa1, 0x73)
@@ -488,6 +504,9 @@ func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		err = msgp.WrapError(err, "TopUp", "Bucket")
 		return
 	}
+	// string "nu"
+	o = append(o, 0xa2, 0x6e, 0x75)
+	o = msgp.AppendBytes(o, z.Notify)
 	return
 }
 
@@ -609,6 +628,12 @@ func (z *ChargeRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 				}
 			}
+		case "nu":
+			z.Notify, bts, err = msgp.ReadBytesBytes(bts, z.Notify)
+			if err != nil {
+				err = msgp.WrapError(err, "Notify")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -627,7 +652,7 @@ func (z *ChargeRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + 1 + 2 + msgp.Int64Size + 2 + z.TopUp.Bucket.Msgsize()
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + 1 + 2 + msgp.Int64Size + 2 + z.TopUp.Bucket.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify)
 	return
 }
 
@@ -769,6 +794,54 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 					return
 				}
 			}
+		case "tg":
+			var zb0005 uint32
+			zb0005, err = dc.ReadArrayHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Targets")
+				return
+			}
+			if cap(z.Targets) >= int(zb0005) {
+				z.Targets = (z.Targets)[:zb0005]
+			} else {
+				z.Targets = make([]NotifyTarget, zb0005)
+			}
+			for za0003 := range z.Targets {
+				var zb0006 uint32
+				zb0006, err = dc.ReadMapHeader()
+				if err != nil {
+					err = msgp.WrapError(err, "Targets", za0003)
+					return
+				}
+				for zb0006 > 0 {
+					zb0006--
+					field, err = dc.ReadMapKeyPtr()
+					if err != nil {
+						err = msgp.WrapError(err, "Targets", za0003)
+						return
+					}
+					switch msgp.UnsafeString(field) {
+					case "sn":
+						z.Targets[za0003].Session, err = dc.ReadString()
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003, "Session")
+							return
+						}
+					case "u":
+						z.Targets[za0003].URI, err = dc.ReadString()
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003, "URI")
+							return
+						}
+					default:
+						err = dc.Skip()
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003)
+							return
+						}
+					}
+				}
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -782,9 +855,9 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 15
+	// map header, size 16
 	// write "r"
-	err = en.Append(0x8f, 0xa1, 0x72)
+	err = en.Append(0xde, 0x0, 0x10, 0xa1, 0x72)
 	if err != nil {
 		return
 	}
@@ -947,15 +1020,48 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 			return
 		}
 	}
+	// write "tg"
+	err = en.Append(0xa2, 0x74, 0x67)
+	if err != nil {
+		return
+	}
+	err = en.WriteArrayHeader(uint32(len(z.Targets)))
+	if err != nil {
+		err = msgp.WrapError(err, "Targets")
+		return
+	}
+	for za0003 := range z.Targets {
+		// map header, size 2
+		// write "sn"
+		err = en.Append(0x82, 0xa2, 0x73, 0x6e)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Targets[za0003].Session)
+		if err != nil {
+			err = msgp.WrapError(err, "Targets", za0003, "Session")
+			return
+		}
+		// write "u"
+		err = en.Append(0xa1, 0x75)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Targets[za0003].URI)
+		if err != nil {
+			err = msgp.WrapError(err, "Targets", za0003, "URI")
+			return
+		}
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 15
+	// map header, size 16
 	// string "r"
-	o = append(o, 0x8f, 0xa1, 0x72)
+	o = append(o, 0xde, 0x0, 0x10, 0xa1, 0x72)
 	o = msgp.AppendUint8(o, uint8(z.Result))
 	// string "d"
 	o = append(o, 0xa1, 0x64)
@@ -1012,6 +1118,18 @@ func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 			err = msgp.WrapError(err, "Buckets", za0002)
 			return
 		}
+	}
+	// string "tg"
+	o = append(o, 0xa2, 0x74, 0x67)
+	o = msgp.AppendArrayHeader(o, uint32(len(z.Targets)))
+	for za0003 := range z.Targets {
+		// map header, size 2
+		// string "sn"
+		o = append(o, 0x82, 0xa2, 0x73, 0x6e)
+		o = msgp.AppendString(o, z.Targets[za0003].Session)
+		// string "u"
+		o = append(o, 0xa1, 0x75)
+		o = msgp.AppendString(o, z.Targets[za0003].URI)
 	}
 	return
 }
@@ -1154,6 +1272,54 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "tg":
+			var zb0005 uint32
+			zb0005, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Targets")
+				return
+			}
+			if cap(z.Targets) >= int(zb0005) {
+				z.Targets = (z.Targets)[:zb0005]
+			} else {
+				z.Targets = make([]NotifyTarget, zb0005)
+			}
+			for za0003 := range z.Targets {
+				var zb0006 uint32
+				zb0006, bts, err = msgp.ReadMapHeaderBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Targets", za0003)
+					return
+				}
+				for zb0006 > 0 {
+					zb0006--
+					field, bts, err = msgp.ReadMapKeyZC(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Targets", za0003)
+						return
+					}
+					switch msgp.UnsafeString(field) {
+					case "sn":
+						z.Targets[za0003].Session, bts, err = msgp.ReadStringBytes(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003, "Session")
+							return
+						}
+					case "u":
+						z.Targets[za0003].URI, bts, err = msgp.ReadStringBytes(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003, "URI")
+							return
+						}
+					default:
+						bts, err = msgp.Skip(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003)
+							return
+						}
+					}
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1168,13 +1334,17 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *ChargeResponse) Msgsize() (s int) {
-	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Detail) + 2 + msgp.ArrayHeaderSize
+	s = 3 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Detail) + 2 + msgp.ArrayHeaderSize
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
 	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Session) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.ArrayHeaderSize
 	for za0002 := range z.Buckets {
 		s += z.Buckets[za0002].Msgsize()
+	}
+	s += 3 + msgp.ArrayHeaderSize
+	for za0003 := range z.Targets {
+		s += 1 + 3 + msgp.StringPrefixSize + len(z.Targets[za0003].Session) + 2 + msgp.StringPrefixSize + len(z.Targets[za0003].URI)
 	}
 	return
 }
@@ -1642,6 +1812,134 @@ func (z *GrantLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *GrantLine) Msgsize() (s int) {
 	s = 1 + 3 + msgp.Uint32Size + 2 + msgp.Uint8Size + 2 + z.Granted.Msgsize() + 3 + msgp.Uint32Size + 4 + msgp.Uint32Size + 2 + msgp.BoolSize + 3 + msgp.Uint64Size + 3 + msgp.Uint16Size + 3 + msgp.Uint8Size + 3 + msgp.Uint8Size + 3 + msgp.StringPrefixSize + len(z.Redirect) + 3 + msgp.StringPrefixSize + len(z.FilterID)
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *NotifyTarget) DecodeMsg(dc *msgp.Reader) (err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, err = dc.ReadMapHeader()
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, err = dc.ReadMapKeyPtr()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "sn":
+			z.Session, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Session")
+				return
+			}
+		case "u":
+			z.URI, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "URI")
+				return
+			}
+		default:
+			err = dc.Skip()
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z NotifyTarget) EncodeMsg(en *msgp.Writer) (err error) {
+	// map header, size 2
+	// write "sn"
+	err = en.Append(0x82, 0xa2, 0x73, 0x6e)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.Session)
+	if err != nil {
+		err = msgp.WrapError(err, "Session")
+		return
+	}
+	// write "u"
+	err = en.Append(0xa1, 0x75)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.URI)
+	if err != nil {
+		err = msgp.WrapError(err, "URI")
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z NotifyTarget) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 2
+	// string "sn"
+	o = append(o, 0x82, 0xa2, 0x73, 0x6e)
+	o = msgp.AppendString(o, z.Session)
+	// string "u"
+	o = append(o, 0xa1, 0x75)
+	o = msgp.AppendString(o, z.URI)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *NotifyTarget) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "sn":
+			z.Session, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Session")
+				return
+			}
+		case "u":
+			z.URI, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "URI")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z NotifyTarget) Msgsize() (s int) {
+	s = 1 + 3 + msgp.StringPrefixSize + len(z.Session) + 2 + msgp.StringPrefixSize + len(z.URI)
 	return
 }
 

@@ -52,11 +52,13 @@ type NchfRequest struct {
 	// (when sent) and invocationTimeStamp (as sent). Loose is the same without the
 	// timestamp (matched for a retransmissionIndicator request).
 	Key, Loose uint64
+	// NotifyURI is notifyUri (empty when absent; the buffer is reused).
+	NotifyURI []byte
 }
 
 func (r *NchfRequest) reset() {
-	lines := r.Lines[:0]
-	*r = NchfRequest{Lines: lines}
+	lines, nu := r.Lines[:0], r.NotifyURI[:0]
+	*r = NchfRequest{Lines: lines, NotifyURI: nu}
 }
 
 // FieldError says which part of a request is invalid. Param is a JSON
@@ -160,7 +162,11 @@ func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 			}
 		case "multipleUnitUsage":
 			d.decodeMUUs(v, r)
-		case "notifyUri", "tenantIdentifier", "mnSConsumerIdentifier", "serviceSpecificationInfo", "supportedFeatures":
+		case "notifyUri":
+			if b, ok := d.str(v, "/notifyUri"); ok {
+				r.NotifyURI = append(r.NotifyURI[:0], b...)
+			}
+		case "tenantIdentifier", "mnSConsumerIdentifier", "serviceSpecificationInfo", "supportedFeatures":
 			d.str(v, "/"+string(key))
 		}
 	})

@@ -83,7 +83,10 @@ func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
 	core := ocp.NewClient(ocpCl, chassis.BatchConfig{})
-	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: core, MaxBody: 8192, OperatorToken: operatorToken}})
+	notifier := cgw.NewNotifier(cgw.NotifierConfig{Timeout: 200 * time.Millisecond, Backoff: 10 * time.Millisecond, PerDestination: 2})
+	t.Cleanup(notifier.Close)
+	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: core, MaxBody: 8192,
+		OperatorToken: operatorToken, Notifier: notifier}})
 	if err != nil {
 		t.Fatal(err)
 	}

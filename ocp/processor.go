@@ -138,7 +138,7 @@ func validate(req *chf.ChargeRequest) (chf.Result, string) {
 		if len(req.Lines) == 0 {
 			return chf.ResultInvalid, "event without a rating group"
 		}
-	case chf.OpBalance:
+	case chf.OpBalance, chf.OpSessions:
 	case chf.OpTopUp:
 		t := &req.TopUp
 		if t.Amount < 0 {
@@ -182,8 +182,11 @@ func (p *Processor) rate(rg uint32) *Rate {
 func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 	ar.Reset()
 	ar.Op, ar.SUPI, ar.Session, ar.Seq = req.Op, req.SUPI, req.Session, req.Seq
-	if req.Op == chf.OpBalance {
+	if req.Op == chf.OpBalance || req.Op == chf.OpSessions {
 		return
+	}
+	if req.Op == chf.OpCreate {
+		ar.Notify = append(ar.Notify[:0], req.Notify...)
 	}
 	if req.Op == chf.OpTopUp {
 		ar.TopUp = req.TopUp
