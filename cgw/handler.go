@@ -80,6 +80,7 @@ type Handler struct {
 	opToken     string
 	opOpen      bool
 	notifier    *Notifier
+	gy          GyNotifier
 }
 
 // HandlerConfig configures a Handler.
@@ -106,6 +107,14 @@ type HandlerConfig struct {
 	// Notifier sends the ChargingNotify requests of the operator API
 	// (nil: sessions are counted, nobody is notified).
 	Notifier *Notifier
+	// Gy sends RAR (re-authorisation) and ASR (abort) for sessions opened
+	// over Diameter (the Diameter server; nil: those are counted failed).
+	Gy GyNotifier
+}
+
+// GyNotifier sends a Gy session's RAR or ASR (diameter.Server.Notify).
+type GyNotifier interface {
+	Notify(ctx context.Context, originHost, sessionID string, abort bool) error
 }
 
 // ErrNoCharger is returned by NewHandler without a Charger.
@@ -127,6 +136,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		opToken:     cfg.OperatorToken,
 		opOpen:      cfg.OperatorOpen,
 		notifier:    cfg.Notifier,
+		gy:          cfg.Gy,
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 64 << 10

@@ -9,8 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/chassis/h2c"
 	"github.com/chf-testbed/testbed/chf"
+)
+
+var (
+	errNoGy       = errors.New("cgw: no Diameter server to send RAR/ASR")
+	errNoNotifier = errors.New("cgw: no notifier configured")
 )
 
 // ErrNotifyRefused is wrapped when a notification's every attempt failed.
@@ -214,14 +220,28 @@ func (h *Handler) sendNotifications(ctx context.Context, dst []byte, targets []c
 	var mu sync.Mutex
 	notified, failed, with := 0, 0, 0
 	for _, t := range targets {
-		if t.URI == "" || h.notifier == nil {
+		if t.URI == "" {
 			continue
 		}
 		with++
 		wg.Add(1)
 		go func(uri string) {
 			defer wg.Done()
-			_, err := h.notifier.Notify(ctx, uri, typ)
+			var err error
+			if host, sid, ok := diameter.ParseNotifyTarget(uri); ok {
+				// A Gy session: RAR or ASR to its peer.
+				err = errNoGy
+				if h.gy != nil {
+					gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					err = h.gy.Notify(gctx, host, sid, typ == NotifyAbortCharging)
+					cancel()
+				}
+			} else {
+				err = errNoNotifier
+				if h.notifier != nil {
+					_, err = h.notifier.Notify(ctx, uri, typ)
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

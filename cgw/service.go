@@ -11,6 +11,7 @@ import (
 	"path"
 	rpprof "runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -170,6 +171,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	}, func(context.Context) error { client.Close(); return nil })
 	var srv *Server
 	var notifier *Notifier
+	gy := &lateGy{}
 	g.Add("CGW server", func() error {
 		token, open, err := c.operatorToken()
 		if err != nil {
@@ -179,7 +181,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		srv, err = NewServer(Config{
 			Listen: c.Listen,
 			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Logger: log,
-				OperatorToken: token, OperatorOpen: open, Notifier: notifier},
+				OperatorToken: token, OperatorOpen: open, Notifier: notifier, Gy: gy},
 			Ready:  peerReady(client),
 			Logger: log,
 		})
@@ -205,11 +207,26 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			if err := dia.Listen(c.Diameter); err != nil {
 				return err
 			}
+			gy.s.Store(dia)
 			log.Info("serving Diameter Gy", "addr", dia.Addr())
 			return nil
 		}, func(ctx context.Context) error { return dia.Shutdown(ctx) })
 	}
 	return nil
+}
+
+// lateGy is the Diameter server as the handler's GyNotifier: it starts
+// after the HTTP server.
+type lateGy struct {
+	s atomic.Pointer[diameter.Server]
+}
+
+func (g *lateGy) Notify(ctx context.Context, host, sid string, abort bool) error {
+	s := g.s.Load()
+	if s == nil {
+		return diameter.ErrPeerGone
+	}
+	return s.Notify(ctx, host, sid, abort)
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -31,6 +31,7 @@ import (
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/cgw"
+	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/cgw/nchfspec"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/discovery"
@@ -56,6 +57,20 @@ type env struct {
 	as    *as.Client
 	abm   *gate // the ABM's requests pass through it (stall tests)
 	core  *ocp.Client
+	gy    *gyRef // the Diameter server startGy starts, for RAR/ASR
+}
+
+// gyRef is the CGW's GyNotifier: the Diameter server once startGy ran.
+type gyRef struct {
+	s atomic.Pointer[diameter.Server]
+}
+
+func (g *gyRef) Notify(ctx context.Context, host, sid string, abort bool) error {
+	s := g.s.Load()
+	if s == nil {
+		return diameter.ErrPeerGone
+	}
+	return s.Notify(ctx, host, sid, abort)
 }
 
 // startCHF starts aslite, abm, ocp and cgw in process, each on its own
@@ -83,10 +98,11 @@ func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
 	core := ocp.NewClient(ocpCl, chassis.BatchConfig{})
+	gy := &gyRef{}
 	notifier := cgw.NewNotifier(cgw.NotifierConfig{Timeout: 200 * time.Millisecond, Backoff: 10 * time.Millisecond, PerDestination: 2})
 	t.Cleanup(notifier.Close)
 	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: core, MaxBody: 8192,
-		OperatorToken: operatorToken, Notifier: notifier}})
+		OperatorToken: operatorToken, Notifier: notifier, Gy: gy}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +110,7 @@ func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { shutdown(t, srv.Shutdown) })
-	return &env{base: "http://" + srv.Addr(), clock: clk, as: asc, abm: g, core: core}
+	return &env{base: "http://" + srv.Addr(), clock: clk, as: asc, abm: g, core: core, gy: gy}
 }
 
 func startService(t *testing.T, name string, h fasthttp.RequestHandler) *chassis.Server {

@@ -16,6 +16,9 @@ import (
 	"golang.org/x/net/http2/h2c"
 
 	"github.com/chf-testbed/testbed/cgw"
+	"github.com/chf-testbed/testbed/cgw/diameter/wire"
+	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/gy"
 )
 
 // smf is a notifyUri endpoint (HTTP/2 cleartext) that records the
@@ -177,5 +180,59 @@ func TestNotifications(t *testing.T) {
 	}
 	if !strings.HasPrefix(sm.url, "http://127.0.0.1:") || bytes.Contains([]byte(sm.url), []byte(" ")) {
 		t.Fatal(sm.url)
+	}
+}
+
+// TestGyReAuthAndAbort: the operator's reauthorize sends a RAR to the
+// Gy session's peer, which answers and re-authorises with a CCR-U; abort
+// sends an ASR, answered, and the PGW terminates with a CCR-T.
+func TestGyReAuthAndAbort(t *testing.T) {
+	e := startCHF(t)
+	type serverReq struct {
+		abort bool
+		sid   string
+	}
+	got := make(chan serverReq, 4)
+	c := startGyConfig(t, e, gy.Config{OnServerRequest: func(abort bool, sid string) { got <- serverReq{abort, sid} }})
+	cl := clients(t, e)[1]
+	sid := c.NewSessionID()
+	imsi := imsiOf(9)
+	gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestInitial, IMSI: imsi, Services: []gy.Service{{RatingGroup: 10, Request: true}}}, wire.ResultSuccess)
+	st, m := cl.operator(supi(9), cgw.ReauthorizeSuffix)
+	if st != 200 || m["sessions"] != 1 || m["notified"] != 1 {
+		t.Fatalf("reauthorize: %d %v", st, m)
+	}
+	select {
+	case r := <-got:
+		if r.abort || r.sid != sid {
+			t.Fatalf("RAR %+v, want session %s", r, sid)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no RAR")
+	}
+	// Re-authorise: report and ask again.
+	a := gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestUpdate, Number: 1, IMSI: imsi,
+		Services: []gy.Service{{RatingGroup: 10, Request: true, Used: chf.Units{TotalVolume: 1_000_000}, Reason: wire.ReasonForcedReauth, HasReason: true}}}, wire.ResultSuccess)
+	if a.Charged != 1 || a.Grants[0].Granted.TotalVolume == 0 {
+		t.Fatalf("CCR-U after RAR %+v", a)
+	}
+	if st, m = cl.operator(supi(9), cgw.AbortSuffix); st != 200 || m["notified"] != 1 {
+		t.Fatalf("abort: %d %v", st, m)
+	}
+	select {
+	case r := <-got:
+		if !r.abort || r.sid != sid {
+			t.Fatalf("ASR %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ASR")
+	}
+	gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestTermination, Number: 2, IMSI: imsi,
+		Services: []gy.Service{{RatingGroup: 10, Used: chf.Units{TotalVolume: 500_000}}}}, wire.ResultSuccess)
+	if st, m = cl.operator(supi(9), cgw.ReauthorizeSuffix); m["sessions"] != 0 {
+		t.Fatalf("after CCR-T: %d %v", st, m)
+	}
+	if b := cl.balance(supi(9)); b.Reserved != 0 || b.Debited != 2 {
+		t.Fatalf("balance %+v", b)
 	}
 }

@@ -405,8 +405,14 @@ func (c *ccr) fill(req *chf.ChargeRequest) {
 	req.Key, req.Loose = 0, 0
 	req.Retransmission = c.hdr.Flags&wire.FlagRetransmitted != 0
 	req.Lines = req.Lines[:0]
+	req.Notify = req.Notify[:0]
 	if req.Op == chf.OpBalance {
 		return
+	}
+	if req.Op == chf.OpCreate {
+		// Where a RAR or ASR for the session goes: the peer and the
+		// Session-Id (see NotifyTarget).
+		req.Notify = AppendNotifyTarget(req.Notify, c.originHost, c.sessionID)
 	}
 	for i := range c.lines {
 		m := &c.lines[i]

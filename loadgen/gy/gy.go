@@ -77,6 +77,10 @@ type Config struct {
 	// Dial opens the TCP connection (default: a net.Dialer with Timeout);
 	// set it to bind a source address or to wrap the connection.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnServerRequest, when set, is called (on the reader goroutine, after
+	// the answer was sent) for each RAR (abort false) or ASR (abort true)
+	// the CHF sends, with its Session-Id; it must not block.
+	OnServerRequest func(abort bool, sessionID string)
 }
 
 // Service is one Multiple-Services-Credit-Control of a request.
@@ -643,6 +647,8 @@ func (c *Conn) readLoop() {
 			if ok {
 				c.complete(p, DecodeCCA(buf, p.ans))
 			}
+		case (h.Code == wire.CmdReAuth || h.Code == wire.CmdAbortSession) && h.IsRequest():
+			c.answerServerRequest(h, buf)
 		case h.Code == wire.CmdDeviceWatchdog && h.IsRequest():
 			c.answerBase(h, true)
 		case h.Code == wire.CmdDeviceWatchdog:
@@ -700,6 +706,31 @@ func (c *Conn) writeRaw(b []byte) {
 	c.wmu.Unlock()
 	if err != nil {
 		c.conn.Close()
+	}
+}
+
+// answerServerRequest answers a RAR or ASR from the CHF with DIAMETER_SUCCESS
+// (echoing its Session-Id) and hands it to Config.OnServerRequest, which
+// re-authorises (an update) or aborts (a termination) as a PGW would.
+func (c *Conn) answerServerRequest(h wire.Header, msg []byte) {
+	var sid []byte
+	it := wire.MessageIter(msg)
+	var a wire.AVP
+	for it.Next(&a) {
+		if a.Code == wire.CodeSessionID && a.Vendor == 0 {
+			sid = a.Data
+			break
+		}
+	}
+	m := wire.AppendHeader(make([]byte, 0, 128+len(sid)), 0, h.Code, h.AppID, h.HopByHop, h.EndToEnd)
+	m = wire.AppendBytes(m, wire.CodeSessionID, wire.AVPMandatory, 0, sid)
+	m = wire.AppendUint32(m, wire.CodeResultCode, wire.AVPMandatory, 0, wire.ResultSuccess)
+	m = wire.AppendString(m, wire.CodeOriginHost, wire.AVPMandatory, 0, c.cfg.OriginHost)
+	m = wire.AppendString(m, wire.CodeOriginRealm, wire.AVPMandatory, 0, c.cfg.OriginRealm)
+	wire.SetLength(m)
+	c.writeRaw(m)
+	if c.cfg.OnServerRequest != nil {
+		c.cfg.OnServerRequest(h.Code == wire.CmdAbortSession, string(sid))
 	}
 }
 

@@ -40,6 +40,8 @@ const (
 const (
 	CmdCapabilitiesExchange uint32 = 257
 	CmdCreditControl        uint32 = 272
+	CmdReAuth               uint32 = 258 // RAR/RAA (RFC 6733)
+	CmdAbortSession         uint32 = 274 // ASR/ASA (RFC 6733)
 	CmdDeviceWatchdog       uint32 = 280
 	CmdDisconnectPeer       uint32 = 282
 
@@ -95,6 +97,7 @@ const (
 	CodeServiceContextID       uint32 = 461
 	CodeQuotaHoldingTime       uint32 = 871 // vendor 3GPP
 	CodeFilterID               uint32 = 11
+	CodeReAuthRequestType      uint32 = 285
 	CodeRedirectAddressType    uint32 = 433
 	CodeRedirectServer         uint32 = 434
 	CodeRedirectServerAddress  uint32 = 435
