@@ -22,6 +22,10 @@ var (
 // ErrNotifyRefused is wrapped when a notification's every attempt failed.
 var ErrNotifyRefused = errors.New("cgw: charging notification not accepted")
 
+// NotifyBudget bounds the notifications of one operator call (every
+// attempt of every session's notification).
+const NotifyBudget = 10 * time.Second
+
 // Notification types of a ChargingNotifyRequest (TS 32.291 NotificationType).
 const (
 	NotifyReauthorization = "REAUTHORIZATION"
@@ -215,7 +219,11 @@ func (h *Handler) notifyAccount(ctx context.Context, x *Exchange, supi, typ stri
 
 // sendNotifications notifies targets concurrently (bounded per
 // destination by the Notifier) and appends the summary JSON.
-func (h *Handler) sendNotifications(ctx context.Context, dst []byte, targets []chf.NotifyTarget, typ string) []byte {
+func (h *Handler) sendNotifications(_ context.Context, dst []byte, targets []chf.NotifyTarget, typ string) []byte {
+	// Not the request's context: it is pooled with the exchange (and
+	// short); the notifications get their own budget.
+	ctx, cancel := context.WithTimeout(context.Background(), NotifyBudget)
+	defer cancel()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	notified, failed, with := 0, 0, 0
