@@ -57,7 +57,98 @@ func (a *account) expire(now int64) bool {
 		}
 	}
 	a.recent = a.recent[:n]
+	n = 0
+	for _, b := range a.buckets {
+		if (b.expires == 0 || b.expires > now) && b.units > 0 {
+			a.buckets[n] = b
+			n++
+		} else {
+			changed = true
+		}
+	}
+	a.buckets = a.buckets[:n]
 	return changed
+}
+
+// bucketAvail is the units of service svc the live buckets hold beyond
+// what reservations hold of them.
+func (a *account) bucketAvail(svc chf.Service) uint64 {
+	var total, held uint64
+	for _, b := range a.buckets {
+		if b.svc == svc {
+			total = satAddU(total, b.units)
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	for i := range a.sessions {
+		for _, r := range a.sessions[i].res {
+			if r.svc == svc {
+				held += r.bunits
+			}
+		}
+	}
+	if held >= total {
+		return 0
+	}
+	return total - held
+}
+
+// consumeBuckets takes n units of service svc from its buckets, the one
+// expiring first first (never-expiring last). The caller has checked
+// bucketAvail.
+func (a *account) consumeBuckets(svc chf.Service, n uint64) {
+	for n > 0 {
+		k := -1
+		for i, b := range a.buckets {
+			if b.svc != svc || b.units == 0 {
+				continue
+			}
+			if k < 0 || earlier(b.expires, a.buckets[k].expires) {
+				k = i
+			}
+		}
+		if k < 0 {
+			return
+		}
+		t := min(n, a.buckets[k].units)
+		a.buckets[k].units -= t
+		n -= t
+	}
+}
+
+// earlier orders bucket expiries: 0 (never) is latest.
+func earlier(x, y int64) bool {
+	switch {
+	case x == 0:
+		return false
+	case y == 0:
+		return true
+	}
+	return x < y
+}
+
+func satAddU(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
+}
+
+// usedCost consumes line l's usage from the buckets of its service first
+// and returns the cost of the rest (the line's UsedCost when no bucket
+// paid any of it: the rounding applies to what money pays).
+func (a *account) usedCost(l *chf.RatedLine) int64 {
+	if len(a.buckets) == 0 || l.UsedUnits == 0 {
+		return l.UsedCost
+	}
+	b := min(l.UsedUnits, a.bucketAvail(l.Service))
+	if b == 0 {
+		return l.UsedCost
+	}
+	a.consumeBuckets(l.Service, b)
+	return chf.Cost(l.UsedUnits-b, l.Price, l.UnitSize)
 }
 
 // findRecent returns the index of the remembered create or event with
@@ -123,12 +214,13 @@ func (a *account) find(id string) int {
 	return -1
 }
 
-// available is the balance not held by reservations.
-func (a *account) available() int64 { return a.balance - a.reserved }
+// available is the balance not held by reservations, plus the credit
+// limit of a postpaid account.
+func (a *account) available() int64 { return a.balance + a.creditLimit - a.reserved }
 
 // debit takes up to cost minor units from the available balance (never
-// more: an account is never overdrawn) and returns what it took; the rest
-// is added to the account's overage, never lost.
+// more: an account is never overdrawn beyond its credit limit) and returns
+// what it took; the rest is added to the account's overage, never lost.
 func (a *account) debit(cost int64) int64 {
 	if cost <= 0 {
 		return 0
@@ -190,25 +282,69 @@ func (a *account) grant(s *session, l *chf.RatedLine, g *chf.GrantLine, now int6
 	if want == 0 {
 		return
 	}
-	cost := chf.Cost(want, l.Price, l.UnitSize)
+	// Buckets of the service pay first, money the rest.
+	var bu, bav uint64
+	if len(a.buckets) > 0 {
+		bav = a.bucketAvail(l.Service)
+		bu = min(want, bav)
+	}
+	mu := want - bu
+	cost := chf.Cost(mu, l.Price, l.UnitSize)
 	av := max(a.available(), 0)
-	units := want
 	if cost > av {
-		units = chf.Covered(av, l.Price, l.UnitSize)
-		if units == 0 {
+		mu = chf.Covered(av, l.Price, l.UnitSize)
+		if mu == 0 && bu == 0 {
 			g.Result = chf.ResultQuotaLimitReached
 			return
 		}
-		cost = chf.Cost(units, l.Price, l.UnitSize)
+		cost = chf.Cost(mu, l.Price, l.UnitSize)
 		g.FinalUnit = true
-	} else if av-cost < cost {
+	} else if satAddU(bav-bu, chf.Covered(av-cost, l.Price, l.UnitSize)) < want {
 		// This grant fits but another full one would not.
 		g.FinalUnit = true
 	}
+	units := bu + mu
 	g.Granted = chf.UnitsOf(l.Service, units)
-	if cost > 0 {
-		s.res = append(s.res, reservation{rg: l.RatingGroup, amount: cost, units: units, expires: now + holdSeconds(l, lim)})
+	if cost > 0 || bu > 0 {
+		s.res = append(s.res, reservation{rg: l.RatingGroup, amount: cost, units: units, expires: now + holdSeconds(l, lim), bunits: bu, svc: l.Service})
 		a.reserved += cost
+	}
+}
+
+// topUp credits an OpTopUp: money onto the balance, and a bucket.
+func (a *account) topUp(t *chf.TopUp, now int64) {
+	a.balance += t.Amount
+	a.credited += t.Amount
+	if b := t.Bucket; b.Units > 0 {
+		exp := int64(0)
+		if b.Expires > 0 {
+			exp = now + b.Expires
+		}
+		a.buckets = append(a.buckets, bucket{svc: b.Service, units: b.Units, expires: exp})
+	}
+}
+
+// fillBuckets answers the live buckets with what reservations hold.
+func (a *account) fillBuckets(resp *chf.ChargeResponse, now int64) {
+	resp.Buckets = resp.Buckets[:0]
+	for _, b := range a.buckets {
+		if b.expires != 0 && b.expires <= now || b.units == 0 {
+			continue
+		}
+		resp.Buckets = append(resp.Buckets, chf.Bucket{Service: b.svc, Units: b.units, Expires: b.expires})
+	}
+	for i := range resp.Buckets {
+		rb := &resp.Buckets[i]
+		// Held units are reported on the first bucket of their service.
+		if i == 0 || resp.Buckets[i-1].Service != rb.Service {
+			total := uint64(0)
+			for j := i; j < len(resp.Buckets); j++ {
+				if resp.Buckets[j].Service == rb.Service {
+					total += resp.Buckets[j].Units
+				}
+			}
+			rb.Held = total - min(total, a.bucketAvail(rb.Service))
+		}
 	}
 }
 
@@ -265,8 +401,11 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	write = a.expire(now)
 	resp.Result, resp.Detail, resp.Charged = chf.ResultSuccess, "", 0
 	resp.Lines = resp.Lines[:0]
+	resp.Offline = 0
+	resp.Buckets = resp.Buckets[:0]
 	defer func() {
 		resp.Balance, resp.Reserved, resp.Currency, resp.Debited, resp.Overage = a.balance, a.reserved, a.currency, a.debited, a.overage
+		resp.OfflineTotal, resp.Credited, resp.CreditLimit = a.offline, a.credited, a.creditLimit
 	}()
 	if req.Op == opExpire {
 		return write
@@ -274,7 +413,22 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	if req.Op == chf.OpBalance {
 		// An inquiry never writes: expired reservations are left out of
 		// the answer and released by the next charging event or the sweep.
+		a.fillBuckets(resp, now)
 		return false
+	}
+	if req.Op == chf.OpSessions {
+		resp.Targets = resp.Targets[:0]
+		for i := range a.sessions {
+			if s := &a.sessions[i]; !s.closed {
+				resp.Targets = append(resp.Targets, chf.NotifyTarget{Session: string(s.id), URI: string(s.notify)})
+			}
+		}
+		return false
+	}
+	if req.Op == chf.OpTopUp {
+		a.topUp(&req.TopUp, now)
+		a.fillBuckets(resp, now)
+		return true
 	}
 
 	resp.Session = ""
@@ -339,6 +493,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		}
 		if req.Op == chf.OpCreate || req.Session != "" {
 			s = a.newSession(req.Session)
+			s.notify = append(s.notify, req.Notify...)
 		}
 	case chf.OpUpdate, chf.OpRelease:
 		if si < 0 || a.sessions[si].closed {
@@ -384,9 +539,14 @@ func (a *account) applySession(req *chf.ApplyRequest, s *session, now int64, lim
 	for i := range req.Lines {
 		l := &req.Lines[i]
 		g := chf.GrantLine{RatingGroup: l.RatingGroup, Result: l.Result, ValidityTime: l.ValidityTime, QuotaHoldingTime: l.QuotaHoldingTime}
-		if l.Result == chf.ResultSuccess {
+		if l.Result == chf.ResultSuccess && l.Offline {
+			// Offline charging: rated and recorded, never debited, no
+			// quota.
+			a.offline = satAdd(a.offline, l.UsedCost)
+			resp.Offline = satAdd(resp.Offline, l.UsedCost)
+		} else if l.Result == chf.ResultSuccess {
 			a.releaseRG(s, l.RatingGroup)
-			resp.Charged += a.debit(l.UsedCost)
+			resp.Charged += a.debit(a.usedCost(l))
 			if l.Request && req.Op != chf.OpRelease {
 				requested++
 				a.grant(s, l, &g, now, lim)
@@ -412,12 +572,25 @@ func (a *account) applyEvent(req *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	for i := range req.Lines {
 		l := &req.Lines[i]
 		g := chf.GrantLine{RatingGroup: l.RatingGroup, Result: l.Result}
-		if l.Result == chf.ResultSuccess {
-			if l.UsedCost > a.available() {
+		if l.Result == chf.ResultSuccess && l.Offline {
+			a.offline = satAdd(a.offline, l.UsedCost)
+			resp.Offline = satAdd(resp.Offline, l.UsedCost)
+			g.Granted = chf.UnitsOf(l.Service, l.UsedUnits)
+			charged++
+		} else if l.Result == chf.ResultSuccess {
+			cost := l.UsedCost
+			var b uint64
+			if len(a.buckets) > 0 {
+				if b = min(l.UsedUnits, a.bucketAvail(l.Service)); b > 0 {
+					cost = chf.Cost(l.UsedUnits-b, l.Price, l.UnitSize)
+				}
+			}
+			if cost > a.available() {
 				g.Result = chf.ResultQuotaLimitReached
 				denied++
 			} else {
-				resp.Charged += a.debit(l.UsedCost)
+				a.consumeBuckets(l.Service, b)
+				resp.Charged += a.debit(cost)
 				g.Granted = chf.UnitsOf(l.Service, l.UsedUnits)
 				charged++
 			}

@@ -133,7 +133,7 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 // refusals and inquiries are answered from a fresh read.
 func (s *Service) applyCachedGroup(g *batchGroup, reqs []*chf.ApplyRequest, resps []*chf.ChargeResponse, now int64) bool {
 	for _, i := range g.idx {
-		if reqs[i].Op == chf.OpBalance || !g.acc.apply(reqs[i], now, &s.lim, resps[i]) {
+		if reqs[i].Op == chf.OpBalance || reqs[i].Op == chf.OpSessions || !g.acc.apply(reqs[i], now, &s.lim, resps[i]) {
 			return false
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +38,42 @@ type ProvisionConfig struct {
 	// Batch is the number of accounts written per batch request (default
 	// 256; 1 writes each account with its own request).
 	Batch int
+	// CreditLimit > 0 provisions postpaid accounts: the balance may go
+	// below zero down to -CreditLimit (minor units).
+	CreditLimit int64
+	// Buckets are allowances every account starts with (chf.Bucket with
+	// Expires a validity in seconds from provisioning, 0 = none): usage of
+	// their service is taken from them before the balance.
+	Buckets []chf.Bucket
+	// Now is the clock bucket validities start from (default time.Now).
+	Now func() time.Time
+}
+
+// planBlob is the session blob a provisioned account starts with: empty,
+// or its credit limit and buckets.
+func (cfg *ProvisionConfig) planBlob() ([]byte, error) {
+	if cfg.CreditLimit < 0 {
+		return nil, errors.New("abm: provision credit limit must not be negative")
+	}
+	if cfg.CreditLimit == 0 && len(cfg.Buckets) == 0 {
+		return []byte{}, nil
+	}
+	now := time.Now
+	if cfg.Now != nil {
+		now = cfg.Now
+	}
+	a := account{creditLimit: cfg.CreditLimit}
+	for i, b := range cfg.Buckets {
+		if b.Service < chf.ServiceData || b.Service > chf.ServiceSMS || b.Units == 0 || b.Expires < 0 {
+			return nil, fmt.Errorf("abm: provision bucket %d: want a service, units > 0 and a validity >= 0", i)
+		}
+		exp := int64(0)
+		if b.Expires > 0 {
+			exp = now().Unix() + b.Expires
+		}
+		a.buckets = append(a.buckets, bucket{svc: b.Service, units: b.Units, expires: exp})
+	}
+	return a.appendSessions(nil), nil
 }
 
 // ProvisionResult counts what Provision did.
@@ -97,6 +135,10 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 		return ProvisionResult{}, fmt.Errorf("cannot provision: %w", err)
 	}
 	first, _ := parseFirst(cfg.First) // checked by SUPI above
+	plan, err := cfg.planBlob()
+	if err != nil {
+		return ProvisionResult{}, err
+	}
 
 	wp := as.NewWritePolicy(0, 0)
 	wp.SendKey = true
@@ -134,7 +176,7 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 				as.NewBin(BinBalance, cfg.Balance),
 				as.NewBin(BinCurrency, cfg.Currency),
 				as.NewBin(BinDebited, 0),
-				as.NewBin(BinSessions, []byte{}),
+				as.NewBin(BinSessions, plan),
 			}
 			ops := make([]*as.Operation, len(bins))
 			for i, b := range bins {
@@ -225,4 +267,46 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 		return res, fmt.Errorf("cannot provision: %w", err)
 	}
 	return res, nil
+}
+
+// ParseBucket parses a bucket plan "SERVICE:UNITS[:VALIDITY]": SERVICE
+// data (UNITS octets), voice (seconds) or sms (messages), VALIDITY a Go
+// duration ("720h") or a number of days ("30d"), none when omitted. The
+// returned bucket's Expires is the validity in seconds.
+func ParseBucket(spec string) (chf.Bucket, error) {
+	parts := strings.Split(spec, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return chf.Bucket{}, fmt.Errorf("bucket %q: want SERVICE:UNITS[:VALIDITY]", spec)
+	}
+	var b chf.Bucket
+	switch parts[0] {
+	case "data":
+		b.Service = chf.ServiceData
+	case "voice":
+		b.Service = chf.ServiceVoice
+	case "sms":
+		b.Service = chf.ServiceSMS
+	default:
+		return chf.Bucket{}, fmt.Errorf("bucket %q: unknown service %q (want data, voice or sms)", spec, parts[0])
+	}
+	u, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil || u == 0 {
+		return chf.Bucket{}, fmt.Errorf("bucket %q: units must be a positive integer", spec)
+	}
+	b.Units = u
+	if len(parts) == 3 {
+		v := parts[2]
+		var d time.Duration
+		if n, ok := strings.CutSuffix(v, "d"); ok {
+			days, err := strconv.ParseUint(n, 10, 16)
+			if err != nil {
+				return chf.Bucket{}, fmt.Errorf("bucket %q: validity %q: want a duration or N days (30d)", spec, v)
+			}
+			d = time.Duration(days) * 24 * time.Hour
+		} else if d, err = time.ParseDuration(v); err != nil || d < time.Second {
+			return chf.Bucket{}, fmt.Errorf("bucket %q: validity %q: want a duration of at least 1s or N days (30d)", spec, v)
+		}
+		b.Expires = int64(d / time.Second)
+	}
+	return b, nil
 }

@@ -14,7 +14,7 @@ var ErrCorruptRecord = errors.New("abm: corrupt account session blob")
 
 // blobVersion is the first byte of every session blob written; version 1
 // blobs (no overage, operations, digests or recent identities) are read.
-const blobVersion = 2
+const blobVersion = 3
 
 // Bin names of an account record (Aerospike limits them to 15 bytes).
 const (
@@ -30,6 +30,18 @@ type reservation struct {
 	amount  int64  // minor units held
 	units   uint64 // base units granted
 	expires int64  // unix seconds
+	// bunits of the granted units are held from the account's buckets of
+	// service svc (the rest is paid by amount).
+	bunits uint64
+	svc    chf.Service
+}
+
+// bucket is an allowance of one service's base units, consumed before the
+// monetary balance until it expires.
+type bucket struct {
+	svc     chf.Service
+	units   uint64 // left
+	expires int64  // unix seconds, 0 = never
 }
 
 // session is one charging session of an account, open or closed. A closed
@@ -48,6 +60,8 @@ type session struct {
 	digest uint64
 	result chf.Result
 	lines  []chf.GrantLine
+	// notify is the notifyUri the create named (empty: none).
+	notify []byte
 }
 
 // recent is the remembered answer to a create or event, found again by
@@ -76,12 +90,21 @@ type account struct {
 	currency string
 	sessions []session
 	recent   []recent
+	// creditLimit > 0 makes the account postpaid: the balance may go down
+	// to -creditLimit. offline is offline usage rated (never debited),
+	// credited the top-ups; buckets the allowances. All in the blob.
+	creditLimit int64
+	offline     int64
+	credited    int64
+	buckets     []bucket
 }
 
 func (a *account) reset() {
 	a.balance, a.debited, a.reserved, a.overage, a.overNew, a.currency = 0, 0, 0, 0, 0, ""
+	a.creditLimit, a.offline, a.credited = 0, 0, 0
 	a.sessions = a.sessions[:0]
 	a.recent = a.recent[:0]
+	a.buckets = a.buckets[:0]
 }
 
 // newRecent appends an empty recent entry, reusing a previous slot's
@@ -110,6 +133,7 @@ func (a *account) newSession(id string) *session {
 	s.lastSeq, s.closed, s.expires, s.result, s.op, s.digest = 0, false, 0, chf.ResultSuccess, 0, 0
 	s.res = s.res[:0]
 	s.lines = s.lines[:0]
+	s.notify = s.notify[:0]
 	return s
 }
 
@@ -123,15 +147,21 @@ func (a *account) removeSession(i int) {
 
 // Session blob layout (all integers varints as encoding/binary writes them):
 //
-//	version byte (2)
+//	version byte (3)
 //	varint overage (minor units)
+//	(version 3) varint credit limit, varint offline total, varint credited,
+//	  uvarint bucket count, then per bucket: byte service, uvarint units
+//	  left, varint expiry (unix seconds, 0 = never)
 //	uvarint session count, then per session:
 //	  uvarint id length, id bytes
 //	  uvarint last answered sequence number
 //	  byte flags (bit 0: closed)
 //	  varint expiry (unix seconds)
 //	  uvarint reservation count, then per reservation:
-//	    uvarint rating group, uvarint amount, uvarint units, varint expiry
+//	    uvarint rating group, uvarint amount, uvarint units, varint expiry,
+//	    (version 3) uvarint bucket units held, byte service
+//	  ... the last answer, operation and digest (below), then
+//	  (version 3) uvarint notifyUri length, notifyUri bytes
 //	  byte result of the last answer
 //	  uvarint answer line count, then per line:
 //	    uvarint rating group, byte result,
@@ -154,6 +184,15 @@ const (
 func (a *account) appendSessions(dst []byte) []byte {
 	dst = append(dst, blobVersion)
 	dst = binary.AppendVarint(dst, a.overage)
+	dst = binary.AppendVarint(dst, a.creditLimit)
+	dst = binary.AppendVarint(dst, a.offline)
+	dst = binary.AppendVarint(dst, a.credited)
+	dst = binary.AppendUvarint(dst, uint64(len(a.buckets)))
+	for _, b := range a.buckets {
+		dst = append(dst, byte(b.svc))
+		dst = binary.AppendUvarint(dst, b.units)
+		dst = binary.AppendVarint(dst, b.expires)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(a.sessions)))
 	for i := range a.sessions {
 		s := &a.sessions[i]
@@ -172,11 +211,15 @@ func (a *account) appendSessions(dst []byte) []byte {
 			dst = binary.AppendUvarint(dst, uint64(r.amount))
 			dst = binary.AppendUvarint(dst, r.units)
 			dst = binary.AppendVarint(dst, r.expires)
+			dst = binary.AppendUvarint(dst, r.bunits)
+			dst = append(dst, byte(r.svc))
 		}
 		dst = append(dst, byte(s.result))
 		dst = appendLines(dst, s.lines)
 		dst = append(dst, byte(s.op))
 		dst = binary.AppendUvarint(dst, s.digest)
+		dst = binary.AppendUvarint(dst, uint64(len(s.notify)))
+		dst = append(dst, s.notify...)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(a.recent)))
 	for i := range a.recent {
@@ -319,17 +362,29 @@ func (r *blobReader) count(min int) int {
 func (a *account) decodeSessions(blob []byte) error {
 	a.sessions = a.sessions[:0]
 	a.recent = a.recent[:0]
+	a.buckets = a.buckets[:0]
 	a.reserved, a.overage, a.overNew = 0, 0, 0
+	a.creditLimit, a.offline, a.credited = 0, 0, 0
 	if len(blob) == 0 {
 		return nil
 	}
 	r := blobReader{b: blob}
 	v := r.byte()
-	if v != 1 && v != blobVersion {
+	if v < 1 || v > blobVersion {
 		return fmt.Errorf("%w: version %d", ErrCorruptRecord, v)
 	}
 	if v >= 2 {
 		a.overage = r.varint()
+	}
+	if v >= 3 {
+		a.creditLimit, a.offline, a.credited = r.varint(), r.varint(), r.varint()
+		nb := r.count(3)
+		for i := 0; i < nb && r.err == nil; i++ {
+			a.buckets = append(a.buckets, bucket{svc: chf.Service(r.byte()), units: r.uvarint(), expires: r.varint()})
+		}
+		if a.creditLimit < 0 {
+			r.err = ErrCorruptRecord
+		}
 	}
 	n := r.count(6)
 	for i := 0; i < n && r.err == nil; i++ {
@@ -346,6 +401,10 @@ func (a *account) decodeSessions(blob []byte) error {
 				units:  r.uvarint(),
 			}
 			res.expires = r.varint()
+			if v >= 3 {
+				res.bunits = r.uvarint()
+				res.svc = chf.Service(r.byte())
+			}
 			if res.amount < 0 {
 				r.err = ErrCorruptRecord
 			}
@@ -357,6 +416,9 @@ func (a *account) decodeSessions(blob []byte) error {
 		if v >= 2 {
 			s.op = chf.Op(r.byte())
 			s.digest = r.uvarint()
+		}
+		if v >= 3 {
+			s.notify = append(s.notify[:0], r.bytes(r.uvarint())...)
 		}
 	}
 	if v >= 2 {

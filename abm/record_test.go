@@ -191,36 +191,6 @@ func BenchmarkApplyInMemory(b *testing.B) {
 	}
 }
 
-// BenchmarkApplyInMemoryIdentities is BenchmarkApplyInMemory with the
-// account's identity memory full (MaxRecent creates remembered): the
-// worst case the deduplication adds to every read-modify-write.
-func BenchmarkApplyInMemoryIdentities(b *testing.B) {
-	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 1024, maxClosed: 16, maxRecent: MaxRecent}
-	a := &account{balance: 1 << 60}
-	var resp chf.ChargeResponse
-	for i := range 8 {
-		req := chf.ApplyRequest{Op: chf.OpCreate, Session: string(rune('a' + i)), Seq: 1, Key: uint64(i+1) << 40, Loose: uint64(i), Digest: 99,
-			Lines: []chf.RatedLine{dataLine(0, 10_000_000)}}
-		a.apply(&req, 1000, &lim, &resp)
-	}
-	if len(a.recent) != MaxRecent {
-		b.Fatalf("%d identities remembered", len(a.recent))
-	}
-	blob := a.appendSessions(nil)
-	req := chf.ApplyRequest{Op: chf.OpUpdate, Session: "c", Seq: 1, Digest: 7, Lines: []chf.RatedLine{dataLine(5_000_000, 10_000_000)}}
-	var acc account
-	b.ReportAllocs()
-	for b.Loop() {
-		req.Seq++
-		if err := acc.decodeSessions(blob); err != nil {
-			b.Fatal(err)
-		}
-		acc.balance = 1 << 60
-		acc.apply(&req, 1000, &lim, &resp)
-		blob = acc.appendSessions(blob[:0])
-	}
-}
-
 // TestRecentIdentityWindow checks a repeated event is answered from the
 // record within the window (MaxRecent events, ClosedTTL) and charged anew
 // after it, and that a repeat with other content is refused.
@@ -264,6 +234,58 @@ func TestRecentIdentityWindow(t *testing.T) {
 	}
 	if len(a.recent) > MaxRecent {
 		t.Fatalf("%d identities kept, bound %d", len(a.recent), MaxRecent)
+	}
+}
+
+// TestBucketsInOrderAndPlanRoundTrip: usage takes the bucket expiring
+// first first, then the next, then money (rounded on the rest); expired
+// buckets drop out; the plan, totals, held bucket units and notifyUri
+// survive the blob.
+func TestBucketsInOrderAndPlanRoundTrip(t *testing.T) {
+	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 4, maxClosed: 4}
+	now := int64(1000)
+	a := &account{balance: 100, currency: "EUR", creditLimit: 50, buckets: []bucket{
+		{svc: chf.ServiceData, units: 3_000_000, expires: 0},    // never: last
+		{svc: chf.ServiceData, units: 2_000_000, expires: 5000}, // second
+		{svc: chf.ServiceData, units: 1_000_000, expires: 2000}, // first
+		{svc: chf.ServiceVoice, units: 60, expires: 2000},
+	}}
+	var resp chf.ChargeResponse
+	create := chf.ApplyRequest{Op: chf.OpCreate, Session: "s", Seq: 0, Notify: []byte("http://smf/n"), Lines: []chf.RatedLine{dataLine(0, 4_000_000)}}
+	a.apply(&create, now, &lim, &resp)
+	if resp.Result != chf.ResultSuccess || resp.Lines[0].Granted.TotalVolume != 4_000_000 || resp.Reserved != 0 || a.bucketAvail(chf.ServiceData) != 2_000_000 {
+		t.Fatalf("create %+v, avail %d", resp, a.bucketAvail(chf.ServiceData))
+	}
+	// 1.5 MB used: all of the first bucket, half of the second.
+	upd := chf.ApplyRequest{Op: chf.OpUpdate, Session: "s", Seq: 1, Lines: []chf.RatedLine{dataLine(1_500_000, 0)}}
+	a.apply(&upd, now, &lim, &resp)
+	if resp.Charged != 0 || a.buckets[2].units != 0 || a.buckets[1].units != 1_500_000 || a.buckets[0].units != 3_000_000 {
+		t.Fatalf("after 1.5 MB: %+v %+v", resp, a.buckets)
+	}
+	// Round trip: plan, totals, held units and notifyUri.
+	a.offline, a.credited = 7, 9
+	blob := a.appendSessions(nil)
+	var b account
+	if err := b.decodeSessions(blob); err != nil {
+		t.Fatal(err)
+	}
+	if b.creditLimit != 50 || b.offline != 7 || b.credited != 9 || len(b.buckets) != 4 || b.buckets[1].units != 1_500_000 ||
+		string(b.sessions[0].notify) != "http://smf/n" {
+		t.Fatalf("decoded %+v", b)
+	}
+	// Later the 2000 bucket has expired (the voice one too): 6 MB used
+	// takes 1.5 MB + 3 MB of buckets, 1.5 MB of money = 2 minor units.
+	b.balance, b.currency = a.balance, a.currency
+	rel := chf.ApplyRequest{Op: chf.OpRelease, Session: "s", Seq: 2, Lines: []chf.RatedLine{dataLine(6_000_000, 0)}}
+	b.apply(&rel, 3000, &lim, &resp)
+	if resp.Charged != 2 || resp.Balance != 98 || len(b.buckets) != 2 || b.bucketAvail(chf.ServiceData) != 0 || b.bucketAvail(chf.ServiceVoice) != 0 {
+		t.Fatalf("release %+v, buckets %+v", resp, b.buckets)
+	}
+	// Postpaid: down to -50 (available 148 from 98 + 50).
+	ev := chf.ApplyRequest{Op: chf.OpCreate, Session: "t", Seq: 0, Lines: []chf.RatedLine{dataLine(0, 200_000_000)}}
+	b.apply(&ev, 3000, &lim, &resp)
+	if g := resp.Lines[0]; g.Granted.TotalVolume != 148_000_000 || !g.FinalUnit || resp.Reserved != 148 {
+		t.Fatalf("postpaid grant %+v", resp)
 	}
 }
 

@@ -254,7 +254,7 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 // read-modify-write loop.
 func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch) error {
 	deadline, hasDeadline := ctx.Deadline()
-	if s.cache != nil && req.Op != chf.OpBalance && req.Op != opExpire {
+	if s.cache != nil && req.Op != chf.OpBalance && req.Op != chf.OpSessions && req.Op != opExpire {
 		done, err := s.applyCached(key, req, resp, sc, deadline, hasDeadline)
 		if done {
 			return err

@@ -301,7 +301,7 @@ func TestBalanceAndRouting(t *testing.T) {
 	s := startServer(t, &fakeCharger{}, 0)
 	for name, c := range clients(t) {
 		r := do(t, c, "GET", "http://"+s.Addr()+AccountsBase+"imsi-001010000000001", nil)
-		want := `{"supi":"imsi-001010000000001","balance":1000,"reserved":100,"available":900,"currency":"EUR","debited":250,"overage":0}`
+		want := `{"supi":"imsi-001010000000001","balance":1000,"reserved":100,"available":900,"currency":"EUR","debited":250,"overage":0,"offline":0,"credited":0,"creditLimit":0}`
 		if r.status != 200 || string(r.body) != want || r.header.Get("Content-Type") != "application/json" {
 			t.Fatalf("%s: balance %d %s", name, r.status, r.body)
 		}
@@ -458,4 +458,66 @@ func TestExchangeContext(t *testing.T) {
 	short, cancel := context.WithDeadline(context.Background(), start.Add(100*time.Millisecond))
 	defer cancel()
 	f(short, "400", 90*time.Millisecond)
+}
+
+func TestOperatorAPIAuthorization(t *testing.T) {
+	topUp := []byte(`{"amount":5}`)
+	path := []byte(AccountsBase + "imsi-001010000000001" + TopUpSuffix)
+	serve := func(cfg HandlerConfig, auth string) int {
+		t.Helper()
+		cfg.Charger = &fakeCharger{}
+		h, err := NewHandler(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := h.Acquire()
+		defer h.Release(x)
+		if auth != "" {
+			x.Authorization = []byte(auth)
+		}
+		h.Serve(context.Background(), x, []byte("POST"), path, nil, topUp)
+		return x.Status
+	}
+	const tok = "0123456789abcdef-token"
+	for _, c := range []struct {
+		cfg  HandlerConfig
+		auth string
+		want int
+	}{
+		{HandlerConfig{}, "", 403},                   // beyond loopback, no token: refused
+		{HandlerConfig{OperatorOpen: true}, "", 200}, // loopback, no token: open
+		{HandlerConfig{OperatorToken: tok}, "", 401}, // token required
+		{HandlerConfig{OperatorToken: tok, OperatorOpen: true}, "", 401},
+		{HandlerConfig{OperatorToken: tok}, "Bearer nope", 401},
+		{HandlerConfig{OperatorToken: tok}, "Bearer " + tok, 200},
+		{HandlerConfig{OperatorToken: tok}, "bearer " + tok, 200},
+	} {
+		if got := serve(c.cfg, c.auth); got != c.want {
+			t.Errorf("%+v with %q: %d, want %d", c.cfg, c.auth, got, c.want)
+		}
+	}
+
+	dir := t.TempDir()
+	short, good := dir+"/short", dir+"/good"
+	os.WriteFile(short, []byte("abc\n"), 0o600)
+	os.WriteFile(good, []byte(tok+"\n"), 0o600)
+	for _, c := range []struct {
+		listen, file string
+		open, err    bool
+		token        string
+	}{
+		{"127.0.0.1:8080", "", true, false, ""},
+		{"[::1]:8080", "", true, false, ""},
+		{"0.0.0.0:8080", "", false, false, ""},
+		{"10.0.0.1:8080", good, false, false, tok},
+		{"10.0.0.1:8080", short, false, true, ""},
+		{"10.0.0.1:8080", dir + "/missing", false, true, ""},
+	} {
+		sc := ServiceConfig{OperatorTokenFile: c.file}
+		sc.Listen = c.listen
+		token, open, err := sc.operatorToken()
+		if open != c.open || (err != nil) != c.err || token != c.token {
+			t.Errorf("%s %s: token %q open %v err %v", c.listen, c.file, token, open, err)
+		}
+	}
 }

@@ -6,12 +6,16 @@
 package cgw
 
 import (
+	"bytes"
 	"context"
+	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +34,15 @@ const (
 	NchfBase = "/nchf-convergedcharging/v3/chargingdata"
 	// AccountsBase is the base of the balance inquiry (not part of Nchf).
 	AccountsBase = "/chf/v1/accounts/"
+	// TopUpSuffix after AccountsBase{supi} is the operator top-up:
+	// POST {"amount": minor units, "bucket": {"service", "units",
+	// "validity"}}.
+	TopUpSuffix = "/topup"
+	// ReauthorizeSuffix and AbortSuffix after AccountsBase{supi} send
+	// ChargingNotify REAUTHORIZATION / ABORT_CHARGING to every open session
+	// of the account that named a notifyUri (operator API, POST, no body).
+	ReauthorizeSuffix = "/reauthorize"
+	AbortSuffix       = "/abort"
 	// ChargedHeader carries ChargeResponse.Charged (minor units) on every
 	// Nchf charging response so a load generator can reconcile balances.
 	ChargedHeader = "X-Chf-Charged"
@@ -71,6 +84,10 @@ type Handler struct {
 	// shed counts every shed request (Shed); the metrics count them by
 	// reason: beyond maxInFlight, or refused by the adaptive limit.
 	shedInflight, shedAdaptive prometheus.Counter
+	opToken                    string
+	opOpen                     bool
+	notifier                   *Notifier
+	gy                         GyNotifier
 }
 
 // HandlerConfig configures a Handler.
@@ -92,6 +109,23 @@ type HandlerConfig struct {
 	NewSession func() uint64
 	// Logger (nil = slog.Default()).
 	Logger *slog.Logger
+	// OperatorToken is the bearer token the operator API (POST
+	// /chf/v1/accounts/{supi}/topup) requires. Without one the API is
+	// served only when OperatorOpen is set (a CGW listening on loopback
+	// only) and refused with 403 otherwise.
+	OperatorToken string
+	OperatorOpen  bool
+	// Notifier sends the ChargingNotify requests of the operator API
+	// (nil: sessions are counted, nobody is notified).
+	Notifier *Notifier
+	// Gy sends RAR (re-authorisation) and ASR (abort) for sessions opened
+	// over Diameter (the Diameter server; nil: those are counted failed).
+	Gy GyNotifier
+}
+
+// GyNotifier sends a Gy session's RAR or ASR (diameter.Server.Notify).
+type GyNotifier interface {
+	Notify(ctx context.Context, originHost, sessionID string, abort bool) error
 }
 
 // ErrNoCharger is returned by NewHandler without a Charger.
@@ -113,6 +147,10 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		logLimit:     chassis.NewLogThrottle(time.Second),
 		shedInflight: ShedCounter("inflight"),
 		shedAdaptive: ShedCounter("adaptive"),
+		opToken:      cfg.OperatorToken,
+		opOpen:       cfg.OperatorOpen,
+		notifier:     cfg.Notifier,
+		gy:           cfg.Gy,
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 64 << 10
@@ -161,6 +199,9 @@ type Exchange struct {
 	// RetryAfter asks the front to send "Retry-After: 1" (a 503 for
 	// overload: the caller should retry elsewhere or a second later).
 	RetryAfter bool
+	// Authorization is the request's Authorization header, set by the
+	// front before Serve (the operator API checks it).
+	Authorization []byte
 
 	dec  chf.NchfDecoder
 	ctx  chf.Deadline
@@ -182,6 +223,7 @@ func (x *Exchange) reset() {
 	x.RetryAfter = false
 	x.Body = x.Body[:0]
 	x.op, x.cause = opOther, ""
+	x.Authorization = nil
 }
 
 // Context returns the context to Serve x with, valid until Release:
@@ -282,6 +324,34 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 		default:
 			h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such Nchf resource", "", "")
 		}
+	case hasPrefix(path, AccountsBase) && (hasSuffix(path, ReauthorizeSuffix) || hasSuffix(path, AbortSuffix)):
+		if string(method) != http.MethodPost {
+			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on the operator API", "", "")
+			return
+		}
+		if !h.authorized(x) {
+			return
+		}
+		suffix, typ := ReauthorizeSuffix, NotifyReauthorization
+		if hasSuffix(path, AbortSuffix) {
+			suffix, typ = AbortSuffix, NotifyAbortCharging
+		}
+		supi := path[len(AccountsBase) : len(path)-len(suffix)]
+		if len(supi) == 0 || len(supi) > 128 {
+			h.problem(x, http.StatusNotFound, "USER_UNKNOWN", "no such subscriber", "", "")
+			return
+		}
+		h.notifyAccount(ctx, x, string(supi), typ)
+	case hasPrefix(path, AccountsBase) && hasSuffix(path, TopUpSuffix) && len(path) > len(AccountsBase)+len(TopUpSuffix):
+		if string(method) != http.MethodPost {
+			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on "+AccountsBase+"{supi}"+TopUpSuffix, "", "")
+			return
+		}
+		if len(body) > h.maxBody {
+			h.problem(x, http.StatusRequestEntityTooLarge, "", "request body exceeds the limit of "+strconv.Itoa(h.maxBody), "", "")
+			return
+		}
+		h.topUp(ctx, x, string(path[len(AccountsBase):len(path)-len(TopUpSuffix)]), body)
 	case hasPrefix(path, AccountsBase) && len(path) > len(AccountsBase):
 		if string(method) != http.MethodGet {
 			h.problem(x, http.StatusMethodNotAllowed, "", "only GET is allowed on "+AccountsBase+"{supi}", "", "")
@@ -322,6 +392,7 @@ func (h *Handler) decode(x *Exchange, body []byte) bool {
 func (h *Handler) fillLines(x *Exchange) {
 	x.req.Lines = append(x.req.Lines[:0], x.nreq.Lines...)
 	x.req.Seq = x.nreq.Seq
+	x.req.Notify = x.req.Notify[:0]
 }
 
 func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
@@ -334,6 +405,7 @@ func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
 		return
 	}
 	h.fillLines(x)
+	x.req.Notify = append(x.req.Notify, x.nreq.NotifyURI...)
 	x.req.SUPI = x.nreq.SUPI
 	// The request's identity: a repeat (a retransmission, or a client
 	// retrying after a timeout) is answered from the account record with
@@ -497,9 +569,13 @@ func (h *Handler) balance(ctx context.Context, x *Exchange, supi string) {
 		return
 	}
 	x.req = chf.ChargeRequest{Op: chf.OpBalance, SUPI: supi, Lines: x.req.Lines[:0]}
-	x.resp.Lines = x.resp.Lines[:0]
-	lines := x.resp.Lines
-	x.resp = chf.ChargeResponse{Lines: lines}
+	h.answerAccount(ctx, x, supi)
+}
+
+// answerAccount runs x.req (a balance inquiry or top-up) and answers the
+// account as it stands.
+func (h *Handler) answerAccount(ctx context.Context, x *Exchange, supi string) {
+	x.resp.Reset()
 	if err := h.charger.Charge(ctx, &x.req, &x.resp); err != nil {
 		h.chargerError(x, err)
 		return
@@ -513,10 +589,98 @@ func (h *Handler) balance(ctx context.Context, x *Exchange, supi string) {
 	x.Body = AppendBalance(x.Body, supi, &x.resp)
 }
 
+// authorized reports whether x may use the operator API: it carries the
+// operator bearer token, or there is none and the API is open (loopback).
+// Otherwise x is answered 401 or 403.
+func (h *Handler) authorized(x *Exchange) bool {
+	if h.opToken == "" {
+		if h.opOpen {
+			return true
+		}
+		h.problem(x, http.StatusForbidden, "", "the operator API needs --operator-token-file when the CGW listens beyond loopback", "", "")
+		return false
+	}
+	const prefix = "Bearer "
+	a := x.Authorization
+	if len(a) > len(prefix) && strings.EqualFold(string(a[:len(prefix)]), prefix) &&
+		subtle.ConstantTimeCompare(a[len(prefix):], []byte(h.opToken)) == 1 {
+		return true
+	}
+	h.problem(x, http.StatusUnauthorized, "", "the operator API needs Authorization: Bearer <operator token>", "", "")
+	return false
+}
+
+// topUpBody is the body of POST /chf/v1/accounts/{supi}/topup.
+type topUpBody struct {
+	Amount int64 `json:"amount"`
+	Bucket *struct {
+		Service  string `json:"service"`  // data | voice | sms
+		Units    uint64 `json:"units"`    // octets, seconds, messages
+		Validity int64  `json:"validity"` // seconds; 0 = none
+	} `json:"bucket"`
+}
+
+// topUp answers POST /chf/v1/accounts/{supi}/topup: credits money and/or a
+// bucket and answers the balance after it. Not idempotent: a retried
+// top-up credits again.
+func (h *Handler) topUp(ctx context.Context, x *Exchange, supi string, body []byte) {
+	if !h.authorized(x) {
+		return
+	}
+	var b topUpBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		h.problem(x, http.StatusBadRequest, "", "cannot decode top-up: "+err.Error(), "", "")
+		return
+	}
+	var t chf.TopUp
+	t.Amount = b.Amount
+	if b.Amount < 0 {
+		h.problem(x, http.StatusBadRequest, "", "amount must not be negative", "/amount", "negative")
+		return
+	}
+	if b.Bucket != nil {
+		switch b.Bucket.Service {
+		case "data":
+			t.Bucket.Service = chf.ServiceData
+		case "voice":
+			t.Bucket.Service = chf.ServiceVoice
+		case "sms":
+			t.Bucket.Service = chf.ServiceSMS
+		default:
+			h.problem(x, http.StatusBadRequest, "", "bucket.service must be data, voice or sms", "/bucket/service", "unknown service")
+			return
+		}
+		if b.Bucket.Units == 0 || b.Bucket.Validity < 0 {
+			h.problem(x, http.StatusBadRequest, "", "bucket.units must be positive and bucket.validity not negative", "/bucket", "invalid")
+			return
+		}
+		t.Bucket.Units, t.Bucket.Expires = b.Bucket.Units, b.Bucket.Validity
+	}
+	if t.Amount == 0 && t.Bucket.Units == 0 {
+		h.problem(x, http.StatusBadRequest, "", "a top-up needs an amount or a bucket", "/amount", "missing")
+		return
+	}
+	x.req = chf.ChargeRequest{Op: chf.OpTopUp, SUPI: supi, Lines: x.req.Lines[:0], TopUp: t}
+	h.answerAccount(ctx, x, supi)
+	if x.Status == http.StatusOK && h.notifier != nil {
+		// New money or allowance: the open sessions re-authorise.
+		req := chf.ChargeRequest{Op: chf.OpSessions, SUPI: supi}
+		var resp chf.ChargeResponse
+		if err := h.charger.Charge(ctx, &req, &resp); err == nil && resp.Result == chf.ResultSuccess {
+			h.sendNotifications(ctx, nil, resp.Targets, NotifyReauthorization)
+		}
+	}
+}
+
 // AppendBalance appends the balance inquiry JSON object for resp to dst:
-// {"supi","balance","reserved","available","currency","debited","overage"},
-// integer minor units; debited is the account's running total of debits,
-// overage that of usage reported beyond what the balance could pay.
+// {"supi","balance","reserved","available","currency","debited","overage",
+// "offline","credited","creditLimit"} and, when the account has any,
+// "buckets":[{"service","units","held","expires"}]; integer minor units;
+// debited is the account's running total of debits, overage that of usage
+// reported beyond what the balance could pay, offline that of offline
+// usage rated (never debited), credited that of top-ups.
 func AppendBalance(dst []byte, supi string, resp *chf.ChargeResponse) []byte {
 	dst = append(dst, `{"supi":`...)
 	dst = chf.AppendJSONString(dst, supi)
@@ -532,5 +696,31 @@ func AppendBalance(dst []byte, supi string, resp *chf.ChargeResponse) []byte {
 	dst = strconv.AppendInt(dst, resp.Debited, 10)
 	dst = append(dst, `,"overage":`...)
 	dst = strconv.AppendInt(dst, resp.Overage, 10)
+	dst = append(dst, `,"offline":`...)
+	dst = strconv.AppendInt(dst, resp.OfflineTotal, 10)
+	dst = append(dst, `,"credited":`...)
+	dst = strconv.AppendInt(dst, resp.Credited, 10)
+	dst = append(dst, `,"creditLimit":`...)
+	dst = strconv.AppendInt(dst, resp.CreditLimit, 10)
+	if len(resp.Buckets) > 0 {
+		dst = append(dst, `,"buckets":[`...)
+		for i, b := range resp.Buckets {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"service":"`...)
+			dst = append(dst, serviceNames[min(int(b.Service), len(serviceNames)-1)]...)
+			dst = append(dst, `","units":`...)
+			dst = strconv.AppendUint(dst, b.Units, 10)
+			dst = append(dst, `,"held":`...)
+			dst = strconv.AppendUint(dst, b.Held, 10)
+			dst = append(dst, `,"expires":`...)
+			dst = strconv.AppendInt(dst, b.Expires, 10)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
 	return append(dst, '}')
 }
+
+var serviceNames = [...]string{chf.ServiceUnknown: "unknown", chf.ServiceData: "data", chf.ServiceVoice: "voice", chf.ServiceSMS: "sms", 4: "unknown"}

@@ -184,6 +184,9 @@ func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	rctx := x.Context(parent, ctx.Time(), ctx.Request.Header.Peek(MaxRspTimeHeader))
+	if hasPrefix(ctx.Path(), AccountsBase) {
+		x.Authorization = ctx.Request.Header.Peek("Authorization")
+	}
 	s.h.Serve(rctx, x, ctx.Method(), ctx.Path(), ctx.Host(), ctx.PostBody())
 	ctx.SetStatusCode(x.Status)
 	if x.ContentType != "" {
@@ -244,6 +247,9 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 	}
 	start := time.Now()
 	rctx := x.Context(parent, start, r.Header("3gpp-sbi-max-rsp-time"))
+	if hasPrefix(r.Path, AccountsBase) {
+		x.Authorization = r.Header("authorization")
+	}
 	s.h.Serve(rctx, x, r.Method, r.Path, r.Authority, r.Body)
 	w.SetStatus(x.Status)
 	if x.ContentType != "" {

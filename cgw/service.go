@@ -12,6 +12,7 @@ import (
 	"path"
 	rpprof "runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -52,6 +53,8 @@ type ServiceConfig struct {
 	// OAuth2Keys is the file of the public keys that sign access tokens;
 	// empty = no token check. OAuth2Audience, when set, must be in aud.
 	OAuth2Keys, OAuth2Audience string
+	// OperatorTokenFile holds the bearer token of the operator API.
+	OperatorTokenFile string
 }
 
 // DefaultServiceConfig returns the defaults of the cgw flags.
@@ -90,6 +93,40 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.OAuth2Keys, "oauth2-keys", c.OAuth2Keys,
 		"file of the public keys (PEM keys or certificates, or a JWKS) that sign OAuth2 access tokens (TS 33.501): every Nchf and balance request then needs Authorization: Bearer <JWT> with scope "+oauth2.ScopeConvergedCharging+" (401/403 otherwise); empty = no token check")
 	fs.StringVar(&c.OAuth2Audience, "oauth2-audience", c.OAuth2Audience, "with --oauth2-keys: a value the token's aud must contain (this NF's instance ID or type); empty = aud not checked")
+	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", c.OperatorTokenFile,
+		"file holding the bearer token the operator API (POST /chf/v1/accounts/{supi}/topup) requires (surrounding white space ignored); without it the API answers 403 when --listen is beyond loopback, and is open on loopback")
+}
+
+// operatorToken reads --operator-token-file ("" when unset) and reports
+// whether the API may be open without a token (loopback listener).
+func (c *ServiceConfig) operatorToken() (token string, open bool, err error) {
+	open = loopbackOnly(c.Listen)
+	if c.OperatorTokenFile == "" {
+		// Beyond loopback the API then answers 403.
+		return "", open, nil
+	}
+	b, err := os.ReadFile(c.OperatorTokenFile)
+	if err != nil {
+		return "", false, fmt.Errorf("cannot read --operator-token-file: %w", err)
+	}
+	token = strings.TrimSpace(string(b))
+	if len(token) < 16 {
+		return "", false, fmt.Errorf("cannot use --operator-token-file %s: the token must be at least 16 characters", c.OperatorTokenFile)
+	}
+	return token, false, nil
+}
+
+// loopbackOnly reports whether a listen address binds loopback only.
+func loopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Validate checks the flags' values.
@@ -128,6 +165,9 @@ func (c *ServiceConfig) Validate() error {
 		}
 	} else if c.OAuth2Audience != "" {
 		return errors.New("cannot use --oauth2-audience without --oauth2-keys")
+	}
+	if _, _, err := c.operatorToken(); err != nil {
+		return err
 	}
 	return rpc.ValidateBatch(c.Batch)
 }
@@ -184,21 +224,28 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		lim = admission.New(admission.Config{MaxLimit: c.MaxInFlight, InitialLimit: c.MaxInFlight / 4, Tolerance: c.AdmissionTolerance})
 	}
 	var srv *Server
+	var notifier *Notifier
+	gy := &lateGy{}
 	g.Add("CGW server", func() error {
-		var err error
+		token, open, err := c.operatorToken()
+		if err != nil {
+			return err
+		}
+		notifier = NewNotifier(NotifierConfig{})
 		srv, err = NewServer(Config{
-			Listen:  c.Listen,
-			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Limiter: lim, Logger: log},
-			Ready:   peerReady(client, peerTLS),
-			TLS:     c.TLS.Server(files, "h2", "http/1.1"),
-			Tokens:  tokens,
-			Logger:  log,
+			Listen: c.Listen,
+			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Limiter: lim, Logger: log,
+				OperatorToken: token, OperatorOpen: open, Notifier: notifier, Gy: gy},
+			Ready:  peerReady(client, peerTLS),
+			TLS:    c.TLS.Server(files, "h2", "http/1.1"),
+			Tokens: tokens,
+			Logger: log,
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create CGW server: %w", err)
 		}
 		return srv.Start()
-	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
+	}, func(ctx context.Context) error { err := srv.Shutdown(ctx); notifier.Close(); return err })
 	if c.Diameter != "" {
 		var dia *diameter.Server
 		g.Add("Diameter server", func() error {
@@ -216,11 +263,26 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			if err := dia.Listen(c.Diameter); err != nil {
 				return err
 			}
+			gy.s.Store(dia)
 			log.Info("serving Diameter Gy", "addr", dia.Addr())
 			return nil
 		}, func(ctx context.Context) error { return dia.Shutdown(ctx) })
 	}
 	return nil
+}
+
+// lateGy is the Diameter server as the handler's GyNotifier: it starts
+// after the HTTP server.
+type lateGy struct {
+	s atomic.Pointer[diameter.Server]
+}
+
+func (g *lateGy) Notify(ctx context.Context, host, sid string, abort bool) error {
+	s := g.s.Load()
+	if s == nil {
+		return diameter.ErrPeerGone
+	}
+	return s.Notify(ctx, host, sid, abort)
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -34,6 +34,8 @@ type RatedLine struct {
 	// when ValidityTime is zero).
 	ValidityTime     uint32 `msg:"vt"`
 	QuotaHoldingTime uint32 `msg:"qht"`
+	// Offline: the usage is offline charging (see UsageLine.Offline).
+	Offline bool `msg:"of"`
 }
 
 // ApplyRequest is one charging event the OCP hands the ABM: a ChargeRequest
@@ -52,11 +54,15 @@ type ApplyRequest struct {
 	Loose          uint64 `msg:"lk"`
 	Retransmission bool   `msg:"rt"`
 	Digest         uint64 `msg:"dg"`
+	// TopUp is what an OpTopUp credits.
+	TopUp TopUp `msg:"tu"`
+	// Notify is the create's notifyUri (ChargeRequest.Notify).
+	Notify []byte `msg:"nu"`
 }
 
 // Reset clears r for reuse, keeping the capacity of Lines.
 func (r *ApplyRequest) Reset() {
-	*r = ApplyRequest{Lines: r.Lines[:0]}
+	*r = ApplyRequest{Lines: r.Lines[:0], Notify: r.Notify[:0]}
 }
 
 // Cost returns the price of n base units at price minor units per unitSize

@@ -91,6 +91,18 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Digest")
 				return
 			}
+		case "tu":
+			err = z.TopUp.DecodeMsg(dc)
+			if err != nil {
+				err = msgp.WrapError(err, "TopUp")
+				return
+			}
+		case "nu":
+			z.Notify, err = dc.ReadBytes(z.Notify)
+			if err != nil {
+				err = msgp.WrapError(err, "Notify")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -104,9 +116,9 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 9
+	// map header, size 11
 	// write "op"
-	err = en.Append(0x89, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x8b, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -202,15 +214,35 @@ func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Digest")
 		return
 	}
+	// write "tu"
+	err = en.Append(0xa2, 0x74, 0x75)
+	if err != nil {
+		return
+	}
+	err = z.TopUp.EncodeMsg(en)
+	if err != nil {
+		err = msgp.WrapError(err, "TopUp")
+		return
+	}
+	// write "nu"
+	err = en.Append(0xa2, 0x6e, 0x75)
+	if err != nil {
+		return
+	}
+	err = en.WriteBytes(z.Notify)
+	if err != nil {
+		err = msgp.WrapError(err, "Notify")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 9
+	// map header, size 11
 	// string "op"
-	o = append(o, 0x89, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x8b, 0xa2, 0x6f, 0x70)
 	o, err = z.Op.MarshalMsg(o)
 	if err != nil {
 		err = msgp.WrapError(err, "Op")
@@ -247,6 +279,16 @@ func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "dg"
 	o = append(o, 0xa2, 0x64, 0x67)
 	o = msgp.AppendUint64(o, z.Digest)
+	// string "tu"
+	o = append(o, 0xa2, 0x74, 0x75)
+	o, err = z.TopUp.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "TopUp")
+		return
+	}
+	// string "nu"
+	o = append(o, 0xa2, 0x6e, 0x75)
+	o = msgp.AppendBytes(o, z.Notify)
 	return
 }
 
@@ -335,6 +377,18 @@ func (z *ApplyRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Digest")
 				return
 			}
+		case "tu":
+			bts, err = z.TopUp.UnmarshalMsg(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "TopUp")
+				return
+			}
+		case "nu":
+			z.Notify, bts, err = msgp.ReadBytesBytes(bts, z.Notify)
+			if err != nil {
+				err = msgp.WrapError(err, "Notify")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -353,7 +407,7 @@ func (z *ApplyRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 3 + z.TopUp.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify)
 	return
 }
 
@@ -441,6 +495,12 @@ func (z *RatedLine) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "QuotaHoldingTime")
 				return
 			}
+		case "of":
+			z.Offline, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -454,9 +514,9 @@ func (z *RatedLine) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *RatedLine) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 11
+	// map header, size 12
 	// write "rg"
-	err = en.Append(0x8b, 0xa2, 0x72, 0x67)
+	err = en.Append(0x8c, 0xa2, 0x72, 0x67)
 	if err != nil {
 		return
 	}
@@ -565,15 +625,25 @@ func (z *RatedLine) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "QuotaHoldingTime")
 		return
 	}
+	// write "of"
+	err = en.Append(0xa2, 0x6f, 0x66)
+	if err != nil {
+		return
+	}
+	err = en.WriteBool(z.Offline)
+	if err != nil {
+		err = msgp.WrapError(err, "Offline")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *RatedLine) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 11
+	// map header, size 12
 	// string "rg"
-	o = append(o, 0x8b, 0xa2, 0x72, 0x67)
+	o = append(o, 0x8c, 0xa2, 0x72, 0x67)
 	o = msgp.AppendUint32(o, z.RatingGroup)
 	// string "sv"
 	o = append(o, 0xa2, 0x73, 0x76)
@@ -613,6 +683,9 @@ func (z *RatedLine) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "qht"
 	o = append(o, 0xa3, 0x71, 0x68, 0x74)
 	o = msgp.AppendUint32(o, z.QuotaHoldingTime)
+	// string "of"
+	o = append(o, 0xa2, 0x6f, 0x66)
+	o = msgp.AppendBool(o, z.Offline)
 	return
 }
 
@@ -700,6 +773,12 @@ func (z *RatedLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "QuotaHoldingTime")
 				return
 			}
+		case "of":
+			z.Offline, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -714,6 +793,6 @@ func (z *RatedLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *RatedLine) Msgsize() (s int) {
-	s = 1 + 3 + msgp.Uint32Size + 3 + z.Service.Msgsize() + 2 + z.Result.Msgsize() + 3 + msgp.Uint64Size + 3 + msgp.Int64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 2 + msgp.Int64Size + 3 + msgp.Uint64Size + 3 + msgp.Uint32Size + 4 + msgp.Uint32Size
+	s = 1 + 3 + msgp.Uint32Size + 3 + z.Service.Msgsize() + 2 + z.Result.Msgsize() + 3 + msgp.Uint64Size + 3 + msgp.Int64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 2 + msgp.Int64Size + 3 + msgp.Uint64Size + 3 + msgp.Uint32Size + 4 + msgp.Uint32Size + 3 + msgp.BoolSize
 	return
 }

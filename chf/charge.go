@@ -30,7 +30,18 @@ const (
 	OpRelease Op = 3 // session release: final usage, frees reservations
 	OpEvent   Op = 4 // one-time event (SMS): immediate debit, no session
 	OpBalance Op = 5 // balance inquiry: no charging
+	OpTopUp   Op = 6 // operator top-up: credit money and/or a bucket
+	// OpSessions lists the account's open sessions with their notify
+	// URIs (the operator's reauthorize/abort); no charging, no write.
+	OpSessions Op = 7
 )
+
+// NotifyTarget is an open session of an account and the notifyUri its
+// create named (answered to OpSessions).
+type NotifyTarget struct {
+	Session string `msg:"sn"`
+	URI     string `msg:"u"`
+}
 
 // Result is the outcome of a whole request or of one rating group.
 // The fronts map it onto Nchf HTTP status/ProblemDetails/resultCode and
@@ -76,6 +87,9 @@ func (r *ChargeRequest) Digest() uint64 {
 		l := &r.Lines[i]
 		h = HashUint(h, uint64(l.RatingGroup))
 		h = l.Used.hash(h)
+		if l.Offline {
+			h = HashUint(h, 2)
+		}
 		if l.Request {
 			h = HashUint(h, 1)
 			h = l.Requested.hash(h)
@@ -144,7 +158,84 @@ type UsageLine struct {
 	Request bool `msg:"r"`
 	// Requested is the amount wanted; zero means the CHF picks the grant.
 	Requested Units `msg:"q"`
+	// Reported is the set of triggers the client reported the usage for
+	// (Nchf usedUnitContainer triggers, Gy Reporting-Reason). A line
+	// reporting TriggerFinal closes the rating group: no new grant.
+	Reported Triggers `msg:"rp"`
+	// Offline is set when the usage is reported for offline charging
+	// (Nchf quotaManagementIndicator OFFLINE_CHARGING): rated and recorded,
+	// never taken from the balance, and no quota is granted.
+	Offline bool `msg:"of"`
 }
+
+// Bucket is an allowance of one service's base units (octets, seconds,
+// events) consumed before the monetary balance, until it expires.
+type Bucket struct {
+	Service Service `msg:"sv"`
+	Units   uint64  `msg:"u"` // base units left
+	Expires int64   `msg:"x"` // unix seconds; 0 = never
+	Held    uint64  `msg:"h"` // units held by reservations (answers only)
+}
+
+// Triggers is a set of Nchf trigger types (TS 32.291 TriggerType) as bits;
+// the quota-management ones, which a grant arms and a usage report names.
+type Triggers uint16
+
+// The trigger types the CHF arms in grants and acts on in usage reports.
+const (
+	TriggerQuotaThreshold Triggers = 1 << iota // QUOTA_THRESHOLD / Gy THRESHOLD
+	TriggerQHT                                 // QHT: quota holding time expired
+	TriggerFinal                               // FINAL: the rating group is closed
+	TriggerQuotaExhausted                      // QUOTA_EXHAUSTED
+	TriggerValidityTime                        // VALIDITY_TIME
+	TriggerForcedReauth                        // FORCED_REAUTHORISATION
+	TriggerOther                               // any other trigger type (not acted on)
+)
+
+// triggerNames are the Nchf names of the trigger bits, in bit order.
+var triggerNames = [...]string{"QUOTA_THRESHOLD", "QHT", "FINAL", "QUOTA_EXHAUSTED", "VALIDITY_TIME", "FORCED_REAUTHORISATION"}
+
+// ParseTrigger returns the bit of the Nchf trigger type name (TriggerOther
+// for a name the CHF does not act on).
+func ParseTrigger(name []byte) Triggers {
+	for i, n := range triggerNames {
+		if string(name) == n {
+			return 1 << i
+		}
+	}
+	return TriggerOther
+}
+
+// TriggerName returns the Nchf name of a single trigger bit ("" for none
+// or TriggerOther).
+func TriggerName(t Triggers) string {
+	for i, n := range triggerNames {
+		if t == 1<<i {
+			return n
+		}
+	}
+	return ""
+}
+
+// FinalAction is a Final-Unit-Action (Nchf finalUnitAction).
+type FinalAction uint8
+
+const (
+	FinalTerminate      FinalAction = 0 // TERMINATE (Diameter 0)
+	FinalRedirect       FinalAction = 1 // REDIRECT (Diameter 1), to Redirect
+	FinalRestrictAccess FinalAction = 2 // RESTRICT_ACCESS (Diameter 2), FilterID applied
+)
+
+// RedirectType is an Nchf RedirectAddressType / Diameter
+// Redirect-Address-Type.
+type RedirectType uint8
+
+const (
+	RedirectIPv4 RedirectType = 0 // IPV4 (Diameter 0)
+	RedirectIPv6 RedirectType = 1 // IPV6 (Diameter 1)
+	RedirectURL  RedirectType = 2 // URL (Diameter 2)
+	RedirectURI  RedirectType = 3 // URI (Diameter SIP_URI, 3)
+)
 
 // ChargeRequest is what a front hands the charging core.
 type ChargeRequest struct {
@@ -168,11 +259,24 @@ type ChargeRequest struct {
 	Loose uint64 `msg:"lk"`
 	// Retransmission is Nchf retransmissionIndicator / the Diameter T flag.
 	Retransmission bool `msg:"rt"`
+	// TopUp is what an OpTopUp credits.
+	TopUp TopUp `msg:"tu"`
+	// Notify is a create's notifyUri (empty: none), kept with the session
+	// for CHF-initiated notifications.
+	Notify []byte `msg:"nu"`
+}
+
+// TopUp is an operator top-up: Amount minor units onto the balance and,
+// when Bucket.Units is set, a bucket (Bucket.Expires is then a validity in
+// seconds from now, 0 = none).
+type TopUp struct {
+	Amount int64  `msg:"a"`
+	Bucket Bucket `msg:"b"`
 }
 
 // Reset empties r, keeping the capacity of Lines.
 func (r *ChargeRequest) Reset() {
-	*r = ChargeRequest{Lines: r.Lines[:0]}
+	*r = ChargeRequest{Lines: r.Lines[:0], Notify: r.Notify[:0]}
 }
 
 // GrantLine is the answer for one rating group.
@@ -183,8 +287,22 @@ type GrantLine struct {
 	ValidityTime     uint32 `msg:"vt"`  // seconds
 	QuotaHoldingTime uint32 `msg:"qht"` // seconds
 	// FinalUnit is set when the balance cannot cover another grant after
-	// this one: the client must terminate when it is used (FUI TERMINATE).
+	// this one: the client must apply FinalAction when it is used.
 	FinalUnit bool `msg:"f"`
+	// The rest is filled by the OCP from the tariff after the ABM answered
+	// (it is not kept in the account record: a replayed answer is filled
+	// again). Threshold is the remaining-quota threshold in the grant's
+	// base units (Nchf volume/time/unitQuotaThreshold, Gy
+	// *-Quota-Threshold), Triggers the triggers armed with the grant.
+	Threshold uint64   `msg:"th"`
+	Triggers  Triggers `msg:"tg"`
+	// FinalAction, with FinalUnit, is what to do when the final units are
+	// used: Redirect (of RedirectType) for FinalRedirect, FilterID for
+	// FinalRestrictAccess.
+	FinalAction  FinalAction  `msg:"fa"`
+	RedirectType RedirectType `msg:"rt"`
+	Redirect     string       `msg:"ra"`
+	FilterID     string       `msg:"fi"`
 }
 
 // ChargeResponse is what the charging core answers.
@@ -210,6 +328,21 @@ type ChargeResponse struct {
 	// Session is set only when a repeated create is answered from the
 	// record: the session the first transmission opened (its Location).
 	Session string `msg:"sn"`
+	// Offline is what this request rated for offline usage (recorded in
+	// OfflineTotal, never debited); OfflineTotal the account's running
+	// total of it, Credited its running total of top-ups. Debited +
+	// Overage + OfflineTotal is all usage ever rated, in minor units.
+	Offline      int64 `msg:"of"`
+	OfflineTotal int64 `msg:"ot"`
+	Credited     int64 `msg:"cr"`
+	// CreditLimit > 0 makes a postpaid account: its balance may go below
+	// zero down to -CreditLimit.
+	CreditLimit int64 `msg:"cl"`
+	// Buckets are the account's live allowances (answered to OpBalance
+	// and OpTopUp only).
+	Buckets []Bucket `msg:"bk"`
+	// Targets are the account's open sessions (answered to OpSessions).
+	Targets []NotifyTarget `msg:"tg"`
 }
 
 // Charger is the charging core as the fronts see it. The OCP's client

@@ -7,6 +7,192 @@ import (
 )
 
 // DecodeMsg implements msgp.Decodable
+func (z *Bucket) DecodeMsg(dc *msgp.Reader) (err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, err = dc.ReadMapHeader()
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, err = dc.ReadMapKeyPtr()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "sv":
+			{
+				var zb0002 uint8
+				zb0002, err = dc.ReadUint8()
+				if err != nil {
+					err = msgp.WrapError(err, "Service")
+					return
+				}
+				z.Service = Service(zb0002)
+			}
+		case "u":
+			z.Units, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Units")
+				return
+			}
+		case "x":
+			z.Expires, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Expires")
+				return
+			}
+		case "h":
+			z.Held, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Held")
+				return
+			}
+		default:
+			err = dc.Skip()
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z *Bucket) EncodeMsg(en *msgp.Writer) (err error) {
+	// map header, size 4
+	// write "sv"
+	err = en.Append(0x84, 0xa2, 0x73, 0x76)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint8(uint8(z.Service))
+	if err != nil {
+		err = msgp.WrapError(err, "Service")
+		return
+	}
+	// write "u"
+	err = en.Append(0xa1, 0x75)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Units)
+	if err != nil {
+		err = msgp.WrapError(err, "Units")
+		return
+	}
+	// write "x"
+	err = en.Append(0xa1, 0x78)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Expires)
+	if err != nil {
+		err = msgp.WrapError(err, "Expires")
+		return
+	}
+	// write "h"
+	err = en.Append(0xa1, 0x68)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Held)
+	if err != nil {
+		err = msgp.WrapError(err, "Held")
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *Bucket) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 4
+	// string "sv"
+	o = append(o, 0x84, 0xa2, 0x73, 0x76)
+	o = msgp.AppendUint8(o, uint8(z.Service))
+	// string "u"
+	o = append(o, 0xa1, 0x75)
+	o = msgp.AppendUint64(o, z.Units)
+	// string "x"
+	o = append(o, 0xa1, 0x78)
+	o = msgp.AppendInt64(o, z.Expires)
+	// string "h"
+	o = append(o, 0xa1, 0x68)
+	o = msgp.AppendUint64(o, z.Held)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Bucket) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "sv":
+			{
+				var zb0002 uint8
+				zb0002, bts, err = msgp.ReadUint8Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Service")
+					return
+				}
+				z.Service = Service(zb0002)
+			}
+		case "u":
+			z.Units, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Units")
+				return
+			}
+		case "x":
+			z.Expires, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Expires")
+				return
+			}
+		case "h":
+			z.Held, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Held")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *Bucket) Msgsize() (s int) {
+	s = 1 + 3 + msgp.Uint8Size + 2 + msgp.Uint64Size + 2 + msgp.Int64Size + 2 + msgp.Uint64Size
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
 func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
 	_ = field
@@ -89,6 +275,47 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Retransmission")
 				return
 			}
+		case "tu":
+			var zb0004 uint32
+			zb0004, err = dc.ReadMapHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "TopUp")
+				return
+			}
+			for zb0004 > 0 {
+				zb0004--
+				field, err = dc.ReadMapKeyPtr()
+				if err != nil {
+					err = msgp.WrapError(err, "TopUp")
+					return
+				}
+				switch msgp.UnsafeString(field) {
+				case "a":
+					z.TopUp.Amount, err = dc.ReadInt64()
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp", "Amount")
+						return
+					}
+				case "b":
+					err = z.TopUp.Bucket.DecodeMsg(dc)
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp", "Bucket")
+						return
+					}
+				default:
+					err = dc.Skip()
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp")
+						return
+					}
+				}
+			}
+		case "nu":
+			z.Notify, err = dc.ReadBytes(z.Notify)
+			if err != nil {
+				err = msgp.WrapError(err, "Notify")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -102,9 +329,9 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 8
+	// map header, size 10
 	// write "op"
-	err = en.Append(0x88, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x8a, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -190,15 +417,51 @@ func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Retransmission")
 		return
 	}
+	// write "tu"
+	err = en.Append(0xa2, 0x74, 0x75)
+	if err != nil {
+		return
+	}
+	// map header, size 2
+	// write "a"
+	err = en.Append(0x82, 0xa1, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.TopUp.Amount)
+	if err != nil {
+		err = msgp.WrapError(err, "TopUp", "Amount")
+		return
+	}
+	// write "b"
+	err = en.Append(0xa1, 0x62)
+	if err != nil {
+		return
+	}
+	err = z.TopUp.Bucket.EncodeMsg(en)
+	if err != nil {
+		err = msgp.WrapError(err, "TopUp", "Bucket")
+		return
+	}
+	// write "nu"
+	err = en.Append(0xa2, 0x6e, 0x75)
+	if err != nil {
+		return
+	}
+	err = en.WriteBytes(z.Notify)
+	if err != nil {
+		err = msgp.WrapError(err, "Notify")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 8
+	// map header, size 10
 	// string "op"
-	o = append(o, 0x88, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x8a, 0xa2, 0x6f, 0x70)
 	o = msgp.AppendUint8(o, uint8(z.Op))
 	// string "s"
 	o = append(o, 0xa1, 0x73)
@@ -228,6 +491,22 @@ func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "rt"
 	o = append(o, 0xa2, 0x72, 0x74)
 	o = msgp.AppendBool(o, z.Retransmission)
+	// string "tu"
+	o = append(o, 0xa2, 0x74, 0x75)
+	// map header, size 2
+	// string "a"
+	o = append(o, 0x82, 0xa1, 0x61)
+	o = msgp.AppendInt64(o, z.TopUp.Amount)
+	// string "b"
+	o = append(o, 0xa1, 0x62)
+	o, err = z.TopUp.Bucket.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "TopUp", "Bucket")
+		return
+	}
+	// string "nu"
+	o = append(o, 0xa2, 0x6e, 0x75)
+	o = msgp.AppendBytes(o, z.Notify)
 	return
 }
 
@@ -314,6 +593,47 @@ func (z *ChargeRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Retransmission")
 				return
 			}
+		case "tu":
+			var zb0004 uint32
+			zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "TopUp")
+				return
+			}
+			for zb0004 > 0 {
+				zb0004--
+				field, bts, err = msgp.ReadMapKeyZC(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "TopUp")
+					return
+				}
+				switch msgp.UnsafeString(field) {
+				case "a":
+					z.TopUp.Amount, bts, err = msgp.ReadInt64Bytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp", "Amount")
+						return
+					}
+				case "b":
+					bts, err = z.TopUp.Bucket.UnmarshalMsg(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp", "Bucket")
+						return
+					}
+				default:
+					bts, err = msgp.Skip(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "TopUp")
+						return
+					}
+				}
+			}
+		case "nu":
+			z.Notify, bts, err = msgp.ReadBytesBytes(bts, z.Notify)
+			if err != nil {
+				err = msgp.WrapError(err, "Notify")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -332,7 +652,7 @@ func (z *ChargeRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + 1 + 2 + msgp.Int64Size + 2 + z.TopUp.Bucket.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify)
 	return
 }
 
@@ -431,6 +751,97 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Session")
 				return
 			}
+		case "of":
+			z.Offline, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
+		case "ot":
+			z.OfflineTotal, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "OfflineTotal")
+				return
+			}
+		case "cr":
+			z.Credited, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Credited")
+				return
+			}
+		case "cl":
+			z.CreditLimit, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "CreditLimit")
+				return
+			}
+		case "bk":
+			var zb0004 uint32
+			zb0004, err = dc.ReadArrayHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Buckets")
+				return
+			}
+			if cap(z.Buckets) >= int(zb0004) {
+				z.Buckets = (z.Buckets)[:zb0004]
+			} else {
+				z.Buckets = make([]Bucket, zb0004)
+			}
+			for za0002 := range z.Buckets {
+				err = z.Buckets[za0002].DecodeMsg(dc)
+				if err != nil {
+					err = msgp.WrapError(err, "Buckets", za0002)
+					return
+				}
+			}
+		case "tg":
+			var zb0005 uint32
+			zb0005, err = dc.ReadArrayHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Targets")
+				return
+			}
+			if cap(z.Targets) >= int(zb0005) {
+				z.Targets = (z.Targets)[:zb0005]
+			} else {
+				z.Targets = make([]NotifyTarget, zb0005)
+			}
+			for za0003 := range z.Targets {
+				var zb0006 uint32
+				zb0006, err = dc.ReadMapHeader()
+				if err != nil {
+					err = msgp.WrapError(err, "Targets", za0003)
+					return
+				}
+				for zb0006 > 0 {
+					zb0006--
+					field, err = dc.ReadMapKeyPtr()
+					if err != nil {
+						err = msgp.WrapError(err, "Targets", za0003)
+						return
+					}
+					switch msgp.UnsafeString(field) {
+					case "sn":
+						z.Targets[za0003].Session, err = dc.ReadString()
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003, "Session")
+							return
+						}
+					case "u":
+						z.Targets[za0003].URI, err = dc.ReadString()
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003, "URI")
+							return
+						}
+					default:
+						err = dc.Skip()
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003)
+							return
+						}
+					}
+				}
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -444,9 +855,9 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 10
+	// map header, size 16
 	// write "r"
-	err = en.Append(0x8a, 0xa1, 0x72)
+	err = en.Append(0xde, 0x0, 0x10, 0xa1, 0x72)
 	if err != nil {
 		return
 	}
@@ -552,15 +963,105 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Session")
 		return
 	}
+	// write "of"
+	err = en.Append(0xa2, 0x6f, 0x66)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Offline)
+	if err != nil {
+		err = msgp.WrapError(err, "Offline")
+		return
+	}
+	// write "ot"
+	err = en.Append(0xa2, 0x6f, 0x74)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.OfflineTotal)
+	if err != nil {
+		err = msgp.WrapError(err, "OfflineTotal")
+		return
+	}
+	// write "cr"
+	err = en.Append(0xa2, 0x63, 0x72)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Credited)
+	if err != nil {
+		err = msgp.WrapError(err, "Credited")
+		return
+	}
+	// write "cl"
+	err = en.Append(0xa2, 0x63, 0x6c)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.CreditLimit)
+	if err != nil {
+		err = msgp.WrapError(err, "CreditLimit")
+		return
+	}
+	// write "bk"
+	err = en.Append(0xa2, 0x62, 0x6b)
+	if err != nil {
+		return
+	}
+	err = en.WriteArrayHeader(uint32(len(z.Buckets)))
+	if err != nil {
+		err = msgp.WrapError(err, "Buckets")
+		return
+	}
+	for za0002 := range z.Buckets {
+		err = z.Buckets[za0002].EncodeMsg(en)
+		if err != nil {
+			err = msgp.WrapError(err, "Buckets", za0002)
+			return
+		}
+	}
+	// write "tg"
+	err = en.Append(0xa2, 0x74, 0x67)
+	if err != nil {
+		return
+	}
+	err = en.WriteArrayHeader(uint32(len(z.Targets)))
+	if err != nil {
+		err = msgp.WrapError(err, "Targets")
+		return
+	}
+	for za0003 := range z.Targets {
+		// map header, size 2
+		// write "sn"
+		err = en.Append(0x82, 0xa2, 0x73, 0x6e)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Targets[za0003].Session)
+		if err != nil {
+			err = msgp.WrapError(err, "Targets", za0003, "Session")
+			return
+		}
+		// write "u"
+		err = en.Append(0xa1, 0x75)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Targets[za0003].URI)
+		if err != nil {
+			err = msgp.WrapError(err, "Targets", za0003, "URI")
+			return
+		}
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 10
+	// map header, size 16
 	// string "r"
-	o = append(o, 0x8a, 0xa1, 0x72)
+	o = append(o, 0xde, 0x0, 0x10, 0xa1, 0x72)
 	o = msgp.AppendUint8(o, uint8(z.Result))
 	// string "d"
 	o = append(o, 0xa1, 0x64)
@@ -596,6 +1097,40 @@ func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "sn"
 	o = append(o, 0xa2, 0x73, 0x6e)
 	o = msgp.AppendString(o, z.Session)
+	// string "of"
+	o = append(o, 0xa2, 0x6f, 0x66)
+	o = msgp.AppendInt64(o, z.Offline)
+	// string "ot"
+	o = append(o, 0xa2, 0x6f, 0x74)
+	o = msgp.AppendInt64(o, z.OfflineTotal)
+	// string "cr"
+	o = append(o, 0xa2, 0x63, 0x72)
+	o = msgp.AppendInt64(o, z.Credited)
+	// string "cl"
+	o = append(o, 0xa2, 0x63, 0x6c)
+	o = msgp.AppendInt64(o, z.CreditLimit)
+	// string "bk"
+	o = append(o, 0xa2, 0x62, 0x6b)
+	o = msgp.AppendArrayHeader(o, uint32(len(z.Buckets)))
+	for za0002 := range z.Buckets {
+		o, err = z.Buckets[za0002].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, "Buckets", za0002)
+			return
+		}
+	}
+	// string "tg"
+	o = append(o, 0xa2, 0x74, 0x67)
+	o = msgp.AppendArrayHeader(o, uint32(len(z.Targets)))
+	for za0003 := range z.Targets {
+		// map header, size 2
+		// string "sn"
+		o = append(o, 0x82, 0xa2, 0x73, 0x6e)
+		o = msgp.AppendString(o, z.Targets[za0003].Session)
+		// string "u"
+		o = append(o, 0xa1, 0x75)
+		o = msgp.AppendString(o, z.Targets[za0003].URI)
+	}
 	return
 }
 
@@ -694,6 +1229,97 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Session")
 				return
 			}
+		case "of":
+			z.Offline, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
+		case "ot":
+			z.OfflineTotal, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "OfflineTotal")
+				return
+			}
+		case "cr":
+			z.Credited, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Credited")
+				return
+			}
+		case "cl":
+			z.CreditLimit, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "CreditLimit")
+				return
+			}
+		case "bk":
+			var zb0004 uint32
+			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Buckets")
+				return
+			}
+			if cap(z.Buckets) >= int(zb0004) {
+				z.Buckets = (z.Buckets)[:zb0004]
+			} else {
+				z.Buckets = make([]Bucket, zb0004)
+			}
+			for za0002 := range z.Buckets {
+				bts, err = z.Buckets[za0002].UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Buckets", za0002)
+					return
+				}
+			}
+		case "tg":
+			var zb0005 uint32
+			zb0005, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Targets")
+				return
+			}
+			if cap(z.Targets) >= int(zb0005) {
+				z.Targets = (z.Targets)[:zb0005]
+			} else {
+				z.Targets = make([]NotifyTarget, zb0005)
+			}
+			for za0003 := range z.Targets {
+				var zb0006 uint32
+				zb0006, bts, err = msgp.ReadMapHeaderBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Targets", za0003)
+					return
+				}
+				for zb0006 > 0 {
+					zb0006--
+					field, bts, err = msgp.ReadMapKeyZC(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Targets", za0003)
+						return
+					}
+					switch msgp.UnsafeString(field) {
+					case "sn":
+						z.Targets[za0003].Session, bts, err = msgp.ReadStringBytes(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003, "Session")
+							return
+						}
+					case "u":
+						z.Targets[za0003].URI, bts, err = msgp.ReadStringBytes(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003, "URI")
+							return
+						}
+					default:
+						bts, err = msgp.Skip(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Targets", za0003)
+							return
+						}
+					}
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -708,11 +1334,70 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *ChargeResponse) Msgsize() (s int) {
-	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Detail) + 2 + msgp.ArrayHeaderSize
+	s = 3 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Detail) + 2 + msgp.ArrayHeaderSize
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Session)
+	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Session) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.ArrayHeaderSize
+	for za0002 := range z.Buckets {
+		s += z.Buckets[za0002].Msgsize()
+	}
+	s += 3 + msgp.ArrayHeaderSize
+	for za0003 := range z.Targets {
+		s += 1 + 3 + msgp.StringPrefixSize + len(z.Targets[za0003].Session) + 2 + msgp.StringPrefixSize + len(z.Targets[za0003].URI)
+	}
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *FinalAction) DecodeMsg(dc *msgp.Reader) (err error) {
+	{
+		var zb0001 uint8
+		zb0001, err = dc.ReadUint8()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = FinalAction(zb0001)
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z FinalAction) EncodeMsg(en *msgp.Writer) (err error) {
+	err = en.WriteUint8(uint8(z))
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z FinalAction) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendUint8(o, uint8(z))
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *FinalAction) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	{
+		var zb0001 uint8
+		zb0001, bts, err = msgp.ReadUint8Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = FinalAction(zb0001)
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z FinalAction) Msgsize() (s int) {
+	s = msgp.Uint8Size
 	return
 }
 
@@ -774,6 +1459,54 @@ func (z *GrantLine) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "FinalUnit")
 				return
 			}
+		case "th":
+			z.Threshold, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "Threshold")
+				return
+			}
+		case "tg":
+			{
+				var zb0003 uint16
+				zb0003, err = dc.ReadUint16()
+				if err != nil {
+					err = msgp.WrapError(err, "Triggers")
+					return
+				}
+				z.Triggers = Triggers(zb0003)
+			}
+		case "fa":
+			{
+				var zb0004 uint8
+				zb0004, err = dc.ReadUint8()
+				if err != nil {
+					err = msgp.WrapError(err, "FinalAction")
+					return
+				}
+				z.FinalAction = FinalAction(zb0004)
+			}
+		case "rt":
+			{
+				var zb0005 uint8
+				zb0005, err = dc.ReadUint8()
+				if err != nil {
+					err = msgp.WrapError(err, "RedirectType")
+					return
+				}
+				z.RedirectType = RedirectType(zb0005)
+			}
+		case "ra":
+			z.Redirect, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Redirect")
+				return
+			}
+		case "fi":
+			z.FilterID, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "FilterID")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -787,9 +1520,9 @@ func (z *GrantLine) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *GrantLine) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 6
+	// map header, size 12
 	// write "rg"
-	err = en.Append(0x86, 0xa2, 0x72, 0x67)
+	err = en.Append(0x8c, 0xa2, 0x72, 0x67)
 	if err != nil {
 		return
 	}
@@ -848,15 +1581,75 @@ func (z *GrantLine) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "FinalUnit")
 		return
 	}
+	// write "th"
+	err = en.Append(0xa2, 0x74, 0x68)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint64(z.Threshold)
+	if err != nil {
+		err = msgp.WrapError(err, "Threshold")
+		return
+	}
+	// write "tg"
+	err = en.Append(0xa2, 0x74, 0x67)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint16(uint16(z.Triggers))
+	if err != nil {
+		err = msgp.WrapError(err, "Triggers")
+		return
+	}
+	// write "fa"
+	err = en.Append(0xa2, 0x66, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint8(uint8(z.FinalAction))
+	if err != nil {
+		err = msgp.WrapError(err, "FinalAction")
+		return
+	}
+	// write "rt"
+	err = en.Append(0xa2, 0x72, 0x74)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint8(uint8(z.RedirectType))
+	if err != nil {
+		err = msgp.WrapError(err, "RedirectType")
+		return
+	}
+	// write "ra"
+	err = en.Append(0xa2, 0x72, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.Redirect)
+	if err != nil {
+		err = msgp.WrapError(err, "Redirect")
+		return
+	}
+	// write "fi"
+	err = en.Append(0xa2, 0x66, 0x69)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.FilterID)
+	if err != nil {
+		err = msgp.WrapError(err, "FilterID")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *GrantLine) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 6
+	// map header, size 12
 	// string "rg"
-	o = append(o, 0x86, 0xa2, 0x72, 0x67)
+	o = append(o, 0x8c, 0xa2, 0x72, 0x67)
 	o = msgp.AppendUint32(o, z.RatingGroup)
 	// string "r"
 	o = append(o, 0xa1, 0x72)
@@ -877,6 +1670,24 @@ func (z *GrantLine) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "f"
 	o = append(o, 0xa1, 0x66)
 	o = msgp.AppendBool(o, z.FinalUnit)
+	// string "th"
+	o = append(o, 0xa2, 0x74, 0x68)
+	o = msgp.AppendUint64(o, z.Threshold)
+	// string "tg"
+	o = append(o, 0xa2, 0x74, 0x67)
+	o = msgp.AppendUint16(o, uint16(z.Triggers))
+	// string "fa"
+	o = append(o, 0xa2, 0x66, 0x61)
+	o = msgp.AppendUint8(o, uint8(z.FinalAction))
+	// string "rt"
+	o = append(o, 0xa2, 0x72, 0x74)
+	o = msgp.AppendUint8(o, uint8(z.RedirectType))
+	// string "ra"
+	o = append(o, 0xa2, 0x72, 0x61)
+	o = msgp.AppendString(o, z.Redirect)
+	// string "fi"
+	o = append(o, 0xa2, 0x66, 0x69)
+	o = msgp.AppendString(o, z.FilterID)
 	return
 }
 
@@ -938,6 +1749,54 @@ func (z *GrantLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "FinalUnit")
 				return
 			}
+		case "th":
+			z.Threshold, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Threshold")
+				return
+			}
+		case "tg":
+			{
+				var zb0003 uint16
+				zb0003, bts, err = msgp.ReadUint16Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Triggers")
+					return
+				}
+				z.Triggers = Triggers(zb0003)
+			}
+		case "fa":
+			{
+				var zb0004 uint8
+				zb0004, bts, err = msgp.ReadUint8Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "FinalAction")
+					return
+				}
+				z.FinalAction = FinalAction(zb0004)
+			}
+		case "rt":
+			{
+				var zb0005 uint8
+				zb0005, bts, err = msgp.ReadUint8Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "RedirectType")
+					return
+				}
+				z.RedirectType = RedirectType(zb0005)
+			}
+		case "ra":
+			z.Redirect, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Redirect")
+				return
+			}
+		case "fi":
+			z.FilterID, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "FilterID")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -952,7 +1811,135 @@ func (z *GrantLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *GrantLine) Msgsize() (s int) {
-	s = 1 + 3 + msgp.Uint32Size + 2 + msgp.Uint8Size + 2 + z.Granted.Msgsize() + 3 + msgp.Uint32Size + 4 + msgp.Uint32Size + 2 + msgp.BoolSize
+	s = 1 + 3 + msgp.Uint32Size + 2 + msgp.Uint8Size + 2 + z.Granted.Msgsize() + 3 + msgp.Uint32Size + 4 + msgp.Uint32Size + 2 + msgp.BoolSize + 3 + msgp.Uint64Size + 3 + msgp.Uint16Size + 3 + msgp.Uint8Size + 3 + msgp.Uint8Size + 3 + msgp.StringPrefixSize + len(z.Redirect) + 3 + msgp.StringPrefixSize + len(z.FilterID)
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *NotifyTarget) DecodeMsg(dc *msgp.Reader) (err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, err = dc.ReadMapHeader()
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, err = dc.ReadMapKeyPtr()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "sn":
+			z.Session, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Session")
+				return
+			}
+		case "u":
+			z.URI, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "URI")
+				return
+			}
+		default:
+			err = dc.Skip()
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z NotifyTarget) EncodeMsg(en *msgp.Writer) (err error) {
+	// map header, size 2
+	// write "sn"
+	err = en.Append(0x82, 0xa2, 0x73, 0x6e)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.Session)
+	if err != nil {
+		err = msgp.WrapError(err, "Session")
+		return
+	}
+	// write "u"
+	err = en.Append(0xa1, 0x75)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.URI)
+	if err != nil {
+		err = msgp.WrapError(err, "URI")
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z NotifyTarget) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 2
+	// string "sn"
+	o = append(o, 0x82, 0xa2, 0x73, 0x6e)
+	o = msgp.AppendString(o, z.Session)
+	// string "u"
+	o = append(o, 0xa1, 0x75)
+	o = msgp.AppendString(o, z.URI)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *NotifyTarget) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "sn":
+			z.Session, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Session")
+				return
+			}
+		case "u":
+			z.URI, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "URI")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z NotifyTarget) Msgsize() (s int) {
+	s = 1 + 3 + msgp.StringPrefixSize + len(z.Session) + 2 + msgp.StringPrefixSize + len(z.URI)
 	return
 }
 
@@ -1004,6 +1991,58 @@ func (z *Op) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z Op) Msgsize() (s int) {
+	s = msgp.Uint8Size
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *RedirectType) DecodeMsg(dc *msgp.Reader) (err error) {
+	{
+		var zb0001 uint8
+		zb0001, err = dc.ReadUint8()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = RedirectType(zb0001)
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z RedirectType) EncodeMsg(en *msgp.Writer) (err error) {
+	err = en.WriteUint8(uint8(z))
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z RedirectType) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendUint8(o, uint8(z))
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *RedirectType) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	{
+		var zb0001 uint8
+		zb0001, bts, err = msgp.ReadUint8Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = RedirectType(zb0001)
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z RedirectType) Msgsize() (s int) {
 	s = msgp.Uint8Size
 	return
 }
@@ -1109,6 +2148,190 @@ func (z *Service) UnmarshalMsg(bts []byte) (o []byte, err error) {
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z Service) Msgsize() (s int) {
 	s = msgp.Uint8Size
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *TopUp) DecodeMsg(dc *msgp.Reader) (err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, err = dc.ReadMapHeader()
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, err = dc.ReadMapKeyPtr()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "a":
+			z.Amount, err = dc.ReadInt64()
+			if err != nil {
+				err = msgp.WrapError(err, "Amount")
+				return
+			}
+		case "b":
+			err = z.Bucket.DecodeMsg(dc)
+			if err != nil {
+				err = msgp.WrapError(err, "Bucket")
+				return
+			}
+		default:
+			err = dc.Skip()
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z *TopUp) EncodeMsg(en *msgp.Writer) (err error) {
+	// map header, size 2
+	// write "a"
+	err = en.Append(0x82, 0xa1, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteInt64(z.Amount)
+	if err != nil {
+		err = msgp.WrapError(err, "Amount")
+		return
+	}
+	// write "b"
+	err = en.Append(0xa1, 0x62)
+	if err != nil {
+		return
+	}
+	err = z.Bucket.EncodeMsg(en)
+	if err != nil {
+		err = msgp.WrapError(err, "Bucket")
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *TopUp) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// map header, size 2
+	// string "a"
+	o = append(o, 0x82, 0xa1, 0x61)
+	o = msgp.AppendInt64(o, z.Amount)
+	// string "b"
+	o = append(o, 0xa1, 0x62)
+	o, err = z.Bucket.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "Bucket")
+		return
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *TopUp) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "a":
+			z.Amount, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Amount")
+				return
+			}
+		case "b":
+			bts, err = z.Bucket.UnmarshalMsg(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Bucket")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *TopUp) Msgsize() (s int) {
+	s = 1 + 2 + msgp.Int64Size + 2 + z.Bucket.Msgsize()
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *Triggers) DecodeMsg(dc *msgp.Reader) (err error) {
+	{
+		var zb0001 uint16
+		zb0001, err = dc.ReadUint16()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = Triggers(zb0001)
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z Triggers) EncodeMsg(en *msgp.Writer) (err error) {
+	err = en.WriteUint16(uint16(z))
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z Triggers) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendUint16(o, uint16(z))
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Triggers) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	{
+		var zb0001 uint16
+		zb0001, bts, err = msgp.ReadUint16Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = Triggers(zb0001)
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z Triggers) Msgsize() (s int) {
+	s = msgp.Uint16Size
 	return
 }
 
@@ -1357,6 +2580,22 @@ func (z *UsageLine) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Requested")
 				return
 			}
+		case "rp":
+			{
+				var zb0002 uint16
+				zb0002, err = dc.ReadUint16()
+				if err != nil {
+					err = msgp.WrapError(err, "Reported")
+					return
+				}
+				z.Reported = Triggers(zb0002)
+			}
+		case "of":
+			z.Offline, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -1370,9 +2609,9 @@ func (z *UsageLine) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *UsageLine) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 4
+	// map header, size 6
 	// write "rg"
-	err = en.Append(0x84, 0xa2, 0x72, 0x67)
+	err = en.Append(0x86, 0xa2, 0x72, 0x67)
 	if err != nil {
 		return
 	}
@@ -1411,15 +2650,35 @@ func (z *UsageLine) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Requested")
 		return
 	}
+	// write "rp"
+	err = en.Append(0xa2, 0x72, 0x70)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint16(uint16(z.Reported))
+	if err != nil {
+		err = msgp.WrapError(err, "Reported")
+		return
+	}
+	// write "of"
+	err = en.Append(0xa2, 0x6f, 0x66)
+	if err != nil {
+		return
+	}
+	err = en.WriteBool(z.Offline)
+	if err != nil {
+		err = msgp.WrapError(err, "Offline")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *UsageLine) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 4
+	// map header, size 6
 	// string "rg"
-	o = append(o, 0x84, 0xa2, 0x72, 0x67)
+	o = append(o, 0x86, 0xa2, 0x72, 0x67)
 	o = msgp.AppendUint32(o, z.RatingGroup)
 	// string "u"
 	o = append(o, 0xa1, 0x75)
@@ -1438,6 +2697,12 @@ func (z *UsageLine) MarshalMsg(b []byte) (o []byte, err error) {
 		err = msgp.WrapError(err, "Requested")
 		return
 	}
+	// string "rp"
+	o = append(o, 0xa2, 0x72, 0x70)
+	o = msgp.AppendUint16(o, uint16(z.Reported))
+	// string "of"
+	o = append(o, 0xa2, 0x6f, 0x66)
+	o = msgp.AppendBool(o, z.Offline)
 	return
 }
 
@@ -1483,6 +2748,22 @@ func (z *UsageLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Requested")
 				return
 			}
+		case "rp":
+			{
+				var zb0002 uint16
+				zb0002, bts, err = msgp.ReadUint16Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Reported")
+					return
+				}
+				z.Reported = Triggers(zb0002)
+			}
+		case "of":
+			z.Offline, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Offline")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1497,6 +2778,6 @@ func (z *UsageLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *UsageLine) Msgsize() (s int) {
-	s = 1 + 3 + msgp.Uint32Size + 2 + z.Used.Msgsize() + 2 + msgp.BoolSize + 2 + z.Requested.Msgsize()
+	s = 1 + 3 + msgp.Uint32Size + 2 + z.Used.Msgsize() + 2 + msgp.BoolSize + 2 + z.Requested.Msgsize() + 3 + msgp.Uint16Size + 3 + msgp.BoolSize
 	return
 }

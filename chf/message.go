@@ -7,5 +7,5 @@ package chf
 
 // Reset empties r, keeping the capacity of Lines.
 func (r *ChargeResponse) Reset() {
-	*r = ChargeResponse{Lines: r.Lines[:0]}
+	*r = ChargeResponse{Lines: r.Lines[:0], Buckets: r.Buckets[:0], Targets: r.Targets[:0]}
 }

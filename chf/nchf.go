@@ -42,6 +42,9 @@ type NchfRequest struct {
 	// sum of those (Used.UplinkVolume and Used.DownlinkVolume keep the sums
 	// as reported).
 	Lines []UsageLine
+	// A line is Offline when its containers report quotaManagementIndicator
+	// OFFLINE_CHARGING (all of them; a mix is refused).
+	//
 	// Key identifies the request across transmissions: FNV-1a over
 	// nfConsumerIdentification (nodeFunctionality, nFName, nFIPv4Address,
 	// nFIPv6Address, nFFqdn), subscriberIdentifier,
@@ -49,11 +52,13 @@ type NchfRequest struct {
 	// (when sent) and invocationTimeStamp (as sent). Loose is the same without the
 	// timestamp (matched for a retransmissionIndicator request).
 	Key, Loose uint64
+	// NotifyURI is notifyUri (empty when absent; the buffer is reused).
+	NotifyURI []byte
 }
 
 func (r *NchfRequest) reset() {
-	lines := r.Lines[:0]
-	*r = NchfRequest{Lines: lines}
+	lines, nu := r.Lines[:0], r.NotifyURI[:0]
+	*r = NchfRequest{Lines: lines, NotifyURI: nu}
 }
 
 // FieldError says which part of a request is invalid. Param is a JSON
@@ -81,8 +86,11 @@ var ErrNotJSON = errors.New("chf: body is not valid JSON")
 // decodes without allocating except for the SUPI string. Not safe for
 // concurrent use.
 type NchfDecoder struct {
-	p   fastjson.Parser
-	err *FieldError
+	p    fastjson.Parser
+	err  *FieldError
+	trig Triggers // triggers of the container being decoded
+	// offline: the container being decoded is OFFLINE_CHARGING.
+	offline bool
 }
 
 // Decode parses body into r. It returns a *FieldError for a malformed
@@ -154,7 +162,11 @@ func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 			}
 		case "multipleUnitUsage":
 			d.decodeMUUs(v, r)
-		case "notifyUri", "tenantIdentifier", "mnSConsumerIdentifier", "serviceSpecificationInfo", "supportedFeatures":
+		case "notifyUri":
+			if b, ok := d.str(v, "/notifyUri"); ok {
+				r.NotifyURI = append(r.NotifyURI[:0], b...)
+			}
+		case "tenantIdentifier", "mnSConsumerIdentifier", "serviceSpecificationInfo", "supportedFeatures":
 			d.str(v, "/"+string(key))
 		}
 	})
@@ -322,9 +334,17 @@ func (d *NchfDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
 				d.fail(idxParam("/multipleUnitUsage/", i, "/usedUnitContainer"), "must be an array (UsedUnitContainer)")
 				return
 			}
+			offline, online := 0, 0
 			for j, c := range cs {
 				var u Units
+				d.trig, d.offline = 0, false
 				hasTotal := d.units(c, &u, i, j)
+				line.Reported |= d.trig
+				if d.offline {
+					offline++
+				} else {
+					online++
+				}
 				vol := u.UplinkVolume + u.DownlinkVolume
 				if hasTotal {
 					vol = u.TotalVolume
@@ -335,6 +355,10 @@ func (d *NchfDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
 					d.fail(unitParam(i, j, ""), "the rating group's usage overflows")
 				}
 			}
+			if offline > 0 && online > 0 {
+				d.fail(idxParam("/multipleUnitUsage/", i, "/usedUnitContainer"), "the containers of one rating group must be all OFFLINE_CHARGING or none")
+			}
+			line.Offline = offline > 0
 		}
 		if d.err != nil {
 			return
@@ -385,6 +409,17 @@ func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) (hasTotal boo
 			u.DownlinkVolume = d.uint64(v, "x")
 		case "serviceSpecificUnits":
 			u.ServiceSpecific = d.uint64(v, "x")
+		case "quotaManagementIndicator":
+			if j >= 0 {
+				if b, ok := d.str(v, "x"); ok {
+					d.offline = string(b) == "OFFLINE_CHARGING"
+				}
+			}
+		case "triggers":
+			if j >= 0 {
+				d.triggers(v, i, j)
+			}
+			return
 		default:
 			return
 		}
@@ -393,6 +428,40 @@ func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) (hasTotal boo
 		}
 	})
 	return hasTotal
+}
+
+// triggers decodes the triggers of used unit container j of
+// multipleUnitUsage i into d.trig (Trigger: triggerCategory mandatory).
+func (d *NchfDecoder) triggers(v *fastjson.Value, i, j int) {
+	arr, err := v.Array()
+	if err != nil {
+		d.fail(unitParam(i, j, "/triggers"), "must be an array (Trigger)")
+		return
+	}
+	for k, t := range arr {
+		o, err := t.Object()
+		if err != nil {
+			d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)), "must be an object (Trigger)")
+			return
+		}
+		cat := o.Get("triggerCategory")
+		if cat == nil {
+			d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)+"/triggerCategory"), "mandatory field missing")
+			return
+		}
+		if cat.Type() != fastjson.TypeString {
+			d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)+"/triggerCategory"), "must be a string")
+			return
+		}
+		if tt := o.Get("triggerType"); tt != nil {
+			b, err := tt.StringBytes()
+			if err != nil {
+				d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)+"/triggerType"), "must be a string")
+				return
+			}
+			d.trig |= ParseTrigger(b)
+		}
+	}
 }
 
 func idxParam(prefix string, i int, suffix string) string {
@@ -461,10 +530,59 @@ func appendMUI(dst []byte, g *GrantLine) []byte {
 		dst = append(dst, `,"quotaHoldingTime":`...)
 		dst = strconv.AppendUint(dst, uint64(g.QuotaHoldingTime), 10)
 	}
+	if g.Triggers != 0 {
+		dst = append(dst, `,"triggers":[`...)
+		first := true
+		for t := Triggers(1); t < TriggerOther; t <<= 1 {
+			if g.Triggers&t == 0 {
+				continue
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, `{"triggerType":"`...)
+			dst = append(dst, TriggerName(t)...)
+			dst = append(dst, `","triggerCategory":"IMMEDIATE_REPORT"}`...)
+		}
+		dst = append(dst, ']')
+	}
+	if g.Threshold > 0 {
+		switch {
+		case g.Granted.TotalVolume != 0:
+			dst = append(dst, `,"volumeQuotaThreshold":`...)
+		case g.Granted.Time != 0:
+			dst = append(dst, `,"timeQuotaThreshold":`...)
+		default:
+			dst = append(dst, `,"unitQuotaThreshold":`...)
+		}
+		dst = strconv.AppendUint(dst, g.Threshold, 10)
+	}
 	if g.FinalUnit {
-		dst = append(dst, `,"finalUnitIndication":{"finalUnitAction":"TERMINATE"}`...)
+		dst = appendFUI(dst, g)
 	}
 	return append(dst, '}')
+}
+
+// redirectTypes are the Nchf RedirectAddressType names by RedirectType.
+var redirectTypes = [...]string{RedirectIPv4: "IPV4", RedirectIPv6: "IPV6", RedirectURL: "URL", RedirectURI: "URI"}
+
+func appendFUI(dst []byte, g *GrantLine) []byte {
+	switch g.FinalAction {
+	case FinalRedirect:
+		dst = append(dst, `,"finalUnitIndication":{"finalUnitAction":"REDIRECT","redirectServer":{"redirectAddressType":"`...)
+		if int(g.RedirectType) < len(redirectTypes) {
+			dst = append(dst, redirectTypes[g.RedirectType]...)
+		}
+		dst = append(dst, `","redirectServerAddress":`...)
+		dst = AppendJSONString(dst, g.Redirect)
+		return append(dst, `}}`...)
+	case FinalRestrictAccess:
+		dst = append(dst, `,"finalUnitIndication":{"finalUnitAction":"RESTRICT_ACCESS","filterId":`...)
+		dst = AppendJSONString(dst, g.FilterID)
+		return append(dst, '}')
+	}
+	return append(dst, `,"finalUnitIndication":{"finalUnitAction":"TERMINATE"}`...)
 }
 
 // AppendUnits appends u as a GrantedUnit/RequestedUnit JSON object with

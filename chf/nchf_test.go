@@ -264,3 +264,37 @@ func FuzzNchfDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestNchfTriggersAndFinalUnitIndication(t *testing.T) {
+	var d NchfDecoder
+	var r NchfRequest
+	body := `{"nfConsumerIdentification":{"nodeFunctionality":"SMF"},"invocationTimeStamp":"2026-01-01T00:00:00Z","invocationSequenceNumber":1,` +
+		`"multipleUnitUsage":[{"ratingGroup":10,"usedUnitContainer":[{"localSequenceNumber":1,"totalVolume":5,"triggers":[{"triggerType":"QUOTA_THRESHOLD","triggerCategory":"IMMEDIATE_REPORT"}]},` +
+		`{"localSequenceNumber":2,"totalVolume":5,"triggers":[{"triggerType":"FINAL","triggerCategory":"DEFERRED_REPORT"},{"triggerType":"RAT_CHANGE","triggerCategory":"DEFERRED_REPORT"}]}]}]}`
+	if err := d.Decode([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Lines[0].Reported; got != TriggerQuotaThreshold|TriggerFinal|TriggerOther || r.Lines[0].Used.TotalVolume != 10 {
+		t.Fatalf("reported %b, line %+v", got, r.Lines[0])
+	}
+	bad := `{"nfConsumerIdentification":{"nodeFunctionality":"SMF"},"invocationTimeStamp":"2026-01-01T00:00:00Z","invocationSequenceNumber":1,` +
+		`"multipleUnitUsage":[{"ratingGroup":10,"usedUnitContainer":[{"localSequenceNumber":1,"triggers":[{"triggerType":"FINAL"}]}]}]}`
+	var fe *FieldError
+	if err := d.Decode([]byte(bad), &r); !errors.As(err, &fe) || fe.Param != "/multipleUnitUsage/0/usedUnitContainer/0/triggers/0/triggerCategory" {
+		t.Fatalf("missing triggerCategory: %v", err)
+	}
+
+	lines := []GrantLine{
+		{RatingGroup: 10, Granted: Units{TotalVolume: 100}, Threshold: 20, Triggers: TriggerQuotaThreshold | TriggerValidityTime,
+			FinalUnit: true, FinalAction: FinalRedirect, RedirectType: RedirectURL, Redirect: "http://x/"},
+		{RatingGroup: 20, Granted: Units{Time: 30}, Threshold: 5, FinalUnit: true, FinalAction: FinalRestrictAccess, FilterID: "f1"},
+	}
+	got := string(AppendChargingDataResponse(nil, time.Unix(0, 0), 1, lines))
+	want := `{"invocationTimeStamp":"1970-01-01T00:00:00Z","invocationSequenceNumber":1,"multipleUnitInformation":[` +
+		`{"resultCode":"SUCCESS","ratingGroup":10,"grantedUnit":{"totalVolume":100},"triggers":[{"triggerType":"QUOTA_THRESHOLD","triggerCategory":"IMMEDIATE_REPORT"},{"triggerType":"VALIDITY_TIME","triggerCategory":"IMMEDIATE_REPORT"}],` +
+		`"volumeQuotaThreshold":20,"finalUnitIndication":{"finalUnitAction":"REDIRECT","redirectServer":{"redirectAddressType":"URL","redirectServerAddress":"http://x/"}}},` +
+		`{"resultCode":"SUCCESS","ratingGroup":20,"grantedUnit":{"time":30},"timeQuotaThreshold":5,"finalUnitIndication":{"finalUnitAction":"RESTRICT_ACCESS","filterId":"f1"}}]}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

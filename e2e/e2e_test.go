@@ -31,6 +31,7 @@ import (
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/cgw"
+	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/cgw/nchfspec"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/discovery"
@@ -56,12 +57,33 @@ type env struct {
 	as    *as.Client
 	abm   *gate // the ABM's requests pass through it (stall tests)
 	core  *ocp.Client
+	gy    *gyRef // the Diameter server startGy starts, for RAR/ASR
+}
+
+// gyRef is the CGW's GyNotifier: the Diameter server once startGy ran.
+type gyRef struct {
+	s atomic.Pointer[diameter.Server]
+}
+
+func (g *gyRef) Notify(ctx context.Context, host, sid string, abort bool) error {
+	s := g.s.Load()
+	if s == nil {
+		return diameter.ErrPeerGone
+	}
+	return s.Notify(ctx, host, sid, abort)
 }
 
 // startCHF starts aslite, abm, ocp and cgw in process, each on its own
 // 127.0.0.1:0 listener, wired over real connections, and provisions the
 // accounts. Everything stops at the end of the test.
 func startCHF(t *testing.T) *env {
+	t.Helper()
+	return startCHFTariff(t, nil)
+}
+
+// startCHFTariff is startCHF with the OCP rating on tariff (nil = the
+// default).
+func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
 	t.Helper()
 	asc := aslitetest.Start(t)
 	if _, err := abm.Provision(context.Background(), asc, abm.ProvisionConfig{First: first, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
@@ -72,11 +94,15 @@ func startCHF(t *testing.T) *env {
 	g := newGate(t, svc.Handler())
 	abmSrv := startService(t, "abm", g.serve)
 	abmCl := newClient(t, "abm", abmSrv.Addr())
-	proc := ocp.NewProcessor(nil, abm.NewClient(abmCl, chassis.BatchConfig{}))
+	proc := ocp.NewProcessor(tariff, abm.NewClient(abmCl, chassis.BatchConfig{}))
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
 	core := ocp.NewClient(ocpCl, chassis.BatchConfig{})
-	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: core, MaxBody: 8192}})
+	gy := &gyRef{}
+	notifier := cgw.NewNotifier(cgw.NotifierConfig{Timeout: 200 * time.Millisecond, Backoff: 10 * time.Millisecond, PerDestination: 2})
+	t.Cleanup(notifier.Close)
+	srv, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: core, MaxBody: 8192,
+		OperatorToken: operatorToken, Notifier: notifier, Gy: gy}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +110,7 @@ func startCHF(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { shutdown(t, srv.Shutdown) })
-	return &env{base: "http://" + srv.Addr(), clock: clk, as: asc, abm: g, core: core}
+	return &env{base: "http://" + srv.Addr(), clock: clk, as: asc, abm: g, core: core, gy: gy}
 }
 
 func startService(t *testing.T, name string, h fasthttp.RequestHandler) *chassis.Server {
@@ -259,7 +285,14 @@ type bal struct {
 	SUPI                         string
 	Balance, Reserved, Available int64
 	Debited, Overage             int64
+	Offline, Credited            int64
+	CreditLimit                  int64
 	Currency                     string
+	Buckets                      []struct {
+		Service     string
+		Units, Held uint64
+		Expires     int64
+	}
 }
 
 func (c *client) balance(supi string) bal {

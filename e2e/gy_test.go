@@ -16,6 +16,12 @@ import (
 
 func startGy(t *testing.T, e *env) *gy.Conn {
 	t.Helper()
+	return startGyConfig(t, e, gy.Config{})
+}
+
+// startGyConfig is startGy with the client's OnServerRequest from cfg.
+func startGyConfig(t *testing.T, e *env, cfg gy.Config) *gy.Conn {
+	t.Helper()
 	srv, err := diameter.NewServer(diameter.Config{CoreTimeout: 300 * time.Millisecond}, e.core)
 	if err != nil {
 		t.Fatal(err)
@@ -24,9 +30,10 @@ func startGy(t *testing.T, e *env) *gy.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { shutdown(t, srv.Shutdown) })
+	e.gy.s.Store(srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := gy.DialConfig(ctx, gy.Config{Addr: srv.Addr(), OriginHost: "pgw.e2e.test", OriginRealm: "e2e.test"})
+	c, err := gy.DialConfig(ctx, gy.Config{Addr: srv.Addr(), OriginHost: "pgw.e2e.test", OriginRealm: "e2e.test", OnServerRequest: cfg.OnServerRequest})
 	if err != nil {
 		t.Fatal(err)
 	}

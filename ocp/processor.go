@@ -63,11 +63,24 @@ func (p *Processor) Charge(ctx context.Context, req *chf.ChargeRequest, resp *ch
 	ar := applyPool.Get().(*chf.ApplyRequest)
 	defer applyPool.Put(ar)
 	p.Rate(req, ar)
-	err := p.accounts.Apply(ctx, ar, resp)
-	if err == nil && p.sink != nil {
+	if err := p.accounts.Apply(ctx, ar, resp); err != nil {
+		return err
+	}
+	p.arm(resp)
+	if p.sink != nil {
 		p.sink.Charged(ar, resp)
 	}
-	return err
+	return nil
+}
+
+// arm fills each grant's threshold, triggers and final unit action from
+// the tariff (the ABM decides units and FinalUnit; the tariff the rest).
+func (p *Processor) arm(resp *chf.ChargeResponse) {
+	for i := range resp.Lines {
+		if r := p.tariff.Rate(resp.Lines[i].RatingGroup); r != nil {
+			r.Arm(&resp.Lines[i])
+		}
+	}
 }
 
 // batchScratch is the working memory of one ChargeBatch, pooled.
@@ -111,8 +124,11 @@ func (p *Processor) ChargeBatch(ctx context.Context, reqs []*chf.ChargeRequest, 
 	}
 	for j, i := range sc.idx {
 		errs[i] = sc.errs[j]
-		if errs[i] == nil && p.sink != nil {
-			p.sink.Charged(sc.reqs[j], sc.resps[j])
+		if errs[i] == nil {
+			p.arm(resps[i])
+			if p.sink != nil {
+				p.sink.Charged(sc.reqs[j], sc.resps[j])
+			}
 		}
 	}
 	clear(sc.reqs)
@@ -134,7 +150,21 @@ func validate(req *chf.ChargeRequest) (chf.Result, string) {
 		if len(req.Lines) == 0 {
 			return chf.ResultInvalid, "event without a rating group"
 		}
-	case chf.OpBalance:
+	case chf.OpBalance, chf.OpSessions:
+	case chf.OpTopUp:
+		t := &req.TopUp
+		if t.Amount < 0 {
+			return chf.ResultInvalid, "top-up amount must not be negative"
+		}
+		if t.Bucket.Units > 0 && (t.Bucket.Service < chf.ServiceData || t.Bucket.Service > chf.ServiceSMS) {
+			return chf.ResultInvalid, "top-up bucket of an unknown service"
+		}
+		if t.Bucket.Expires < 0 {
+			return chf.ResultInvalid, "top-up bucket validity must not be negative"
+		}
+		if t.Amount == 0 && t.Bucket.Units == 0 {
+			return chf.ResultInvalid, "top-up of nothing"
+		}
 	default:
 		return chf.ResultInvalid, "unknown operation"
 	}
@@ -164,13 +194,20 @@ func (p *Processor) rate(rg uint32) *Rate {
 func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 	ar.Reset()
 	ar.Op, ar.SUPI, ar.Session, ar.Seq = req.Op, req.SUPI, req.Session, req.Seq
-	if req.Op == chf.OpBalance {
+	if req.Op == chf.OpBalance || req.Op == chf.OpSessions {
+		return
+	}
+	if req.Op == chf.OpCreate {
+		ar.Notify = append(ar.Notify[:0], req.Notify...)
+	}
+	if req.Op == chf.OpTopUp {
+		ar.TopUp = req.TopUp
 		return
 	}
 	ar.Key, ar.Loose, ar.Retransmission, ar.Digest = req.Key, req.Loose, req.Retransmission, req.Digest()
 	for i := range req.Lines {
 		in := &req.Lines[i]
-		out := chf.RatedLine{RatingGroup: in.RatingGroup}
+		out := chf.RatedLine{RatingGroup: in.RatingGroup, Offline: in.Offline}
 		r := p.rate(in.RatingGroup)
 		if r == nil {
 			out.Result = chf.ResultRatingFailed
@@ -193,7 +230,9 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 		default:
 			out.UsedUnits = in.Used.Amount(svc)
 			out.UsedCost = r.Cost(out.UsedUnits)
-			if in.Request && req.Op != chf.OpRelease {
+			// A report naming FINAL closes the rating group: no grant.
+			// Offline usage has no quota management.
+			if in.Request && req.Op != chf.OpRelease && in.Reported&chf.TriggerFinal == 0 && !in.Offline {
 				out.Request = true
 				out.GrantUnits = r.Grant(in.Requested.Amount(svc))
 			}

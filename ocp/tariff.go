@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 
@@ -39,9 +41,30 @@ type Rate struct {
 	// reservation that long. QuotaHoldingTime (seconds) is answered too.
 	ValidityTime     int64 `yaml:"validityTime" json:"validityTime"`
 	QuotaHoldingTime int64 `yaml:"quotaHoldingTime" json:"quotaHoldingTime"`
+	// QuotaThreshold (base units) is answered with each grant as its
+	// volume/time/unitQuotaThreshold: the client reports when the unused
+	// part of the grant falls to it. 0 = none; below the grant.
+	QuotaThreshold uint64 `yaml:"quotaThreshold,omitempty" json:"quotaThreshold,omitempty"`
+	// Triggers are armed with each grant (Nchf triggers, category
+	// IMMEDIATE_REPORT): QUOTA_THRESHOLD (needs quotaThreshold), QHT,
+	// QUOTA_EXHAUSTED, VALIDITY_TIME, FINAL, FORCED_REAUTHORISATION.
+	Triggers []string `yaml:"triggers,omitempty" json:"triggers,omitempty"`
+	// FinalUnitAction is what a final grant tells the client to do when it
+	// is used: TERMINATE (default), REDIRECT (to RedirectServer) or
+	// RESTRICT_ACCESS (FilterID applied).
+	FinalUnitAction string `yaml:"finalUnitAction,omitempty" json:"finalUnitAction,omitempty"`
+	// RedirectServer is the address REDIRECT sends the user to: a URL
+	// ("http://top-up.example/"), an IPv4 or IPv6 address, or a SIP URI.
+	RedirectServer string `yaml:"redirectServer,omitempty" json:"redirectServer,omitempty"`
+	// FilterID names the filter RESTRICT_ACCESS applies (Nchf filterId,
+	// Gy Filter-Id).
+	FilterID string `yaml:"filterId,omitempty" json:"filterId,omitempty"`
 
-	service  chf.Service
-	unitSize uint64
+	service      chf.Service
+	unitSize     uint64
+	triggers     chf.Triggers
+	finalAction  chf.FinalAction
+	redirectType chf.RedirectType
 }
 
 // Tariff maps rating groups to rates. A loaded Tariff is immutable and safe
@@ -53,9 +76,11 @@ type Tariff struct {
 }
 
 // DefaultTariff is the built-in tariff covering the reference traffic mix:
-// RG 10 data at 1 minor unit per MB (grant 10 MB), RG 20 voice at 1 minor
-// unit per second (grant 300 s), RG 30 SMS at 5 minor units per message
-// (grant 1); validity 1800 s, quota holding time 300 s.
+// RG 10 data at 1 minor unit per MB (grant 10 MB, threshold 2 MB), RG 20
+// voice at 1 minor unit per second (grant 300 s, threshold 60 s), RG 30
+// SMS at 5 minor units per message (grant 1); validity 1800 s, quota
+// holding time 300 s; data and voice grants arm QUOTA_THRESHOLD,
+// QUOTA_EXHAUSTED and VALIDITY_TIME; final grants TERMINATE.
 const DefaultTariff = `# CHF testbed default tariff. Prices are integer minor units (cents).
 # Cost of N units = ceil(N * price / unit) per rating group per request,
 # unit = 1 MB (1,000,000 octets of total volume) for data, 1 s for voice,
@@ -67,12 +92,16 @@ ratingGroups:
     defaultGrant: 10000000  # octets (10 MB)
     validityTime: 1800
     quotaHoldingTime: 300
+    quotaThreshold: 2000000 # report when 2 MB of a grant are left
+    triggers: [QUOTA_THRESHOLD, QUOTA_EXHAUSTED, VALIDITY_TIME]
   - ratingGroup: 20
     service: voice
     price: 1                # per second
     defaultGrant: 300       # seconds
     validityTime: 1800
     quotaHoldingTime: 300
+    quotaThreshold: 60      # report when 60 s of a grant are left
+    triggers: [QUOTA_THRESHOLD, QUOTA_EXHAUSTED, VALIDITY_TIME]
   - ratingGroup: 30
     service: sms
     price: 5                # per message
@@ -168,9 +197,101 @@ func (t *Tariff) validate() error {
 		if r.QuotaHoldingTime < 0 || r.QuotaHoldingTime > math.MaxUint32 {
 			return fieldError(i, "quotaHoldingTime", "must be 0..%d seconds (got %d)", uint32(math.MaxUint32), r.QuotaHoldingTime)
 		}
+		if err := r.validateTriggers(i); err != nil {
+			return err
+		}
 		t.byRG[r.RatingGroup] = r
 	}
 	return nil
+}
+
+// validateTriggers checks the threshold, triggers and final unit action of
+// rate i and compiles them.
+func (r *Rate) validateTriggers(i int) error {
+	if r.QuotaThreshold >= r.DefaultGrant {
+		if r.QuotaThreshold != 0 {
+			return fieldError(i, "quotaThreshold", "%d must be below defaultGrant %d", r.QuotaThreshold, r.DefaultGrant)
+		}
+	}
+	if r.service == chf.ServiceSMS && (r.QuotaThreshold != 0 || len(r.Triggers) != 0) {
+		return fieldError(i, "triggers", "an sms (event) rate has no grants to arm triggers on")
+	}
+	if r.QuotaThreshold > math.MaxUint32 && r.service != chf.ServiceData {
+		return fieldError(i, "quotaThreshold", "%d exceeds 32 bits", r.QuotaThreshold)
+	}
+	r.triggers = 0
+	for j, name := range r.Triggers {
+		t := chf.ParseTrigger([]byte(name))
+		if t == chf.TriggerOther {
+			return fieldError(i, fmt.Sprintf("triggers[%d]", j), "unknown trigger %q (want QUOTA_THRESHOLD, QHT, QUOTA_EXHAUSTED, VALIDITY_TIME, FINAL or FORCED_REAUTHORISATION)", name)
+		}
+		if r.triggers&t != 0 {
+			return fieldError(i, fmt.Sprintf("triggers[%d]", j), "%s named twice", name)
+		}
+		r.triggers |= t
+	}
+	if r.triggers&chf.TriggerQuotaThreshold != 0 && r.QuotaThreshold == 0 {
+		return fieldError(i, "quotaThreshold", "required with trigger QUOTA_THRESHOLD")
+	}
+	switch r.FinalUnitAction {
+	case "", "TERMINATE":
+		r.finalAction = chf.FinalTerminate
+	case "REDIRECT":
+		r.finalAction = chf.FinalRedirect
+		t, ok := redirectType(r.RedirectServer)
+		if !ok {
+			return fieldError(i, "redirectServer", "REDIRECT needs a URL, an IPv4 or IPv6 address or a sip: URI (got %q)", r.RedirectServer)
+		}
+		r.redirectType = t
+	case "RESTRICT_ACCESS":
+		r.finalAction = chf.FinalRestrictAccess
+		if r.FilterID == "" {
+			return fieldError(i, "filterId", "required with RESTRICT_ACCESS")
+		}
+	default:
+		return fieldError(i, "finalUnitAction", "unknown action %q (want TERMINATE, REDIRECT or RESTRICT_ACCESS)", r.FinalUnitAction)
+	}
+	if r.finalAction != chf.FinalRedirect && r.RedirectServer != "" {
+		return fieldError(i, "redirectServer", "only with finalUnitAction REDIRECT")
+	}
+	if r.finalAction != chf.FinalRestrictAccess && r.FilterID != "" {
+		return fieldError(i, "filterId", "only with finalUnitAction RESTRICT_ACCESS")
+	}
+	return nil
+}
+
+// redirectType classifies a redirect server address.
+func redirectType(addr string) (chf.RedirectType, bool) {
+	if ip, err := netip.ParseAddr(addr); err == nil {
+		if ip.Is4() {
+			return chf.RedirectIPv4, true
+		}
+		return chf.RedirectIPv6, true
+	}
+	if strings.HasPrefix(addr, "sip:") || strings.HasPrefix(addr, "sips:") {
+		return chf.RedirectURI, true
+	}
+	if u, err := url.Parse(addr); err == nil && u.Scheme != "" && u.Host != "" {
+		return chf.RedirectURL, true
+	}
+	return 0, false
+}
+
+// Arm fills g's threshold, triggers and final unit action from the rate:
+// what the grant tells the client beyond its units.
+func (r *Rate) Arm(g *chf.GrantLine) {
+	if g.Result == chf.ResultSuccess && !g.Granted.IsZero() {
+		g.Triggers = r.triggers
+		if r.QuotaThreshold < g.Granted.Amount(r.service) {
+			// A grant at or below the threshold (a final, shrunk one)
+			// is reported on exhaustion instead.
+			g.Threshold = r.QuotaThreshold
+		}
+	}
+	if g.FinalUnit {
+		g.FinalAction, g.RedirectType = r.finalAction, r.redirectType
+		g.Redirect, g.FilterID = r.RedirectServer, r.FilterID
+	}
 }
 
 // Rate returns the rate of a rating group, or nil when the tariff has none.

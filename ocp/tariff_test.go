@@ -121,3 +121,49 @@ func TestRateAllocations(t *testing.T) {
 		t.Fatalf("rated %+v", ar.Lines)
 	}
 }
+
+func TestTariffTriggersAndFinalUnitAction(t *testing.T) {
+	base := "ratingGroups:\n  - {ratingGroup: 10, service: data, price: 1, defaultGrant: 1000, validityTime: 60, quotaHoldingTime: 30"
+	bad := map[string]string{
+		", quotaThreshold: 1000}":                              "ratingGroups[0].quotaThreshold: 1000 must be below defaultGrant",
+		", triggers: [QUOTA_THRESHOLD]}":                       "ratingGroups[0].quotaThreshold: required with trigger QUOTA_THRESHOLD",
+		", triggers: [QHT, QHT]}":                              "ratingGroups[0].triggers[1]: QHT named twice",
+		", triggers: [RAT_CHANGE]}":                            `ratingGroups[0].triggers[0]: unknown trigger "RAT_CHANGE"`,
+		", finalUnitAction: REDIRECT}":                         "ratingGroups[0].redirectServer: REDIRECT needs",
+		", finalUnitAction: REDIRECT, redirectServer: top-up}": "ratingGroups[0].redirectServer: REDIRECT needs",
+		", finalUnitAction: RESTRICT_ACCESS}":                  "ratingGroups[0].filterId: required with RESTRICT_ACCESS",
+		", finalUnitAction: BLOCK}":                            `ratingGroups[0].finalUnitAction: unknown action "BLOCK"`,
+		", filterId: x}":                                       "ratingGroups[0].filterId: only with finalUnitAction RESTRICT_ACCESS",
+		", redirectServer: 10.0.0.1}":                          "ratingGroups[0].redirectServer: only with finalUnitAction REDIRECT",
+		", finalUnitAction: RESTRICT_ACCESS, filterId: f, redirectServer: 10.0.0.1}": "ratingGroups[0].redirectServer: only with",
+	}
+	for tail, want := range bad {
+		_, err := ParseTariff([]byte(base + tail + "\n"))
+		if !errors.Is(err, ErrInvalidTariff) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", tail, err, want)
+		}
+	}
+	for addr, typ := range map[string]chf.RedirectType{"10.0.0.1": chf.RedirectIPv4, "2001:db8::1": chf.RedirectIPv6, "https://top-up.example/x": chf.RedirectURL, "sip:top-up@example.org": chf.RedirectURI} {
+		tr, err := ParseTariff([]byte(base + ", quotaThreshold: 200, triggers: [QUOTA_THRESHOLD, VALIDITY_TIME], finalUnitAction: REDIRECT, redirectServer: '" + addr + "'}\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		g := chf.GrantLine{RatingGroup: 10, Granted: chf.Units{TotalVolume: 1000}, FinalUnit: true}
+		tr.Rate(10).Arm(&g)
+		if g.Threshold != 200 || g.Triggers != chf.TriggerQuotaThreshold|chf.TriggerValidityTime || g.FinalAction != chf.FinalRedirect || g.RedirectType != typ || g.Redirect != addr {
+			t.Fatalf("%s: armed %+v", addr, g)
+		}
+		// A grant at or below the threshold carries none; a refused line
+		// carries no triggers.
+		g = chf.GrantLine{RatingGroup: 10, Granted: chf.Units{TotalVolume: 200}}
+		tr.Rate(10).Arm(&g)
+		if g.Threshold != 0 || g.Triggers == 0 || g.FinalAction != chf.FinalTerminate {
+			t.Fatalf("small grant armed %+v", g)
+		}
+		g = chf.GrantLine{RatingGroup: 10, Result: chf.ResultQuotaLimitReached}
+		tr.Rate(10).Arm(&g)
+		if g.Triggers != 0 || g.Threshold != 0 {
+			t.Fatalf("refused line armed %+v", g)
+		}
+	}
+}

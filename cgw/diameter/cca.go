@@ -121,10 +121,20 @@ func appendGrants(dst []byte, r *chf.ChargeResponse) []byte {
 		}
 		dst = wire.AppendUint32(dst, wire.CodeResultCode, wire.AVPMandatory, 0, resultCode(l.Result))
 		if l.FinalUnit {
-			var f int
-			dst, f = wire.BeginGroup(dst, wire.CodeFinalUnitIndication, wire.AVPMandatory, 0)
-			dst = wire.AppendUint32(dst, wire.CodeFinalUnitAction, wire.AVPMandatory, 0, wire.FinalUnitTerminate)
-			dst = wire.EndGroup(dst, f)
+			dst = appendFUI(dst, l)
+		}
+		if l.Threshold != 0 {
+			// Gy arms the threshold by sending it (Reporting-Reason
+			// THRESHOLD); exhaustion and validity are reported by the
+			// client without being armed.
+			code := wire.CodeUnitQuotaThreshold
+			switch {
+			case l.Granted.TotalVolume != 0:
+				code = wire.CodeVolumeQuotaThreshold
+			case l.Granted.Time != 0:
+				code = wire.CodeTimeQuotaThreshold
+			}
+			dst = wire.AppendUint32(dst, code, wire.AVPMandatory, wire.Vendor3GPP, uint32(min(l.Threshold, 1<<32-1)))
 		}
 		if l.QuotaHoldingTime != 0 {
 			dst = wire.AppendUint32(dst, wire.CodeQuotaHoldingTime, wire.AVPMandatory, wire.Vendor3GPP, l.QuotaHoldingTime)
@@ -132,6 +142,28 @@ func appendGrants(dst []byte, r *chf.ChargeResponse) []byte {
 		dst = wire.EndGroup(dst, m)
 	}
 	return dst
+}
+
+// appendFUI appends a Final-Unit-Indication: TERMINATE, REDIRECT with a
+// Redirect-Server, or RESTRICT_ACCESS with a Filter-Id.
+func appendFUI(dst []byte, l *chf.GrantLine) []byte {
+	var f int
+	dst, f = wire.BeginGroup(dst, wire.CodeFinalUnitIndication, wire.AVPMandatory, 0)
+	switch l.FinalAction {
+	case chf.FinalRedirect:
+		dst = wire.AppendUint32(dst, wire.CodeFinalUnitAction, wire.AVPMandatory, 0, wire.FinalUnitRedirect)
+		var r int
+		dst, r = wire.BeginGroup(dst, wire.CodeRedirectServer, wire.AVPMandatory, 0)
+		dst = wire.AppendUint32(dst, wire.CodeRedirectAddressType, wire.AVPMandatory, 0, uint32(l.RedirectType))
+		dst = wire.AppendString(dst, wire.CodeRedirectServerAddress, wire.AVPMandatory, 0, l.Redirect)
+		dst = wire.EndGroup(dst, r)
+	case chf.FinalRestrictAccess:
+		dst = wire.AppendUint32(dst, wire.CodeFinalUnitAction, wire.AVPMandatory, 0, wire.FinalUnitRestrictAccess)
+		dst = wire.AppendString(dst, wire.CodeFilterID, wire.AVPMandatory, 0, l.FilterID)
+	default:
+		dst = wire.AppendUint32(dst, wire.CodeFinalUnitAction, wire.AVPMandatory, 0, wire.FinalUnitTerminate)
+	}
+	return wire.EndGroup(dst, f)
 }
 
 // appendCost appends Cost-Information with the amount charged: Unit-Value

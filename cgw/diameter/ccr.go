@@ -19,6 +19,7 @@ type mscc struct {
 	requested   bool // Requested-Service-Unit present (possibly empty)
 	rsu         chf.Units
 	used        chf.Units
+	reported    chf.Triggers // Reporting-Reason values, as triggers
 }
 
 // ccr is a decoded Credit-Control-Request. Byte slices alias the message
@@ -221,6 +222,10 @@ func (c *ccr) decodeMSCC(g *wire.AVP) {
 	it := wire.NewIter(g.Data)
 	var a wire.AVP
 	for it.Next(&a) {
+		if a.Vendor == wire.Vendor3GPP && a.Code == wire.CodeReportingReason {
+			c.reason(&a, &m)
+			continue
+		}
 		if a.Vendor != 0 {
 			continue
 		}
@@ -235,6 +240,13 @@ func (c *ccr) decodeMSCC(g *wire.AVP) {
 			// CC-Total-Octets when present, else input + output.
 			var u chf.Units
 			hasTotal := c.decodeUnits(&a, &u)
+			in := wire.NewIter(a.Data)
+			var r wire.AVP
+			for in.Next(&r) {
+				if r.Vendor == wire.Vendor3GPP && r.Code == wire.CodeReportingReason {
+					c.reason(&r, &m)
+				}
+			}
 			vol := u.UplinkVolume + u.DownlinkVolume
 			if hasTotal {
 				vol = u.TotalVolume
@@ -261,6 +273,31 @@ func (c *ccr) decodeMSCC(g *wire.AVP) {
 		}
 	}
 	c.lines = append(c.lines, m)
+}
+
+// reason adds a Reporting-Reason (MSCC or Used-Service-Unit level) to the
+// triggers the MSCC reports.
+func (c *ccr) reason(a *wire.AVP, m *mscc) {
+	v, ok := c.u32(a)
+	if !ok {
+		return
+	}
+	switch v {
+	case wire.ReasonThreshold:
+		m.reported |= chf.TriggerQuotaThreshold
+	case wire.ReasonQHT:
+		m.reported |= chf.TriggerQHT
+	case wire.ReasonFinal:
+		m.reported |= chf.TriggerFinal
+	case wire.ReasonQuotaExhausted:
+		m.reported |= chf.TriggerQuotaExhausted
+	case wire.ReasonValidityTime:
+		m.reported |= chf.TriggerValidityTime
+	case wire.ReasonForcedReauth:
+		m.reported |= chf.TriggerForcedReauth
+	default:
+		m.reported |= chf.TriggerOther
+	}
 }
 
 // decodeUnits adds the units of a *-Service-Unit AVP to u; it reports
@@ -368,8 +405,14 @@ func (c *ccr) fill(req *chf.ChargeRequest) {
 	req.Key, req.Loose = 0, 0
 	req.Retransmission = c.hdr.Flags&wire.FlagRetransmitted != 0
 	req.Lines = req.Lines[:0]
+	req.Notify = req.Notify[:0]
 	if req.Op == chf.OpBalance {
 		return
+	}
+	if req.Op == chf.OpCreate {
+		// Where a RAR or ASR for the session goes: the peer and the
+		// Session-Id (see NotifyTarget).
+		req.Notify = AppendNotifyTarget(req.Notify, c.originHost, c.sessionID)
 	}
 	for i := range c.lines {
 		m := &c.lines[i]
@@ -378,6 +421,7 @@ func (c *ccr) fill(req *chf.ChargeRequest) {
 			Used:        m.used,
 			Request:     m.requested,
 			Requested:   m.rsu,
+			Reported:    m.reported,
 		})
 	}
 }

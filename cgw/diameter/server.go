@@ -351,7 +351,11 @@ type peer struct {
 	pendingW atomic.Int32
 	wdl      time.Time // write deadline currently set (under wmu)
 
-	lastRead   atomic.Int64 // unix nanos
+	lastRead atomic.Int64 // unix nanos
+	// RAR/ASR sent, by Hop-by-Hop id, awaiting their answers' Result-Code.
+	pmu     sync.Mutex
+	pending map[uint32]chan uint32
+
 	dwrPending atomic.Bool
 	dprSent    atomic.Bool
 	done       chan struct{}
@@ -426,6 +430,8 @@ func (p *peer) serve() {
 		case h.Code == wire.CmdCreditControl && h.IsRequest():
 			p.dispatch(bufp)
 			continue // dispatch owns bufp
+		case (h.Code == wire.CmdReAuth || h.Code == wire.CmdAbortSession) && !h.IsRequest():
+			p.answered(h.HopByHop, msg)
 		case h.Code == wire.CmdDeviceWatchdog && h.IsRequest():
 			p.answerBase(msg, wire.ResultSuccess)
 		case h.Code == wire.CmdDeviceWatchdog:

@@ -13,6 +13,7 @@ package nchfspec
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -189,4 +190,37 @@ func (v *Validator) ValidateResponseOnly(method, path string, status int, respHe
 		Body:                   io.NopCloser(bytes.NewReader(respBody)),
 		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
 	})
+}
+
+// ValidateNotify checks a ChargingNotify exchange (the chargingNotification
+// callback of the create operation): the request body against
+// ChargingNotifyRequest, and the status against the callback's responses
+// (a 200 body against ChargingNotifyResponse).
+func (v *Validator) ValidateNotify(reqBody []byte, status int, respBody []byte) error {
+	var errs []error
+	if err := v.validateSchema("ChargingNotifyRequest", reqBody); err != nil {
+		errs = append(errs, fmt.Errorf("ChargingNotifyRequest: %w", err))
+	}
+	switch status {
+	case 200:
+		if err := v.validateSchema("ChargingNotifyResponse", respBody); err != nil {
+			errs = append(errs, fmt.Errorf("ChargingNotifyResponse: %w", err))
+		}
+	case 204, 307, 308, 400, 401, 403, 404, 411, 413, 415, 429, 500, 503:
+	default:
+		errs = append(errs, fmt.Errorf("status %d is not a chargingNotification callback response", status))
+	}
+	return errors.Join(errs...)
+}
+
+func (v *Validator) validateSchema(name string, body []byte) error {
+	ref := v.doc.Components.Schemas[name]
+	if ref == nil || ref.Value == nil {
+		return fmt.Errorf("no schema %s in the spec", name)
+	}
+	var x any
+	if err := json.Unmarshal(body, &x); err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	return ref.Value.VisitJSON(x)
 }

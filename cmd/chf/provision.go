@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,6 +20,19 @@ type provisionConfig struct {
 	abm.ProvisionConfig
 	Aerospike string
 	Quiet     bool
+	Buckets   bucketFlag
+}
+
+// bucketFlag collects repeated --bucket plans.
+type bucketFlag []string
+
+func (b *bucketFlag) String() string { return strings.Join(*b, ",") }
+func (b *bucketFlag) Set(v string) error {
+	if _, err := abm.ParseBucket(v); err != nil {
+		return err
+	}
+	*b = append(*b, v)
+	return nil
 }
 
 func (c *provisionConfig) RegisterFlags(fs *flag.FlagSet) {
@@ -31,6 +45,8 @@ func (c *provisionConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Workers, "workers", c.Workers, "parallel writers")
 	fs.IntVar(&c.Batch, "batch", c.Batch, "accounts per batch write request (1 = one request per account)")
 	fs.BoolVar(&c.Quiet, "quiet", c.Quiet, "no progress lines, only the summary")
+	fs.Int64Var(&c.CreditLimit, "credit-limit", c.CreditLimit, "provision postpaid accounts: the balance may go below zero down to minus this many minor units (0 = prepaid)")
+	fs.Var(&c.Buckets, "bucket", "an allowance every account starts with, consumed before the balance: SERVICE:UNITS[:VALIDITY], SERVICE data (octets), voice (seconds) or sms (messages), VALIDITY a duration or N days (30d), none when omitted; repeatable (data:10000000000:30d)")
 }
 
 func (c *provisionConfig) Validate() error {
@@ -39,6 +55,17 @@ func (c *provisionConfig) Validate() error {
 	}
 	if c.Count < 0 || c.Balance < 0 || c.Workers <= 0 || c.Batch <= 0 {
 		return errors.New("cannot use --accounts, --balance, --workers: must not be negative (workers positive)")
+	}
+	if c.CreditLimit < 0 {
+		return errors.New("cannot use --credit-limit: must not be negative")
+	}
+	c.ProvisionConfig.Buckets = c.ProvisionConfig.Buckets[:0]
+	for _, spec := range c.Buckets {
+		b, err := abm.ParseBucket(spec)
+		if err != nil {
+			return fmt.Errorf("cannot use --bucket: %w", err)
+		}
+		c.ProvisionConfig.Buckets = append(c.ProvisionConfig.Buckets, b)
 	}
 	if len(c.Currency) != 3 {
 		return fmt.Errorf("cannot use --currency %q: want a 3-letter ISO 4217 code", c.Currency)

@@ -63,6 +63,13 @@ type tariffFile struct {
 		MaxGrant         uint64 `yaml:"maxGrant"`
 		ValidityTime     int64  `yaml:"validityTime"`
 		QuotaHoldingTime int64  `yaml:"quotaHoldingTime"`
+		// Thresholds, triggers and final unit actions do not change what
+		// is debited; they are read so that the OCP's tariff file loads.
+		QuotaThreshold  uint64   `yaml:"quotaThreshold"`
+		Triggers        []string `yaml:"triggers"`
+		FinalUnitAction string   `yaml:"finalUnitAction"`
+		RedirectServer  string   `yaml:"redirectServer"`
+		FilterID        string   `yaml:"filterId"`
 	} `yaml:"ratingGroups"`
 }
 

@@ -77,6 +77,10 @@ type Config struct {
 	// Dial opens the TCP connection (default: a net.Dialer with Timeout);
 	// set it to bind a source address or to wrap the connection.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnServerRequest, when set, is called (on the reader goroutine, after
+	// the answer was sent) for each RAR (abort false) or ASR (abort true)
+	// the CHF sends, with its Session-Id; it must not block.
+	OnServerRequest func(abort bool, sessionID string)
 }
 
 // Service is one Multiple-Services-Credit-Control of a request.
@@ -88,6 +92,10 @@ type Service struct {
 	Requested chf.Units
 	// Used is reported in a Used-Service-Unit when not zero.
 	Used chf.Units
+	// Reason, when HasReason, is sent as the MSCC's Reporting-Reason
+	// (wire.ReasonThreshold, ReasonFinal, ...).
+	Reason    uint32
+	HasReason bool
 }
 
 // Request is one CCR. The client copies what it needs while encoding, so
@@ -120,7 +128,14 @@ type Grant struct {
 	ValidityTime     uint32
 	QuotaHoldingTime uint32
 	FinalUnit        bool   // Final-Unit-Indication present
-	FinalUnitAction  uint32 // 0 TERMINATE
+	FinalUnitAction  uint32 // 0 TERMINATE, 1 REDIRECT, 2 RESTRICT_ACCESS
+	// RedirectAddressType and RedirectServer are the Redirect-Server of a
+	// REDIRECT; FilterID the Filter-Id of a RESTRICT_ACCESS.
+	RedirectAddressType uint32
+	RedirectServer      string
+	FilterID            string
+	// Threshold is the Volume-, Time- or Unit-Quota-Threshold (0 = none).
+	Threshold uint32
 }
 
 // Answer is a decoded CCA. Grants is reused across calls with the same
@@ -455,6 +470,9 @@ func AppendCCR(dst, ident []byte, serviceContext string, req *Request, hbh, e2e 
 			dst = wire.EndGroup(dst, g)
 		}
 		dst = wire.AppendUint32(dst, wire.CodeRatingGroup, wire.AVPMandatory, 0, s.RatingGroup)
+		if s.HasReason {
+			dst = wire.AppendUint32(dst, wire.CodeReportingReason, wire.AVPMandatory, wire.Vendor3GPP, s.Reason)
+		}
 		dst = wire.EndGroup(dst, m)
 	}
 	wire.SetLength(dst[start:])
@@ -541,8 +559,13 @@ func decodeGrant(b []byte) Grant {
 	it := wire.NewIter(b)
 	var v wire.AVP
 	for it.Next(&v) {
-		if v.Vendor == wire.Vendor3GPP && v.Code == wire.CodeQuotaHoldingTime {
-			g.QuotaHoldingTime, _ = wire.Uint32(v.Data)
+		if v.Vendor == wire.Vendor3GPP {
+			switch v.Code {
+			case wire.CodeQuotaHoldingTime:
+				g.QuotaHoldingTime, _ = wire.Uint32(v.Data)
+			case wire.CodeVolumeQuotaThreshold, wire.CodeTimeQuotaThreshold, wire.CodeUnitQuotaThreshold:
+				g.Threshold, _ = wire.Uint32(v.Data)
+			}
 			continue
 		}
 		if v.Vendor != 0 {
@@ -562,8 +585,22 @@ func decodeGrant(b []byte) Grant {
 			in := wire.NewIter(v.Data)
 			var f wire.AVP
 			for in.Next(&f) {
-				if f.Code == wire.CodeFinalUnitAction {
+				switch f.Code {
+				case wire.CodeFinalUnitAction:
 					g.FinalUnitAction, _ = wire.Uint32(f.Data)
+				case wire.CodeFilterID:
+					g.FilterID = string(f.Data)
+				case wire.CodeRedirectServer:
+					rs := wire.NewIter(f.Data)
+					var r wire.AVP
+					for rs.Next(&r) {
+						switch r.Code {
+						case wire.CodeRedirectAddressType:
+							g.RedirectAddressType, _ = wire.Uint32(r.Data)
+						case wire.CodeRedirectServerAddress:
+							g.RedirectServer = string(r.Data)
+						}
+					}
 				}
 			}
 		}
@@ -610,6 +647,8 @@ func (c *Conn) readLoop() {
 			if ok {
 				c.complete(p, DecodeCCA(buf, p.ans))
 			}
+		case (h.Code == wire.CmdReAuth || h.Code == wire.CmdAbortSession) && h.IsRequest():
+			c.answerServerRequest(h, buf)
 		case h.Code == wire.CmdDeviceWatchdog && h.IsRequest():
 			c.answerBase(h, true)
 		case h.Code == wire.CmdDeviceWatchdog:
@@ -667,6 +706,31 @@ func (c *Conn) writeRaw(b []byte) {
 	c.wmu.Unlock()
 	if err != nil {
 		c.conn.Close()
+	}
+}
+
+// answerServerRequest answers a RAR or ASR from the CHF with DIAMETER_SUCCESS
+// (echoing its Session-Id) and hands it to Config.OnServerRequest, which
+// re-authorises (an update) or aborts (a termination) as a PGW would.
+func (c *Conn) answerServerRequest(h wire.Header, msg []byte) {
+	var sid []byte
+	it := wire.MessageIter(msg)
+	var a wire.AVP
+	for it.Next(&a) {
+		if a.Code == wire.CodeSessionID && a.Vendor == 0 {
+			sid = a.Data
+			break
+		}
+	}
+	m := wire.AppendHeader(make([]byte, 0, 128+len(sid)), 0, h.Code, h.AppID, h.HopByHop, h.EndToEnd)
+	m = wire.AppendBytes(m, wire.CodeSessionID, wire.AVPMandatory, 0, sid)
+	m = wire.AppendUint32(m, wire.CodeResultCode, wire.AVPMandatory, 0, wire.ResultSuccess)
+	m = wire.AppendString(m, wire.CodeOriginHost, wire.AVPMandatory, 0, c.cfg.OriginHost)
+	m = wire.AppendString(m, wire.CodeOriginRealm, wire.AVPMandatory, 0, c.cfg.OriginRealm)
+	wire.SetLength(m)
+	c.writeRaw(m)
+	if c.cfg.OnServerRequest != nil {
+		c.cfg.OnServerRequest(h.Code == wire.CmdAbortSession, string(sid))
 	}
 }
 

@@ -40,6 +40,8 @@ const (
 const (
 	CmdCapabilitiesExchange uint32 = 257
 	CmdCreditControl        uint32 = 272
+	CmdReAuth               uint32 = 258 // RAR/RAA (RFC 6733)
+	CmdAbortSession         uint32 = 274 // ASR/ASA (RFC 6733)
 	CmdDeviceWatchdog       uint32 = 280
 	CmdDisconnectPeer       uint32 = 282
 
@@ -94,6 +96,25 @@ const (
 	CodeMSCC                   uint32 = 456
 	CodeServiceContextID       uint32 = 461
 	CodeQuotaHoldingTime       uint32 = 871 // vendor 3GPP
+	CodeFilterID               uint32 = 11
+	CodeReAuthRequestType      uint32 = 285
+	CodeRedirectAddressType    uint32 = 433
+	CodeRedirectServer         uint32 = 434
+	CodeRedirectServerAddress  uint32 = 435
+	CodeTimeQuotaThreshold     uint32 = 868  // vendor 3GPP
+	CodeVolumeQuotaThreshold   uint32 = 869  // vendor 3GPP
+	CodeReportingReason        uint32 = 872  // vendor 3GPP
+	CodeUnitQuotaThreshold     uint32 = 1226 // vendor 3GPP
+)
+
+// Reporting-Reason values (TS 32.299).
+const (
+	ReasonThreshold      uint32 = 0
+	ReasonQHT            uint32 = 1
+	ReasonFinal          uint32 = 2
+	ReasonQuotaExhausted uint32 = 3
+	ReasonValidityTime   uint32 = 4
+	ReasonForcedReauth   uint32 = 7
 )
 
 // Result codes (RFC 6733, RFC 4006).
@@ -145,8 +166,12 @@ const (
 	NoCredit     uint32 = 1
 )
 
-// Final-Unit-Action TERMINATE.
-const FinalUnitTerminate uint32 = 0
+// Final-Unit-Action values.
+const (
+	FinalUnitTerminate      uint32 = 0
+	FinalUnitRedirect       uint32 = 1
+	FinalUnitRestrictAccess uint32 = 2
+)
 
 // Errors of the codec.
 var (
