@@ -22,25 +22,40 @@ const SniffTimeout = 10 * time.Second
 // Serve both, or close the one not served: connections routed to an
 // unserved listener wait until it is closed.
 // When ln.Accept fails permanently, both return that error.
-func Sniff(ln net.Listener) (h2, h1 net.Listener) {
-	s := &sniffer{ln: ln, done: make(chan struct{})}
-	s.h2 = &sniffListener{s: s, ch: make(chan net.Conn, 64), closed: make(chan struct{})}
-	s.h1 = &sniffListener{s: s, ch: make(chan net.Conn, 64), closed: make(chan struct{})}
+func Sniff(ln net.Listener) (h2, h1 net.Listener) { return Split(ln, sniff) }
+
+// Classify decides where an accepted connection goes: it returns the
+// connection to hand over (possibly wrapped) and whether it is HTTP/2, or
+// ok false when it has closed it. Split calls it on the connection's own
+// goroutine, so it may block (read, handshake) within its own deadline.
+type Classify func(c net.Conn) (conn net.Conn, isH2, ok bool)
+
+// Split serves ln through two listeners, h2 and h1, routing each accepted
+// connection as classify says (Sniff: by the client preface; TLS: by the
+// ALPN protocol). Closing either listener stops it and closes what waits
+// in it; ln is closed once both are closed. Serve both, or close the one
+// not served: connections routed to an unserved listener wait until it is
+// closed. When ln.Accept fails permanently, both return that error.
+func Split(ln net.Listener, classify Classify) (h2, h1 net.Listener) {
+	s := &splitter{ln: ln, classify: classify, done: make(chan struct{})}
+	s.h2 = &splitListener{s: s, ch: make(chan net.Conn, 64), closed: make(chan struct{})}
+	s.h1 = &splitListener{s: s, ch: make(chan net.Conn, 64), closed: make(chan struct{})}
 	go s.acceptLoop()
 	return s.h2, s.h1
 }
 
-type sniffer struct {
-	ln     net.Listener
-	h2, h1 *sniffListener
-	done   chan struct{} // closed when acceptLoop ends
-	err    error         // acceptLoop's error, set before done is closed
+type splitter struct {
+	ln       net.Listener
+	classify Classify
+	h2, h1   *splitListener
+	done     chan struct{} // closed when acceptLoop ends
+	err      error         // acceptLoop's error, set before done is closed
 
 	mu      sync.Mutex
 	nClosed int
 }
 
-func (s *sniffer) acceptLoop() {
+func (s *splitter) acceptLoop() {
 	defer close(s.done)
 	for {
 		c, err := s.ln.Accept()
@@ -56,7 +71,25 @@ func (s *sniffer) acceptLoop() {
 	}
 }
 
-func (s *sniffer) route(c net.Conn) {
+func (s *splitter) route(c net.Conn) {
+	c, isH2, ok := s.classify(c)
+	if !ok {
+		return
+	}
+	target := s.h1
+	if isH2 {
+		target = s.h2
+	}
+	select {
+	case target.ch <- c:
+	case <-target.closed:
+		c.Close()
+	}
+}
+
+// sniff classifies by the first bytes: the HTTP/2 client preface, an
+// HTTP/1.1 method, or neither (closed).
+func sniff(c net.Conn) (net.Conn, bool, bool) {
 	c.SetReadDeadline(time.Now().Add(SniffTimeout))
 	buf := make([]byte, len(ClientPreface))
 	n := 0
@@ -73,7 +106,7 @@ func (s *sniffer) route(c net.Conn) {
 		if err != nil {
 			if n == 0 {
 				c.Close()
-				return
+				return nil, false, false
 			}
 			isH2 = false
 			break
@@ -87,21 +120,12 @@ func (s *sniffer) route(c net.Conn) {
 		// reset over unread bytes.
 		discard(c)
 		c.Close()
-		return
+		return nil, false, false
 	}
-	pc := &prefixConn{Conn: c, prefix: buf[:n]}
-	target := s.h1
-	if isH2 {
-		target = s.h2
-	}
-	select {
-	case target.ch <- pc:
-	case <-target.closed:
-		c.Close()
-	}
+	return &prefixConn{Conn: c, prefix: buf[:n]}, isH2, true
 }
 
-func (s *sniffer) closeOne() {
+func (s *splitter) closeOne() {
 	s.mu.Lock()
 	s.nClosed++
 	both := s.nClosed == 2
@@ -111,15 +135,15 @@ func (s *sniffer) closeOne() {
 	}
 }
 
-type sniffListener struct {
-	s      *sniffer
+type splitListener struct {
+	s      *splitter
 	ch     chan net.Conn
 	once   sync.Once
 	closed chan struct{}
 }
 
 // Accept returns the next connection routed to this listener.
-func (l *sniffListener) Accept() (net.Conn, error) {
+func (l *splitListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ch:
 		return c, nil
@@ -135,17 +159,26 @@ func (l *sniffListener) Accept() (net.Conn, error) {
 	}
 }
 
-// Close stops this listener; the underlying one closes when both are closed.
-func (l *sniffListener) Close() error {
+// Close stops this listener and closes the connections waiting in it; the
+// underlying one closes when both are closed.
+func (l *splitListener) Close() error {
 	l.once.Do(func() {
 		close(l.closed)
+		for drained := false; !drained; {
+			select {
+			case c := <-l.ch:
+				c.Close()
+			default:
+				drained = true
+			}
+		}
 		l.s.closeOne()
 	})
 	return nil
 }
 
 // Addr returns the underlying listener's address.
-func (l *sniffListener) Addr() net.Addr { return l.s.ln.Addr() }
+func (l *splitListener) Addr() net.Addr { return l.s.ln.Addr() }
 
 // prefixConn replays bytes read while sniffing before reading from Conn.
 type prefixConn struct {
