@@ -403,63 +403,40 @@ func (b *builder) build(ctx context.Context, model string) (*Topology, error) {
 			t.Places[role] = Place{NS: ns, Addr: "127.0.0.1"}
 		}
 		return t, nil
-	case "baremetal":
-		if err := b.fabric(ctx, t); err != nil {
-			return nil, err
-		}
-		b.nodePlaces(t)
-	case "bridge":
-		if err := b.fabric(ctx, t); err != nil {
-			return nil, err
-		}
-		if err := b.bridgePods(ctx, t); err != nil {
-			return nil, err
-		}
-		if err := b.routes(ctx); err != nil {
-			return nil, err
-		}
-	case "calico-noencap":
-		if err := b.fabric(ctx, t); err != nil {
-			return nil, err
-		}
-		if err := b.calicoPods(ctx, t, 0); err != nil {
-			return nil, err
-		}
-		if err := b.routes(ctx); err != nil {
-			return nil, err
-		}
-	case "calico-vxlan":
-		if err := b.fabric(ctx, t); err != nil {
-			return nil, err
-		}
-		if err := b.calicoPods(ctx, t, 50); err != nil {
-			return nil, err
-		}
-		if err := b.vxlanRoutes(ctx); err != nil {
-			return nil, err
-		}
 	case "calico-ipip":
 		if !HasIPIP(ctx) {
 			return nil, fmt.Errorf("%w: calico-ipip needs the ipip module", ErrUnavailable)
 		}
-		if err := b.fabric(ctx, t); err != nil {
-			return nil, err
-		}
-		if err := b.calicoPods(ctx, t, 20); err != nil {
-			return nil, err
-		}
-		if err := b.ipipRoutes(ctx); err != nil {
-			return nil, err
-		}
+	}
+	// Every other model is the node fabric, then its pods, then the routes
+	// between nodes (the pod MTU lowered by the encapsulation's overhead).
+	pods := func(mtuLess int) func(context.Context) error {
+		return func(ctx context.Context) error { return b.calicoPods(ctx, t, mtuLess) }
+	}
+	var steps []func(context.Context) error
+	switch model {
+	case "baremetal":
+		steps = []func(context.Context) error{func(context.Context) error { b.nodePlaces(t); return nil }}
+	case "bridge":
+		steps = []func(context.Context) error{func(ctx context.Context) error { return b.bridgePods(ctx, t) }, b.routes}
+	case "calico-noencap":
+		steps = []func(context.Context) error{pods(0), b.routes}
+	case "calico-vxlan":
+		steps = []func(context.Context) error{pods(50), b.vxlanRoutes}
+	case "calico-ipip":
+		steps = []func(context.Context) error{pods(20), b.ipipRoutes}
 	case "sriov":
-		if err := b.fabric(ctx, t); err != nil {
-			return nil, err
-		}
-		if err := b.macvlanPods(ctx, t); err != nil {
-			return nil, err
-		}
+		steps = []func(context.Context) error{func(ctx context.Context) error { return b.macvlanPods(ctx, t) }}
 	default:
 		return nil, fmt.Errorf("BUG: unknown model %q", model)
+	}
+	if err := b.fabric(ctx, t); err != nil {
+		return nil, err
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
