@@ -12,6 +12,7 @@ import (
 
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/gy"
+	"github.com/chf-testbed/testbed/loadgen/gy/gytest"
 )
 
 // fastCharger grants a fixed quota without state: it isolates the cost
@@ -90,7 +91,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	for _, conns := range []int{1, 4} {
 		b.Run(fmt.Sprintf("conns=%d", conns), func(b *testing.B) {
 			s := startServer(b, Config{}, fastCharger{})
-			p, err := gy.DialPool(context.Background(), gy.Config{Addr: s.Addr(), OriginHost: "pgw%d.loadgen.test", OriginRealm: "loadgen.test"}, conns)
+			p, err := gytest.DialPool(context.Background(), gy.Config{Addr: s.Addr(), OriginHost: "pgw%d.loadgen.test", OriginRealm: "loadgen.test"}, conns)
 			if err != nil {
 				b.Fatal(err)
 			}

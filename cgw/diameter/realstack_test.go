@@ -11,6 +11,7 @@ import (
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/gy"
+	"github.com/chf-testbed/testbed/loadgen/gy/gytest"
 	"github.com/chf-testbed/testbed/ocp"
 )
 
@@ -168,7 +169,7 @@ func BenchmarkRoundTripRealCore(b *testing.B) {
 	const accounts = 256
 	core := realCore(b, accounts, 1_000_000_000)
 	s := startServer(b, Config{}, core)
-	p, err := gy.DialPool(context.Background(), gy.Config{Addr: s.Addr(), OriginHost: "pgw%d.loadgen.test", OriginRealm: "loadgen.test"}, 2)
+	p, err := gytest.DialPool(context.Background(), gy.Config{Addr: s.Addr(), OriginHost: "pgw%d.loadgen.test", OriginRealm: "loadgen.test"}, 2)
 	if err != nil {
 		b.Fatal(err)
 	}

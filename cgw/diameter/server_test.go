@@ -15,6 +15,7 @@ import (
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/gy"
+	"github.com/chf-testbed/testbed/loadgen/gy/gytest"
 )
 
 const (
@@ -393,7 +394,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	if err := s.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	p, err := gy.DialPool(context.Background(), gy.Config{Addr: s.Addr(), OriginHost: "pgw%d.loadgen.test", OriginRealm: "loadgen.test"}, 3)
+	p, err := gytest.DialPool(context.Background(), gy.Config{Addr: s.Addr(), OriginHost: "pgw%d.loadgen.test", OriginRealm: "loadgen.test"}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

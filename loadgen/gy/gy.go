@@ -1,9 +1,10 @@
 // Package gy is an allocation-light Diameter Gy/Ro (RFC 4006) client for
-// the load generator: Dial opens one peer connection (TCP, CER/CEA,
+// the load generator: DialConfig opens one peer connection (TCP, CER/CEA,
 // DWR/DWA watchdog, DPR/DPA on Close), Go sends a Credit-Control-Request
 // asynchronously and calls back with the decoded Credit-Control-Answer,
-// Do waits for it. Pool holds N connections, each with its own
-// Origin-Host, as N PGWs would. CCRs are encoded and CCAs decoded by hand
+// Do waits for it. The Gy driver (loadgen/driver/gy) holds N of them, each
+// with its own Origin-Host, as N PGWs would; package gytest does the same
+// for tests. CCRs are encoded and CCAs decoded by hand
 // (package cgw/diameter/wire); only the CER goes through go-diameter.
 package gy
 
@@ -206,12 +207,6 @@ type Conn struct {
 }
 
 var chanPool = sync.Pool{New: func() any { return make(chan error, 1) }}
-
-// Dial connects to addr as the peer originHost/originRealm with default
-// settings.
-func Dial(ctx context.Context, addr, originHost, originRealm string) (*Conn, error) {
-	return DialConfig(ctx, Config{Addr: addr, OriginHost: originHost, OriginRealm: originRealm})
-}
 
 // DialConfig connects, performs the capabilities exchange and starts the
 // reader and the watchdog.
@@ -832,56 +827,5 @@ func (c *Conn) Close() error {
 	}
 	c.conn.Close()
 	<-c.readerDone
-	return nil
-}
-
-// Pool is N connections to one CGW, each its own peer.
-type Pool struct {
-	conns []*Conn
-	next  atomic.Uint32
-}
-
-// DialPool opens n connections with cfg. Connection i's Origin-Host is
-// fmt.Sprintf(cfg.OriginHost, i) when OriginHost contains a '%' verb,
-// else "p<i>." + OriginHost.
-func DialPool(ctx context.Context, cfg Config, n int) (*Pool, error) {
-	if n <= 0 {
-		n = 1
-	}
-	p := &Pool{conns: make([]*Conn, 0, n)}
-	for i := range n {
-		c := cfg
-		if bytes.IndexByte([]byte(cfg.OriginHost), '%') >= 0 {
-			c.OriginHost = fmt.Sprintf(cfg.OriginHost, i)
-		} else {
-			c.OriginHost = "p" + strconv.Itoa(i) + "." + cfg.OriginHost
-		}
-		conn, err := DialConfig(ctx, c)
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
-		p.conns = append(p.conns, conn)
-	}
-	return p, nil
-}
-
-// Len is the number of connections.
-func (p *Pool) Len() int { return len(p.conns) }
-
-// Conn returns connection i mod Len (pin a session to one peer with it).
-func (p *Pool) Conn(i int) *Conn { return p.conns[uint(i)%uint(len(p.conns))] }
-
-// Next returns the connections round robin.
-func (p *Pool) Next() *Conn { return p.conns[int(p.next.Add(1))%len(p.conns)] }
-
-// Close closes every connection.
-func (p *Pool) Close() error {
-	var wg sync.WaitGroup
-	for _, c := range p.conns {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.Close() }()
-	}
-	wg.Wait()
 	return nil
 }

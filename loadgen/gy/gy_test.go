@@ -12,6 +12,7 @@ import (
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/gy"
+	"github.com/chf-testbed/testbed/loadgen/gy/gytest"
 )
 
 // countingCharger grants quota, counting requests per SUPI and charging 1.
@@ -53,7 +54,7 @@ func TestPoolAsync(t *testing.T) {
 	ch := &countingCharger{}
 	s := startServer(t, ch)
 	ctx := context.Background()
-	p, err := gy.DialPool(ctx, gy.Config{Addr: s.Addr(), OriginHost: "pgw%d.loadgen.test", OriginRealm: "loadgen.test"}, 3)
+	p, err := gytest.DialPool(ctx, gy.Config{Addr: s.Addr(), OriginHost: "pgw%d.loadgen.test", OriginRealm: "loadgen.test"}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
