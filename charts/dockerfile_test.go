@@ -32,6 +32,17 @@ func TestDockerfiles(t *testing.T) {
 					t.Errorf("Dockerfile lacks %q", want)
 				}
 			}
+			if name == "chf" {
+				// the store without client-go ships beside chf, built the same way
+				if n := strings.Count(df, "CGO_ENABLED=0"); n != 2 {
+					t.Errorf("CGO_ENABLED=0 appears %d times, want 2 (chf and aslite)", n)
+				}
+				for _, want := range []string{"-o /out/aslite ./cmd/aslite", "COPY --from=build /out/aslite /usr/local/bin/aslite"} {
+					if !strings.Contains(df, want) {
+						t.Errorf("Dockerfile lacks %q", want)
+					}
+				}
+			}
 			users := regexp.MustCompile(`(?m)^USER[ \t]+(\S+)`).FindAllStringSubmatch(df, -1)
 			if len(users) == 0 || users[len(users)-1][1] != "65532:65532" {
 				t.Errorf("final USER is not 65532:65532 (the charts' runAsUser): %v", users)

@@ -309,9 +309,15 @@ type Service interface {
 // RunService is a service command: ParseCommand, then a logger at
 // --log-level with a "service" attribute (also slog's default), tracing
 // and pprof when configured, then svc's components, all run in one Group
-// until SIGINT or SIGTERM.
+// until SIGINT or SIGTERM. Its usage names the command "chf <service>".
 func RunService(service, about string, svc Service, args []string) error {
-	run, err := ParseCommand("chf "+service, about, svc, args)
+	return RunServiceCommand("chf "+service, service, about, svc, args)
+}
+
+// RunServiceCommand is RunService for a binary of its own: command is the
+// name its usage shows (e.g. "aslite").
+func RunServiceCommand(command, service, about string, svc Service, args []string) error {
+	run, err := ParseCommand(command, about, svc, args)
 	if !run {
 		return err
 	}
