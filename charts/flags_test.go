@@ -253,7 +253,7 @@ func TestLoadgenFlagsExist(t *testing.T) {
 		t.Skip("builds ./cmd/loadgen; skipped with -short")
 	}
 	o := renderDecoded(t, loadgenModels[0], "--set", "label=calico-pinned", "--set", "cpu={cgw=http://chf-cgw:8080/metrics}",
-		"--set-json", `scenario={"name":"x"}`)
+		"--set", "metrics.enabled=true", "--set-json", `scenario={"name":"x"}`)
 	args := o.jobs[0].Spec.Template.Spec.Containers[0].Args
 	bin := filepath.Join(t.TempDir(), "loadgen")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,3 +199,83 @@ type (
 	corev1ContainerPort            = corev1.ContainerPort
 	metav1LabelSelectorRequirement = metav1.LabelSelectorRequirement
 )
+
+// TestLoadgenMetrics renders the loadgen chart's live metrics: off by
+// default; with metrics.enabled every shard serves --metrics-listen on the
+// container port "metrics", which the PodMonitor and the headless Service
+// behind the ServiceMonitor select; the helm test passes the same flag;
+// loadgen accepts it; a monitor without metrics.enabled is refused.
+func TestLoadgenMetrics(t *testing.T) {
+	helmBin(t)
+	lg := loadgenModels[0]
+	o := renderDecoded(t, lg)
+	ctr := o.jobs[0].Spec.Template.Spec.Containers[0]
+	if slices.Contains(ctr.Args, "--metrics-listen") || len(ctr.Ports) != 0 || len(o.svcMonitors)+len(o.podMonitors)+len(o.services) != 0 {
+		t.Errorf("metrics rendered by default: args %q, ports %v, %d monitors, %d services", ctr.Args, ctr.Ports, len(o.svcMonitors)+len(o.podMonitors), len(o.services))
+	}
+	o = renderDecoded(t, lg, "--set", "metrics.enabled=true,metrics.port=9555,metrics.podMonitor.enabled=true,metrics.serviceMonitor.enabled=true",
+		"--set", "metrics.podMonitor.labels.release=prom")
+	tpl := o.jobs[0].Spec.Template
+	ctr = tpl.Spec.Containers[0]
+	if v, _ := argValue(ctr.Args, "--metrics-listen"); v != ":9555" {
+		t.Errorf("--metrics-listen %q, want :9555 (args %q)", v, ctr.Args)
+	}
+	if len(ctr.Ports) != 1 || ctr.Ports[0].Name != "metrics" || ctr.Ports[0].ContainerPort != 9555 {
+		t.Errorf("container ports %+v, want metrics 9555", ctr.Ports)
+	}
+	if len(o.svcMonitors) != 1 || len(o.podMonitors) != 1 {
+		t.Fatalf("%d ServiceMonitors and %d PodMonitors, want 1 and 1", len(o.svcMonitors), len(o.podMonitors))
+	}
+	sm, pm := o.svcMonitors[0], o.podMonitors[0]
+	if pm.Labels["release"] != "prom" {
+		t.Errorf("PodMonitor labels %v lack release=prom", pm.Labels)
+	}
+	if !matchesSelector(t, pm.Spec.Selector.MatchExpressions, tpl.Labels) {
+		t.Errorf("PodMonitor does not select the shards' pods (labels %v)", tpl.Labels)
+	}
+	svc := o.services[release+"-loadgen-metrics"]
+	if svc == nil {
+		t.Fatalf("no headless Service %s-loadgen-metrics: %v", release, o.services)
+	}
+	if svc.Spec.ClusterIP != "None" {
+		t.Errorf("Service %s is not headless", svc.Name)
+	}
+	for k, v := range svc.Spec.Selector {
+		if tpl.Labels[k] != v {
+			t.Errorf("Service %s selects %s=%s, which the shards lack", svc.Name, k, v)
+		}
+	}
+	if !matchesSelector(t, sm.Spec.Selector.MatchExpressions, svc.Labels) {
+		t.Errorf("ServiceMonitor does not select Service %s", svc.Name)
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != sm.Spec.Endpoints[0].Port || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		t.Errorf("Service ports %+v do not lead the ServiceMonitor's port %q to the container's", svc.Spec.Ports, sm.Spec.Endpoints[0].Port)
+	}
+	for _, ep := range append(slices.Clone(sm.Spec.Endpoints), pm.Spec.PodMetricsEndpoints...) {
+		iv, err1 := time.ParseDuration(ep.Interval)
+		to, err2 := time.ParseDuration(ep.ScrapeTimeout)
+		if ep.Port != "metrics" || ep.Path != "/metrics" || err1 != nil || err2 != nil || to > iv {
+			t.Errorf("endpoint %+v: want port metrics, /metrics and a timeout within the interval", ep)
+		}
+	}
+	var test []string
+	for _, p := range o.pods {
+		if p.Annotations["helm.sh/hook"] == "test" {
+			test = p.Spec.Containers[0].Args
+		}
+	}
+	if v, _ := argValue(test, "--metrics-listen"); v != ":9555" {
+		t.Errorf("the helm test passes --metrics-listen %q, the Job :9555", v)
+	}
+	if code, out := runCheckFlags(t, buildLoadgen(t), test...); code != 0 || !strings.Contains(out, "9555") {
+		t.Errorf("loadgen %q: exit %d, want 0 and the listen address in the effective config:\n%s", test, code, out)
+	}
+	for _, set := range []string{"metrics.podMonitor.enabled=true", "metrics.serviceMonitor.enabled=true"} {
+		if _, err := render(t, lg, "--set", set); err == nil || !strings.Contains(err.Error(), "need metrics.enabled=true") {
+			t.Errorf("%s without metrics.enabled: %v, want a refusal naming metrics.enabled", set, err)
+		}
+	}
+	if _, err := render(t, lg, "--set", "metrics.port=0"); err == nil || !strings.Contains(err.Error(), "/metrics/port") {
+		t.Errorf("metrics.port=0: %v, want a schema refusal naming /metrics/port", err)
+	}
+}
