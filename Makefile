@@ -23,7 +23,7 @@ DEB_PKGS := nghttp2-client tshark iperf3 chromium
 all: build
 
 # VERSION is what `chf --version` and `loadgen --version` print (and what
-# loadgen reports carry); the Dockerfiles take it as a build argument.
+# loadgen reports carry); the Dockerfile takes it as a build argument.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 build:
@@ -191,7 +191,8 @@ soak: build
 charts-test: $(TOOLS)/bin/helm
 	$(GO) test -race -count=1 ./charts/...
 
-## images: build the container images where a container engine runs (none here).
+## images: build the container images (the Dockerfile's targets chf, with
+## aslite beside it, and loadgen) where a container engine runs (none here).
 IMAGE_REPO ?= chf-testbed
 IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/chf/Chart.yaml)
 CONTAINER_ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
@@ -199,7 +200,7 @@ images:
 	@if [ -z "$(CONTAINER_ENGINE)" ] || ! $(CONTAINER_ENGINE) info >/dev/null 2>&1; then \
 	  echo "images: no running container engine (docker or podman); skipped"; exit 0; fi; \
 	for b in chf loadgen; do \
-	  $(CONTAINER_ENGINE) build -f cmd/$$b/Dockerfile --build-arg VERSION=$(IMAGE_TAG) \
+	  $(CONTAINER_ENGINE) build --target $$b --build-arg VERSION=$(IMAGE_TAG) \
 	    -t $(IMAGE_REPO)/$$b:$(IMAGE_TAG) . || exit 1; \
 	done
 

@@ -8,46 +8,70 @@ import (
 	"testing"
 )
 
-// TestDockerfiles checks what the images promise without a container
-// engine: a multi-stage build, a static binary (CGO off) of the right
-// command, a minimal non-root runtime base whose uid matches the charts'
-// securityContext, and a build context without the repository's history.
-func TestDockerfiles(t *testing.T) {
-	for _, name := range []string{"chf", "loadgen"} {
-		t.Run(name, func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join("..", "cmd", name, "Dockerfile"))
-			if err != nil {
-				t.Fatal(err)
+// TestDockerfile checks what the images promise without a container
+// engine: one build stage compiling every command statically (CGO off),
+// and per image a target on a minimal non-root runtime base whose uid
+// matches the charts' securityContext, holding its binaries and entering
+// the right one; and a build context without the repository's history.
+func TestDockerfile(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(b)
+	for _, want := range []string{"CGO_ENABLED=0", "-X main.version=${VERSION}", "-o /out/ ./cmd/chf ./cmd/aslite ./cmd/loadgen"} {
+		if !strings.Contains(df, want) {
+			t.Errorf("the build stage lacks %q", want)
+		}
+	}
+	// Split into stages at each FROM; the runtime stages are named.
+	from := regexp.MustCompile(`(?m)^FROM[ \t]+(?:--\S+[ \t]+)*(\S+)(?:[ \t]+AS[ \t]+(\S+))?`)
+	locs := from.FindAllStringSubmatchIndex(df, -1)
+	stages := map[string]string{} // target -> its text
+	bases := map[string]string{}
+	for i, l := range locs {
+		end := len(df)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		if l[4] < 0 {
+			continue
+		}
+		name := df[l[4]:l[5]]
+		stages[name], bases[name] = df[l[0]:end], df[l[2]:l[3]]
+	}
+	if _, ok := stages["build"]; !ok {
+		t.Fatalf("no build stage: %v", stages)
+	}
+	for target, bins := range map[string][]string{"chf": {"chf", "aslite"}, "loadgen": {"loadgen"}} {
+		st, ok := stages[target]
+		if !ok {
+			t.Errorf("no target %s (make images builds --target %s)", target, target)
+			continue
+		}
+		if base := bases[target]; !strings.HasPrefix(base, "gcr.io/distroless/static") || !strings.Contains(base, ":nonroot") {
+			t.Errorf("target %s: runtime base %q is not distroless static nonroot", target, base)
+		}
+		copies := strings.Join(regexp.MustCompile(`(?m)^COPY --from=build .*$`).FindAllString(st, -1), "\n")
+		for _, bin := range bins {
+			if !strings.Contains(copies, "/out/"+bin) {
+				t.Errorf("target %s does not copy /out/%s: %q", target, bin, copies)
 			}
-			df := string(b)
-			froms := regexp.MustCompile(`(?m)^FROM[ \t]+(?:--\S+[ \t]+)*(\S+)`).FindAllStringSubmatch(df, -1)
-			if len(froms) < 2 {
-				t.Fatalf("not multi-stage: %d FROM lines", len(froms))
-			}
-			if final := froms[len(froms)-1][1]; !strings.HasPrefix(final, "gcr.io/distroless/static") || !strings.Contains(final, ":nonroot") {
-				t.Errorf("runtime base %q is not distroless static nonroot", final)
-			}
-			for _, want := range []string{"CGO_ENABLED=0", "-o /out/" + name + " ./cmd/" + name, "COPY --from=build /out/" + name, `ENTRYPOINT ["/usr/local/bin/` + name + `"]`} {
-				if !strings.Contains(df, want) {
-					t.Errorf("Dockerfile lacks %q", want)
-				}
-			}
-			if name == "chf" {
-				// the store without client-go ships beside chf, built the same way
-				if n := strings.Count(df, "CGO_ENABLED=0"); n != 2 {
-					t.Errorf("CGO_ENABLED=0 appears %d times, want 2 (chf and aslite)", n)
-				}
-				for _, want := range []string{"-o /out/aslite ./cmd/aslite", "COPY --from=build /out/aslite /usr/local/bin/aslite"} {
-					if !strings.Contains(df, want) {
-						t.Errorf("Dockerfile lacks %q", want)
-					}
-				}
-			}
-			users := regexp.MustCompile(`(?m)^USER[ \t]+(\S+)`).FindAllStringSubmatch(df, -1)
-			if len(users) == 0 || users[len(users)-1][1] != "65532:65532" {
-				t.Errorf("final USER is not 65532:65532 (the charts' runAsUser): %v", users)
-			}
-		})
+		}
+		if !strings.Contains(st, `ENTRYPOINT ["/usr/local/bin/`+target+`"]`) {
+			t.Errorf("target %s does not enter /usr/local/bin/%s", target, target)
+		}
+		users := regexp.MustCompile(`(?m)^USER[ \t]+(\S+)`).FindAllStringSubmatch(st, -1)
+		if len(users) == 0 || users[len(users)-1][1] != "65532:65532" {
+			t.Errorf("target %s: final USER is not 65532:65532 (the charts' runAsUser): %v", target, users)
+		}
+	}
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mk), "for b in chf loadgen; do") || !strings.Contains(string(mk), "build --target $$b") {
+		t.Errorf("make images does not build the targets chf and loadgen")
 	}
 	ign, err := os.ReadFile(filepath.Join("..", ".dockerignore"))
 	if err != nil {
