@@ -134,7 +134,7 @@ func (s *soakSampler) finish(dir string, res *report.Result) error {
 			return
 		}
 		third := len(v) / 3
-		a, b := median(v[:third]), median(v[len(v)-third:])
+		a, b := report.Median(v[:third]), report.Median(v[len(v)-third:])
 		if a <= 0 {
 			return
 		}
@@ -193,10 +193,4 @@ func (s *soakSampler) finish(dir string, res *report.Result) error {
 	}
 	fmt.Print("\n" + t.String())
 	return nil
-}
-
-func median(v []float64) float64 {
-	c := append([]float64(nil), v...)
-	sort.Float64s(c)
-	return c[len(c)/2]
 }

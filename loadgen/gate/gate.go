@@ -33,8 +33,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
+
+	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
 // Verdict of a metric or of the whole gate.
@@ -222,19 +223,6 @@ func logs(name string, base, cand []float64) (lb, lc []float64, err error) {
 	return lb, lc, err
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // Guardrail is an absolute limit on the candidate's median.
 type Guardrail struct {
 	Metric Metric
@@ -268,7 +256,7 @@ func Evaluate(metrics []Metric, base, cand map[string][]float64, guards []Guardr
 		}
 	}
 	for _, g := range guards {
-		v := median(cand[g.Metric.Name])
+		v := report.Median(cand[g.Metric.Name])
 		if g.Metric.HigherIsBetter && v < g.Limit || !g.Metric.HigherIsBetter && v > g.Limit {
 			r.Guardrails = append(r.Guardrails, fmt.Sprintf("%s median %.3f beyond the limit %.3f", g.Metric.Name, v, g.Limit))
 			r.Verdict = Regression
@@ -294,7 +282,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		if d.Info {
 			name += " (info)"
 		}
-		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f..%.3f (%.1f%%) | %.0f%% | %s | %s |\n", name, median(d.Baseline), median(d.Candidate),
+		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f..%.3f (%.1f%%) | %.0f%% | %s | %s |\n", name, report.Median(d.Baseline), report.Median(d.Candidate),
 			d.Ratio, d.Low, d.High, 100*d.Confidence, 100*d.Tolerance, d.Result, d.Reason)
 	}
 	if r.Paired && len(r.Decisions) > 0 {

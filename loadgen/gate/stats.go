@@ -3,6 +3,8 @@ package gate
 import (
 	"math"
 	"slices"
+
+	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
 // Rank-based (distribution-free) interval estimates of a shift in log
@@ -54,7 +56,7 @@ func mannWhitney(x, y []float64, conf float64) interval {
 // orderInterval is [v(c+1), v(N-c)] (1-based order statistics) around the
 // median of the sorted v.
 func orderInterval(v []float64, c int, achieved float64, ok bool) interval {
-	iv := interval{est: median(v), conf: achieved, ok: ok}
+	iv := interval{est: report.Median(v), conf: achieved, ok: ok}
 	if !ok {
 		iv.lo, iv.hi = math.Inf(-1), math.Inf(1)
 		return iv

@@ -111,7 +111,7 @@ func Series(base, cand []*report.Result) (bv, cv map[string][]float64) {
 	for _, r := range append(append([]*report.Result(nil), base...), cand...) {
 		lg = append(lg, r.LoadgenUsTxn)
 	}
-	ref := median(lg)
+	ref := report.Median(lg)
 	one := func(rs []*report.Result) map[string][]float64 {
 		m := map[string][]float64{}
 		for _, r := range rs {

@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -655,17 +654,4 @@ func (l *Lab) hostKnee(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("not even the first step (1000 TPS) met the SLO (p99 %v, late sends 5%%): pass --rate or a larger --knee-slo-p99", l.o.KneeP99)
 	}
 	return knee, nil
-}
-
-// median of xs (0 when empty); xs is not modified.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

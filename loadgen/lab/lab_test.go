@@ -86,9 +86,6 @@ func TestVersus(t *testing.T) {
 	if v := versus(Stat{20, 19, 21}, Stat{10, 9, 11}, false); !strings.HasPrefix(v, "worse") {
 		t.Errorf("lower is better: %s", v)
 	}
-	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
-		t.Errorf("median: %v", m)
-	}
 }
 
 // TestReport renders a report from made-up trials: ratios, "no

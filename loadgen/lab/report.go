@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
 // Report is lab.json.
@@ -240,14 +242,14 @@ func (row *Row) summarise() {
 		for i := range row.Trials {
 			xs[i] = f.get(&row.Trials[i])
 		}
-		row.Stats[f.name] = Stat{Median: median(xs), Min: slices.Min(xs), Max: slices.Max(xs)}
+		row.Stats[f.name] = Stat{Median: report.Median(xs), Min: slices.Min(xs), Max: slices.Max(xs)}
 	}
 	for comp := range row.Trials[0].CompUsTxn {
 		xs := make([]float64, len(row.Trials))
 		for i := range row.Trials {
 			xs[i] = row.Trials[i].CompUsTxn[comp]
 		}
-		row.Stats["cpu_us_per_txn_"+comp] = Stat{Median: median(xs), Min: slices.Min(xs), Max: slices.Max(xs)}
+		row.Stats["cpu_us_per_txn_"+comp] = Stat{Median: report.Median(xs), Min: slices.Min(xs), Max: slices.Max(xs)}
 	}
 	// The result kept is the trial with the median p50.
 	idx := make([]int, len(row.Trials))

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
 // ShapingRow is one configuration of the shaping experiment.
@@ -87,7 +89,7 @@ func (l *Lab) shaping(ctx context.Context, rep *Report) error {
 			for i, t := range row.trials {
 				xs[i] = f(t)
 			}
-			return Stat{Median: median(xs), Min: slices.Min(xs), Max: slices.Max(xs)}
+			return Stat{Median: report.Median(xs), Min: slices.Min(xs), Max: slices.Max(xs)}
 		}
 		row.IPerf3Gbps = stat(func(t shapingTrial) float64 { return t.gbps })
 		row.Retransmits = stat(func(t shapingTrial) float64 { return t.retr })
