@@ -232,9 +232,24 @@ func (g *Group) Run(ctx context.Context) error {
 	if g.failed == nil {
 		g.failed = make(chan error, 1)
 	}
+	// Signals are taken over before the first component starts, so a
+	// SIGTERM during start-up stops what has started (in reverse) instead
+	// of killing the process: the rest is not started.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	started := 0
 	var runErr error
+	var stopped bool
 	for _, p := range g.parts {
+		select {
+		case got := <-sig:
+			log.Info("stopping during start-up", "signal", got.String(), "not_started", p.name)
+			stopped = true
+		default:
+		}
+		if stopped {
+			break
+		}
 		if p.start != nil {
 			if err := p.start(); err != nil {
 				runErr = err
@@ -243,9 +258,7 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 		started++
 	}
-	if runErr == nil {
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	if runErr == nil && !stopped {
 		select {
 		case got := <-sig:
 			log.Info("stopping", "signal", got.String())
@@ -254,8 +267,8 @@ func (g *Group) Run(ctx context.Context) error {
 		case runErr = <-g.failed:
 			log.Error("stopping", "err", runErr)
 		}
-		signal.Stop(sig)
 	}
+	signal.Stop(sig) // a second signal now has its default effect
 	deadline := time.Now().Add(timeout)
 	errs := []error{runErr}
 	for i := started - 1; i >= 0; i-- {

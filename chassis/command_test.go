@@ -6,8 +6,10 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -154,6 +156,27 @@ func TestGroup(t *testing.T) {
 		t.Fatalf("Run took %s with a 50ms stop deadline", el)
 	}
 	if want := []string{"start a", "stop a"}; !slices.Equal(events, want) {
+		t.Fatalf("events %v, want %v", events, want)
+	}
+
+	// SIGTERM while a component starts: the process is not killed; what
+	// started is stopped in reverse and the rest never starts.
+	events = nil
+	g = &Group{Log: quiet}
+	add(g, "a", nil)
+	g.Add("b", func() error {
+		events = append(events, "start b")
+		if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(50 * time.Millisecond) // the signal is delivered meanwhile
+		return nil
+	}, func(context.Context) error { events = append(events, "stop b"); return nil })
+	add(g, "c", nil)
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"start a", "start b", "stop b", "stop a"}; !slices.Equal(events, want) {
 		t.Fatalf("events %v, want %v", events, want)
 	}
 }
