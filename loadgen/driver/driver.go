@@ -190,6 +190,13 @@ type Config struct {
 	// configuration; the h2c event loop cannot, so h2c then runs as
 	// h2c-async. Gy ignores it.
 	TLS *tls.Config
+	// NotifyListen, when set, is the host:port (port 0: any) on which the
+	// Nchf driver serves the notifyUri its creates carry (HTTP/2
+	// cleartext, "http://<listener address>/notify/<flow>"): the CHF's
+	// ChargingNotify requests reach the flow they name (see
+	// Notifiable). The host must be one the CHF can reach. Gy ignores it
+	// (RAR and ASR come on the flow's peer connection).
+	NotifyListen string
 }
 
 // DefaultTimeout is Config.Timeout's default.

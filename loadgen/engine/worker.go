@@ -43,6 +43,15 @@ type flow struct {
 	counted  bool  // the logical request's outcome is in the ledger
 	charged0 int64 // what the first attempt reported charging
 	hasChg0  bool
+	// CHF-initiated notifications (notify.go)
+	notice    uint8 // pending: noticeReauth or noticeAbort
+	noticeRx  int64 // its arrival, ns since start
+	answering uint8 // the current request answers a notice of this kind
+	ansRx     int64 // that notice's arrival
+	savedOp   Op    // a re-authorisation's update interrupts this request
+	savedDue  int64
+	trigAt    int64 // an operator call for this session was made then; 0 none
+	trigFrom  int64 // the call whose notice arrived, until its answer
 }
 
 const (
@@ -63,6 +72,7 @@ func (h *flowHeap) Push(x any) { f := x.(*flow); f.heapIdx = len(*h); *h = appen
 func (h *flowHeap) Pop() any {
 	old := *h
 	f := old[len(old)-1]
+	f.heapIdx = -1
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
 	return f
@@ -120,6 +130,14 @@ type worker struct {
 	stoppedEarly   bool
 	stopTime       time.Time
 
+	// notifications (notify.go): nil notices and live without a
+	// notifying driver
+	notices  chan driver.Notice
+	live     map[uint64]*flow // open sessions by flow id
+	triggers [2][]trigger     // operator calls to make, data and voice
+	thead    [2]int
+	nst      NoticeStats
+
 	// current interval
 	sec     int
 	iv      interval
@@ -152,6 +170,7 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		errors:     map[string]int64{},
 		ledger:     NewLedger(sc.Subscribers.Count),
 		nextSec:    int64(time.Second),
+		nst:        newNoticeStats(),
 	}
 	think := max(sc.Data.ThinkTime.D(), sc.Voice.ThinkTime.D())
 	w.drainLimit = w.stopAt + int64(think) + 2*w.timeout + int64(time.Second)
@@ -222,6 +241,9 @@ func (w *worker) run(ctx context.Context) {
 		if len(w.heap) > 0 && w.heap[0].due < next {
 			next = w.heap[0].due
 		}
+		if w.cfg.Operator != nil {
+			next = w.nextTrigger(next)
+		}
 		if p := w.pacing; p > 0 {
 			next = (next + p - 1) / p * p // wake on pacing ticks: sends batch
 		}
@@ -241,6 +263,13 @@ func (w *worker) run(ctx context.Context) {
 			w.completed(f)
 		}
 		w.completions = w.completions[:0]
+		if w.notices != nil {
+			now := w.now()
+			w.takeNotices(now)
+			if w.cfg.Operator != nil {
+				w.fireTriggers(now)
+			}
+		}
 	}
 }
 
@@ -287,7 +316,7 @@ func (w *worker) getFlow() *flow {
 		w.free = w.free[:n-1]
 		return f
 	}
-	f := &flow{}
+	f := &flow{heapIdx: -1}
 	f.cb = func(err error) {
 		f.err = err
 		w.completions = append(w.completions, f)
@@ -296,6 +325,13 @@ func (w *worker) getFlow() *flow {
 }
 
 func (w *worker) putFlow(f *flow) {
+	if w.live != nil {
+		delete(w.live, f.id)
+		if f.notice != noticeNone {
+			w.nst.Stale[f.notice-1]++ // arrived while the session ended
+		}
+	}
+	f.notice, f.answering, f.trigAt, f.trigFrom = noticeNone, noticeNone, 0, 0
 	f.ref = f.ref[:0]
 	w.free = append(w.free, f)
 }
@@ -533,6 +569,9 @@ func (w *worker) completed(f *flow) {
 	if w.cfg.Observe != nil {
 		w.cfg.Observe(f.op, lat, f.out.Class)
 	}
+	if f.answering != noticeNone {
+		w.noticeAnswered(f)
+	}
 	w.iv.completed++
 	w.iv.opDone[f.op]++
 	w.iv.hist.Record(lat)
@@ -613,11 +652,20 @@ func (w *worker) account(f *flow) {
 // next moves f to its following request or ends it.
 func (w *worker) next(f *flow) {
 	f.first = false
+	if f.answering != noticeNone && w.afterNotice(f) {
+		return
+	}
 	switch f.op {
 	case OpCreate:
 		if len(f.ref) == 0 {
 			w.putFlow(f)
 			return
+		}
+		if w.live != nil {
+			w.live[f.id] = f
+			if w.cfg.Operator != nil && w.sc.Notifications.Enabled() {
+				w.armTrigger(f)
+			}
 		}
 	case OpUpdate:
 		if f.gone {
@@ -637,7 +685,7 @@ func (w *worker) next(f *flow) {
 	} else {
 		f.op = OpUpdate
 	}
-	heap.Push(&w.heap, f)
+	w.resume(f)
 }
 
 // fillCharge fills f.charge, the protocol-neutral form of f's current
@@ -662,7 +710,10 @@ func (w *worker) fillCharge(f *flow) {
 		c.Request, c.Requested = true, chfUnits(s.Requested)
 	case OpUpdate:
 		c.Op, c.Session = driver.ChargeUpdate, f.ref
-		c.Request, c.Requested, c.Used = true, chfUnits(s.Requested), chfUnits(s.Used)
+		c.Request, c.Requested = true, chfUnits(s.Requested)
+		if f.answering != noticeReauth {
+			c.Used = chfUnits(s.Used) // a re-authorisation's update reports none
+		}
 	case OpRelease:
 		c.Op, c.Session = driver.ChargeRelease, f.ref
 		if f.step > 0 {

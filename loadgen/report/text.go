@@ -58,6 +58,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "\nSUT CPU µs/transaction %s   loadgen CPU µs/transaction %.1f\n", r.sutUs(), r.LoadgenUsTxn)
 	}
 	r.writeFaults(w)
+	r.writeNotifications(w)
 	a := r.Audit
 	verdict := "PASS"
 	if a.Skipped {
@@ -249,6 +250,7 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %.0f | %.3f | %.3f | %.3f | %.3f |\n", name, o.Count, o.Errors, o.Late, o.Dropped, o.TPS,
 			o.LatencyMs.P50, o.LatencyMs.P99, o.LatencyMs.P999, o.LatencyMs.Max)
 	}
+	r.writeNotificationsMarkdown(w)
 	if len(r.ErrorClasses) > 0 {
 		fmt.Fprintf(w, "\n| error class | count |\n|---|---:|\n")
 		for _, k := range sortedKeys(r.ErrorClasses) {

@@ -164,6 +164,9 @@ type Scenario struct {
 	// retransmission flag); with it set, a request that got no answer is
 	// sent again, flagged.
 	Retransmit float64 `yaml:"retransmit" json:"retransmit"`
+	// Notifications are the CHF-initiated notifications the run triggers
+	// (see notify.go).
+	Notifications Notifications `yaml:"notifications,omitempty" json:"notifications,omitzero"`
 }
 
 // Default returns the built-in scenario, which mirrors the reference
@@ -337,7 +340,7 @@ func (s *Scenario) Validate() error {
 			return bad(fmt.Sprintf("thresholds[%d]", i), "%v", err)
 		}
 	}
-	return nil
+	return s.Notifications.validate(bad)
 }
 
 // Shares returns the normalised mix, indexed by Kind.

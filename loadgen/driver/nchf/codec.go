@@ -41,6 +41,11 @@ type Request struct {
 	OneTime bool // oneTimeEvent with oneTimeEventType IEC
 	// Retransmit sets retransmissionIndicator.
 	Retransmit bool
+	// NotifyBase, when set, makes the request carry notifyUri
+	// NotifyBase + the decimal NotifyFlow (the driver's notify server
+	// routes the notification back to the flow by it).
+	NotifyBase string
+	NotifyFlow uint64
 	Line       Line
 }
 
@@ -68,6 +73,12 @@ func AppendBody(dst []byte, r *Request) []byte {
 	}
 	if r.OneTime {
 		dst = append(dst, `,"oneTimeEvent":true,"oneTimeEventType":"IEC"`...)
+	}
+	if r.NotifyBase != "" {
+		dst = append(dst, `,"notifyUri":"`...)
+		dst = append(dst, r.NotifyBase...)
+		dst = strconv.AppendUint(dst, r.NotifyFlow, 10)
+		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"multipleUnitUsage":[{"ratingGroup":`...)
 	dst = strconv.AppendUint(dst, uint64(r.Line.RatingGroup), 10)
