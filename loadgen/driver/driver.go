@@ -80,6 +80,23 @@ type Charge struct {
 	// Retransmit sets the protocol's retransmission flag (Nchf
 	// retransmissionIndicator, Gy T flag).
 	Retransmit bool
+	// WantGrant asks the driver to fill Outcome.Grant from the answer
+	// (threshold-driven sessions); off, it is not parsed.
+	WantGrant bool
+}
+
+// Grant is the quota an answer granted the charge's rating group, with
+// the reporting triggers armed on it.
+type Grant struct {
+	// Has is set when the answer carried a grant.
+	Has     bool
+	Granted chf.Units
+	// Threshold is the remaining-quota threshold in the grant's base unit
+	// (Nchf volume/time/unitQuotaThreshold, Gy *-Quota-Threshold): usage
+	// is reported when only this much is left; 0 = none.
+	Threshold uint64
+	// Validity is the grant's validity time in seconds (0 = none).
+	Validity uint32
 }
 
 // Outcome is what a driver reports about one Charge. Ref is reused across
@@ -104,6 +121,8 @@ type Outcome struct {
 	// Received is when the answer arrived (the kernel's stamp where the
 	// transport has it); zero when unknown.
 	Received time.Time
+	// Grant is the quota granted, filled when Charge.WantGrant.
+	Grant Grant
 }
 
 // Reset clears o, keeping its buffer.

@@ -20,6 +20,7 @@ type notifyDriver struct {
 	sink  driver.NoticeSink
 	supi  map[string]uint64 // the open session of each subscriber
 	trig  map[uint64]bool   // flows notified: abort or not
+	grant driver.Grant      // answered to charges that want one
 }
 
 func (d *notifyDriver) NewWorker() (driver.Worker, error) {
@@ -90,6 +91,9 @@ func (w *notifyWorker) Poll(wait time.Duration) error {
 	for _, k := range calls {
 		k.o.Reset()
 		k.o.Resolved, k.o.HasCharged, k.o.Received = true, true, time.Now()
+		if k.c.WantGrant {
+			k.o.Grant = w.d.grant
+		}
 		w.d.mu.Lock()
 		w.d.flows[k.c.Flow] = append(w.d.flows[k.c.Flow], k.c)
 		switch k.c.Op {

@@ -52,6 +52,10 @@ type flow struct {
 	savedDue  int64
 	trigAt    int64 // an operator call for this session was made then; 0 none
 	trigFrom  int64 // the call whose notice arrived, until its answer
+	// threshold-driven sessions (scenario usage.go): the next request
+	// reports used, when its due time came from a grant
+	grantDriven bool
+	used        chf.Units
 }
 
 const (
@@ -679,13 +683,48 @@ func (w *worker) next(f *flow) {
 	s := w.session(f)
 	f.step++
 	f.seq++
-	f.due += int64(s.ThinkTime)
+	w.advance(f, s)
 	if int(f.step) > s.Updates || f.due >= w.stopAt {
 		f.op = OpRelease
 	} else {
 		f.op = OpUpdate
 	}
 	w.resume(f)
+}
+
+// advance sets when f's next request is due: a think time after the
+// last one was due, or for a threshold-driven session when its last
+// grant's threshold, validity or quota is reached at the session's rate
+// (then f.used is what it consumed by then). A grant-driven request that
+// would fall after the stop is due at the stop, with the usage up to it.
+func (w *worker) advance(f *flow, s *scenario.Session) {
+	f.grantDriven = false
+	g := &f.out.Grant
+	if !s.ThresholdDriven() || !g.Has {
+		f.due += int64(s.ThinkTime)
+		return
+	}
+	base := g.Granted.TotalVolume
+	if s.Requested.TotalVolume == 0 {
+		base = uint64(g.Granted.Time)
+	}
+	d, use, ok := s.GrantInterval(base, g.Threshold, g.Validity)
+	if !ok {
+		f.due += int64(s.ThinkTime)
+		return
+	}
+	if left := w.stopAt - f.due; int64(d) > left {
+		left = max(left, 0)
+		use = uint64(float64(use) * float64(left) / float64(d))
+		d = time.Duration(left)
+	}
+	f.due += int64(d)
+	f.grantDriven = true
+	if s.Requested.TotalVolume != 0 {
+		f.used = chf.Units{TotalVolume: use}
+	} else {
+		f.used = chf.Units{Time: uint32(use)}
+	}
 }
 
 // fillCharge fills f.charge, the protocol-neutral form of f's current
@@ -704,20 +743,26 @@ func (w *worker) fillCharge(f *flow) {
 	}
 	s := w.session(f)
 	c.RatingGroup = s.RatingGroup
+	used := chfUnits(s.Used)
+	if f.grantDriven {
+		used = f.used
+	}
 	switch f.op {
 	case OpCreate:
 		c.Op = driver.ChargeCreate
 		c.Request, c.Requested = true, chfUnits(s.Requested)
+		c.WantGrant = s.ThresholdDriven()
 	case OpUpdate:
 		c.Op, c.Session = driver.ChargeUpdate, f.ref
 		c.Request, c.Requested = true, chfUnits(s.Requested)
+		c.WantGrant = s.ThresholdDriven()
 		if f.answering != noticeReauth {
-			c.Used = chfUnits(s.Used) // a re-authorisation's update reports none
+			c.Used = used // a re-authorisation's update reports none
 		}
 	case OpRelease:
 		c.Op, c.Session = driver.ChargeRelease, f.ref
 		if f.step > 0 {
-			c.Used = chfUnits(s.Used)
+			c.Used = used
 		}
 	}
 }

@@ -91,6 +91,10 @@ type Session struct {
 	Requested   Units    `yaml:"requested" json:"requested"` // asked for at create and each update
 	Used        Units    `yaml:"used" json:"used"`           // reported at each update and at release
 	ThinkTime   Duration `yaml:"think_time" json:"think_time"`
+	// UpdateOn and Rate make the session's updates threshold-driven
+	// (usage.go).
+	UpdateOn string `yaml:"update_on,omitempty" json:"update_on,omitempty"`
+	Rate     Units  `yaml:"rate,omitempty" json:"rate,omitzero"`
 }
 
 // Event is the shape of an SMS (immediate event charging).
@@ -282,6 +286,9 @@ func (s *Scenario) Validate() error {
 		}
 		if ss.v.ThinkTime < 0 || ss.v.ThinkTime.D() > time.Hour {
 			return bad(ss.f+".think_time", "must be 0..1h, got %s", ss.v.ThinkTime.D())
+		}
+		if err := ss.v.validateUsage(ss.f, bad); err != nil {
+			return err
 		}
 	}
 	if s.Mix.SMS > 0 {

@@ -271,6 +271,10 @@ func (e *exchange) Do(ctx context.Context, c *driver.Charge, o *driver.Outcome) 
 	o.Reset()
 	o.Received = time.Now()
 	e.classify(c.Op, o)
+	if c.WantGrant && len(e.ans.Grants) > 0 {
+		g := &e.ans.Grants[0]
+		o.Grant = driver.Grant{Has: true, Granted: g.Granted, Threshold: uint64(g.Threshold), Validity: g.ValidityTime}
+	}
 	return nil
 }
 

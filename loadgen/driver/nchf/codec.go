@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/driver"
 )
 
 // The codec: Nchf_ConvergedCharging (TS 32.291) request bodies and paths
@@ -214,4 +215,54 @@ func ParseCharged(v []byte) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+var (
+	grantedKey   = []byte(`"grantedUnit":`)
+	validityKey  = []byte(`"validityTime":`)
+	thresholdKey = [...][]byte{[]byte(`"volumeQuotaThreshold":`), []byte(`"timeQuotaThreshold":`), []byte(`"unitQuotaThreshold":`)}
+	unitKeys     = [...][]byte{[]byte(`"totalVolume":`), []byte(`"time":`), []byte(`"serviceSpecificUnits":`)}
+)
+
+// ScanGrant reads the first multipleUnitInformation's grantedUnit,
+// validityTime and quota threshold of a ChargingDataResponse into g (the
+// load generator sends one rating group per request); g.Has is false
+// without a grantedUnit.
+func ScanGrant(body []byte, g *driver.Grant) {
+	*g = driver.Grant{}
+	i := bytes.Index(body, grantedKey)
+	if i < 0 {
+		return
+	}
+	mui := body[i:] // the grant's own multipleUnitInformation entry onwards
+	if end := bytes.IndexByte(mui, '}'); end > 0 {
+		unit := mui[:end]
+		g.Has = true
+		g.Granted.TotalVolume = scanUint(unit, unitKeys[0])
+		g.Granted.Time = uint32(scanUint(unit, unitKeys[1]))
+		g.Granted.ServiceSpecific = scanUint(unit, unitKeys[2])
+	}
+	g.Validity = uint32(scanUint(mui, validityKey))
+	for _, k := range thresholdKey {
+		if v := scanUint(mui, k); v > 0 {
+			g.Threshold = v
+			break
+		}
+	}
+}
+
+// scanUint returns the unsigned integer after key in b (0 when absent).
+func scanUint(b, key []byte) uint64 {
+	i := bytes.Index(b, key)
+	if i < 0 {
+		return 0
+	}
+	var v uint64
+	for _, ch := range bytes.TrimLeft(b[i+len(key):], " ") {
+		if ch < '0' || ch > '9' {
+			break
+		}
+		v = v*10 + uint64(ch-'0')
+	}
+	return v
 }

@@ -137,6 +137,7 @@ type message struct {
 	location   []byte
 	charged    int64
 	hasCharged bool
+	wantGrant  bool // parse the grant into the outcome
 }
 
 // resetAnswer clears the answer fields, keeping the buffers.
@@ -149,6 +150,7 @@ func (m *message) resetAnswer() {
 func (d *Driver) build(m *message, c *driver.Charge) {
 	m.resetAnswer()
 	m.get = false
+	m.wantGrant = c.WantGrant
 	m.body = m.body[:0]
 	switch c.Op {
 	case driver.ChargeBalance:
@@ -235,6 +237,9 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 				o.Class = "rg_" + string(code)
 			}
 		})
+	}
+	if m.wantGrant {
+		ScanGrant(m.rbody, &o.Grant)
 	}
 }
 
