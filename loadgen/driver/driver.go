@@ -80,6 +80,10 @@ type Charge struct {
 	// Retransmit sets the protocol's retransmission flag (Nchf
 	// retransmissionIndicator, Gy T flag).
 	Retransmit bool
+	// Offline marks the usage reported as offline charging (Nchf
+	// quotaManagementIndicator OFFLINE_CHARGING in the used unit
+	// container): rated and recorded, not debited. Gy has no such mark.
+	Offline bool
 	// WantGrant asks the driver to fill Outcome.Grant from the answer
 	// (threshold-driven sessions); off, it is not parsed.
 	WantGrant bool

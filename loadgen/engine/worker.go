@@ -56,6 +56,7 @@ type flow struct {
 	// reports used, when its due time came from a grant
 	grantDriven bool
 	used        chf.Units
+	offline     bool // the session's usage is charged offline
 }
 
 const (
@@ -422,9 +423,13 @@ func (w *worker) startFlow(due, now int64) {
 	f.step, f.seq, f.due, f.first, f.gone = 0, 0, due, true, false
 	f.id = uint64(w.k)
 	f.target = int(w.k/int64(w.n)) % w.cfg.Driver.Targets()
+	f.offline = false
 	switch f.kind {
 	case scenario.KindData, scenario.KindVoice:
 		f.op = OpCreate
+		if o := w.sc.Accounts.Offline; o > 0 {
+			f.offline = w.rng.Float64() < o
+		}
 	case scenario.KindSMS:
 		f.op = OpEvent
 	default:
@@ -743,6 +748,7 @@ func (w *worker) fillCharge(f *flow) {
 	}
 	s := w.session(f)
 	c.RatingGroup = s.RatingGroup
+	c.Offline = f.offline
 	used := chfUnits(s.Used)
 	if f.grantDriven {
 		used = f.used

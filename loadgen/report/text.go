@@ -75,6 +75,10 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if a.Independent {
 		fmt.Fprintf(w, "audit, independent of what the CHF reported: expected (rated by the audit's tariff) %d, debited + overage %d, overage %d, mismatches %d\n",
 			a.Expected, a.Debited+a.Overage, a.Overage, a.ExpectedMismatches)
+		if a.Offline != 0 || a.BucketValue != 0 || a.BucketInexact != 0 {
+			fmt.Fprintf(w, "  + offline usage recorded %d + bucket units' value %d = %d (%d subscribers left out: a data bucket paid part of their usage)\n",
+				a.Offline, a.BucketValue, a.Debited+a.Overage+a.Offline+a.BucketValue, a.BucketInexact)
+		}
 	}
 	if r.Retransmits > 0 || r.Abandoned > 0 {
 		fmt.Fprintf(w, "retransmissions sent %d, requests abandoned %d\n", r.Retransmits, r.Abandoned)

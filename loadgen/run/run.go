@@ -143,6 +143,10 @@ type Options struct {
 	// balance targets).
 	OperatorToken   string
 	OperatorTargets []string
+	// InitialOf, when set, is each subscriber's provisioned initial state
+	// (the scenario's postpaid and bucket shares, loadgen local): the
+	// audit uses it instead of InitialBalance.
+	InitialOf func(i int32) audit.Account
 }
 
 // Execute performs the run. A failed audit returns the result together
@@ -154,6 +158,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	sc := o.Scenario
 	if err := sc.Validate(); err != nil {
 		return nil, err
+	}
+	if sc.Accounts.Offline > 0 && o.Proto == "gy" {
+		return nil, fmt.Errorf("%w: accounts.offline: Gy has no offline charging mark (quotaManagementIndicator is Nchf's)", scenario.ErrInvalid)
 	}
 	if len(o.Faults) > 0 && o.Injector == nil {
 		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
@@ -365,6 +372,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			auditRes = audit.Check(audit.Input{
 				First: first, Initial: initial, InitialBalance: o.InitialBalance, Final: final,
 				Ledger: st.Ledger, Expected: st.Ledger, Unresolved: st.Unresolved, NoHeader: st.MissingCharged,
+				InitialOf: o.InitialOf, Tariff: tariff,
 			})
 			o.Log.Info("final balances read", "accounts", len(idx), "took", time.Since(t0).Round(time.Millisecond))
 			// Only reservations can still change; mismatches cannot.

@@ -171,6 +171,9 @@ type Scenario struct {
 	// Notifications are the CHF-initiated notifications the run triggers
 	// (see notify.go).
 	Notifications Notifications `yaml:"notifications,omitempty" json:"notifications,omitzero"`
+	// Accounts are the shares of postpaid and bucket accounts among the
+	// subscribers, and of offline sessions (accounts.go).
+	Accounts Accounts `yaml:"accounts,omitempty" json:"accounts,omitzero"`
 }
 
 // Default returns the built-in scenario, which mirrors the reference
@@ -347,7 +350,10 @@ func (s *Scenario) Validate() error {
 			return bad(fmt.Sprintf("thresholds[%d]", i), "%v", err)
 		}
 	}
-	return s.Notifications.validate(bad)
+	if err := s.Notifications.validate(bad); err != nil {
+		return err
+	}
+	return s.Accounts.validate(bad)
 }
 
 // Shares returns the normalised mix, indexed by Kind.

@@ -28,6 +28,9 @@ type Line struct {
 	Request     bool      // include requestedUnit
 	Requested   chf.Units // amounts asked for (zero fields omitted)
 	Used        *chf.Units
+	// Offline marks the used unit container quotaManagementIndicator
+	// OFFLINE_CHARGING.
+	Offline bool
 }
 
 // Request is the variable part of a ChargingDataRequest.
@@ -90,6 +93,9 @@ func AppendBody(dst []byte, r *Request) []byte {
 	if r.Line.Used != nil {
 		dst = append(dst, `,"usedUnitContainer":[`...)
 		dst = appendUnits(dst, *r.Line.Used, int64(r.Seq))
+		if r.Line.Offline {
+			dst = append(dst[:len(dst)-1], `,"quotaManagementIndicator":"OFFLINE_CHARGING"}`...)
+		}
 		dst = append(dst, ']')
 	}
 	return append(dst, "}]}"...)
