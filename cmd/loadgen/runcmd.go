@@ -82,6 +82,7 @@ type runFlags struct {
 	caFile, certFile, keyFile string
 	tls                       bool
 	localTLSDir               string // loadgen local / sweep --local --tls-dir
+	localCDRDir               string // sweep --local --cdr-dir
 	// chfVersion is the system under test's version when known.
 	chfVersion string
 }
