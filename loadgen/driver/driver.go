@@ -84,6 +84,10 @@ type Charge struct {
 	// quotaManagementIndicator OFFLINE_CHARGING in the used unit
 	// container): rated and recorded, not debited. Gy has no such mark.
 	Offline bool
+	// Reauthorized marks an update answering the CHF's re-authorisation
+	// (Nchf usedUnitContainer trigger FORCED_REAUTHORISATION, Gy
+	// Reporting-Reason FORCED_REAUTHORISATION).
+	Reauthorized bool
 	// WantGrant asks the driver to fill Outcome.Grant from the answer
 	// (threshold-driven sessions); off, it is not parsed.
 	WantGrant bool

@@ -764,6 +764,8 @@ func (w *worker) fillCharge(f *flow) {
 		c.WantGrant = s.ThresholdDriven()
 		if f.answering != noticeReauth {
 			c.Used = used // a re-authorisation's update reports none
+		} else {
+			c.Reauthorized = true
 		}
 	case OpRelease:
 		c.Op, c.Session = driver.ChargeRelease, f.ref

@@ -213,6 +213,9 @@ func (e *exchange) prepare(s *slot, c *driver.Charge) error {
 	r := &e.req
 	svc := &e.svc[0]
 	*svc = gyc.Service{RatingGroup: c.RatingGroup, Request: c.Request, Requested: c.Requested, Used: c.Used}
+	if c.Reauthorized {
+		svc.Reason, svc.HasReason = wire.ReasonForcedReauth, true
+	}
 	*r = gyc.Request{Number: c.Seq, Services: e.svc[:1], Retransmit: c.Retransmit}
 	// Strings alias bytes owned by the caller or by e: the client copies
 	// them while encoding, before Do returns.

@@ -29,8 +29,10 @@ type Line struct {
 	Requested   chf.Units // amounts asked for (zero fields omitted)
 	Used        *chf.Units
 	// Offline marks the used unit container quotaManagementIndicator
-	// OFFLINE_CHARGING.
-	Offline bool
+	// OFFLINE_CHARGING; Reauthorized gives it the trigger
+	// FORCED_REAUTHORISATION.
+	Offline      bool
+	Reauthorized bool
 }
 
 // Request is the variable part of a ChargingDataRequest.
@@ -95,6 +97,9 @@ func AppendBody(dst []byte, r *Request) []byte {
 		dst = appendUnits(dst, *r.Line.Used, int64(r.Seq))
 		if r.Line.Offline {
 			dst = append(dst[:len(dst)-1], `,"quotaManagementIndicator":"OFFLINE_CHARGING"}`...)
+		}
+		if r.Line.Reauthorized {
+			dst = append(dst[:len(dst)-1], `,"triggers":[{"triggerType":"FORCED_REAUTHORISATION","triggerCategory":"IMMEDIATE_REPORT"}]}`...)
 		}
 		dst = append(dst, ']')
 	}

@@ -166,7 +166,7 @@ func (d *Driver) build(m *message, c *driver.Charge) {
 	}
 	r := &m.nreq
 	*r = Request{SUPI: c.SUPI, NFName: d.nfName, Seq: c.Seq, Now: c.Invoked, Retransmit: c.Retransmit,
-		Line: Line{RatingGroup: c.RatingGroup, Request: c.Request, Requested: c.Requested, Offline: c.Offline}}
+		Line: Line{RatingGroup: c.RatingGroup, Request: c.Request, Requested: c.Requested, Offline: c.Offline, Reauthorized: c.Reauthorized}}
 	if r.Now.IsZero() {
 		r.Now = time.Now()
 	}

@@ -171,3 +171,26 @@ func FuzzParseNotification(f *testing.F) {
 	f.Add([]byte(`{"notificationType":"ABORT_CHARGING"}`))
 	f.Fuzz(func(t *testing.T, b []byte) { parseNotification(b) })
 }
+
+// TestReauthorizedUpdateConforms: the update answering a re-authorisation
+// names the trigger, decodes with the CHF's decoder and conforms.
+func TestReauthorizedUpdateConforms(t *testing.T) {
+	d, err := New(driver.Config{Targets: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var m message
+	d.build(&m, &driver.Charge{Op: driver.ChargeUpdate, Session: []byte("ref"), SUPI: []byte("imsi-001010000000001"), Seq: 2, RatingGroup: 10,
+		Request: true, Requested: chf.Units{TotalVolume: 1000}, Reauthorized: true, Offline: true, Invoked: time.Now()})
+	var r chf.NchfRequest
+	var dec chf.NchfDecoder
+	if err := dec.Decode(m.body, &r); err != nil || len(r.Lines) != 1 || !r.Lines[0].Offline || r.Lines[0].Reported&chf.TriggerForcedReauth == 0 {
+		t.Fatalf("%s: %v %+v", m.body, err, r.Lines)
+	}
+	if v := specValidator(t); v != nil {
+		if err := v.ValidateRequest("POST", "/nchf-convergedcharging/v3/chargingdata/ref/update", m.body); err != nil {
+			t.Fatalf("%s: %v", m.body, err)
+		}
+	}
+}
