@@ -416,14 +416,18 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		a.fillBuckets(resp, now)
 		return false
 	}
-	if req.Op == chf.OpSessions {
+	if req.Op == chf.OpSessions || req.Op == chf.OpAbortSessions {
 		resp.Targets = resp.Targets[:0]
+		marked := false
 		for i := range a.sessions {
 			if s := &a.sessions[i]; !s.closed {
 				resp.Targets = append(resp.Targets, chf.NotifyTarget{Session: string(s.id), URI: string(s.notify)})
+				if req.Op == chf.OpAbortSessions && !s.aborted {
+					s.aborted, marked = true, true
+				}
 			}
 		}
-		return false
+		return marked
 	}
 	if req.Op == chf.OpTopUp {
 		a.topUp(&req.TopUp, now)
@@ -501,6 +505,10 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 			return write
 		}
 		s = &a.sessions[si]
+		if req.Op == chf.OpUpdate && s.aborted {
+			resp.Result, resp.Detail = chf.ResultEndUserServiceDenied, "charging session aborted by the operator: release it"
+			return write
+		}
 	default:
 		resp.Result, resp.Detail = chf.ResultInvalid, "unknown operation"
 		return write

@@ -62,6 +62,9 @@ type session struct {
 	lines  []chf.GrantLine
 	// notify is the notifyUri the create named (empty: none).
 	notify []byte
+	// aborted: the operator aborted the session (OpAbortSessions); it
+	// takes no update, only its release.
+	aborted bool
 }
 
 // recent is the remembered answer to a create or event, found again by
@@ -131,6 +134,7 @@ func (a *account) newSession(id string) *session {
 	s := &a.sessions[len(a.sessions)-1]
 	s.id = append(s.id[:0], id...)
 	s.lastSeq, s.closed, s.expires, s.result, s.op, s.digest = 0, false, 0, chf.ResultSuccess, 0, 0
+	s.aborted = false
 	s.res = s.res[:0]
 	s.lines = s.lines[:0]
 	s.notify = s.notify[:0]
@@ -155,7 +159,7 @@ func (a *account) removeSession(i int) {
 //	uvarint session count, then per session:
 //	  uvarint id length, id bytes
 //	  uvarint last answered sequence number
-//	  byte flags (bit 0: closed)
+//	  byte flags (bit 0: closed, bit 1: aborted by the operator)
 //	  varint expiry (unix seconds)
 //	  uvarint reservation count, then per reservation:
 //	    uvarint rating group, uvarint amount, uvarint units, varint expiry,
@@ -202,6 +206,9 @@ func (a *account) appendSessions(dst []byte) []byte {
 		var flags byte
 		if s.closed {
 			flags |= 1
+		}
+		if s.aborted {
+			flags |= 2
 		}
 		dst = append(dst, flags)
 		dst = binary.AppendVarint(dst, s.expires)
@@ -391,7 +398,8 @@ func (a *account) decodeSessions(blob []byte) error {
 		s := a.newSession("")
 		s.id = append(s.id[:0], r.bytes(r.uvarint())...)
 		s.lastSeq = uint32(r.uvarint())
-		s.closed = r.byte()&1 != 0
+		flags := r.byte()
+		s.closed, s.aborted = flags&1 != 0, flags&2 != 0
 		s.expires = r.varint()
 		nr := r.count(4)
 		for j := 0; j < nr && r.err == nil; j++ {

@@ -203,7 +203,11 @@ func (d *notifyDest) post(ctx context.Context, authority, path string, body []by
 // x.req.SUPI that named a notifyUri and answers {"sessions","notified",
 // "failed"}.
 func (h *Handler) notifyAccount(ctx context.Context, x *Exchange, supi, typ string) {
-	x.req = chf.ChargeRequest{Op: chf.OpSessions, SUPI: supi, Lines: x.req.Lines[:0]}
+	op := chf.OpSessions
+	if typ == NotifyAbortCharging {
+		op = chf.OpAbortSessions // bars the sessions from further updates
+	}
+	x.req = chf.ChargeRequest{Op: op, SUPI: supi, Lines: x.req.Lines[:0]}
 	x.resp.Reset()
 	if err := h.charger.Charge(ctx, &x.req, &x.resp); err != nil {
 		h.chargerError(x, err)

@@ -108,6 +108,27 @@ func expandRefs(s string, env map[string]string) string {
 // so that files such as the tariff are checked too.
 func materializeConfig(t *testing.T, o *objects, spec corev1.PodSpec, c corev1.Container, env map[string]string) {
 	t.Helper()
+	// The operator token Secret first (it is mounted below the ConfigMap's
+	// directory): a stand-in token of the length the CGW wants, where the
+	// pod would have it.
+	for _, vm := range c.VolumeMounts {
+		for _, v := range spec.Volumes {
+			if v.Name != vm.Name || v.Name != "operator" || v.Secret == nil {
+				continue
+			}
+			dir := t.TempDir()
+			for _, it := range v.Secret.Items {
+				if err := os.WriteFile(filepath.Join(dir, it.Path), []byte("stand-in-operator-token-0123456789"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for k, val := range env {
+				if strings.HasPrefix(val, vm.MountPath+"/") {
+					env[k] = dir + strings.TrimPrefix(val, vm.MountPath)
+				}
+			}
+		}
+	}
 	for _, vm := range c.VolumeMounts {
 		for _, v := range spec.Volumes {
 			if v.Name != vm.Name || v.ConfigMap == nil {

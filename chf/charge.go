@@ -34,6 +34,11 @@ const (
 	// OpSessions lists the account's open sessions with their notify
 	// URIs (the operator's reauthorize/abort); no charging, no write.
 	OpSessions Op = 7
+	// OpAbortSessions lists them as OpSessions does and bars each from
+	// further charging (the operator's abort): an update of an aborted
+	// session is refused with ResultEndUserServiceDenied; its release
+	// still reports the final usage and frees its reservations.
+	OpAbortSessions Op = 8
 )
 
 // NotifyTarget is an open session of an account and the notifyUri its

@@ -166,9 +166,17 @@ func TestNotifications(t *testing.T) {
 	if len(ty) < 10 || reauth != len(ty)-1 || ty[len(ty)-1] != "ABORT_CHARGING" {
 		t.Fatalf("notification types %v", ty)
 	}
+	// The abort barred both sessions: an update is refused (the
+	// session must be released), a release still takes the final usage.
+	for i, r := range []string{ref, ref2} {
+		up := c.do("POST", r+"/update", req("", 1, `{"ratingGroup":10,"requestedUnit":{},"usedUnitContainer":[{"totalVolume":1000,"localSequenceNumber":1}]}`))
+		if up.status != 403 || !strings.Contains(string(up.body), "END_USER_REQUEST_DENIED") || !strings.Contains(string(up.body), "aborted") {
+			t.Fatalf("update %d after abort: %d %s", i, up.status, up.body)
+		}
+	}
 	// The SMF releases; the account has no session left to notify.
 	for i, r := range []string{ref, ref2} {
-		if r := c.do("POST", r+"/release", req("", 1, "")); r.status != 204 {
+		if r := c.do("POST", r+"/release", req("", 2, "")); r.status != 204 {
 			t.Fatalf("release %d: %d %s", i, r.status, r.body)
 		}
 	}
@@ -227,7 +235,10 @@ func TestGyReAuthAndAbort(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no ASR")
 	}
-	gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestTermination, Number: 2, IMSI: imsi,
+	// The abort barred the session: a CCR-U is refused, the CCR-T is not.
+	gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestUpdate, Number: 2, IMSI: imsi,
+		Services: []gy.Service{{RatingGroup: 10, Request: true, Used: chf.Units{TotalVolume: 1}}}}, wire.ResultEndUserServiceDenied)
+	gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestTermination, Number: 3, IMSI: imsi,
 		Services: []gy.Service{{RatingGroup: 10, Used: chf.Units{TotalVolume: 500_000}}}}, wire.ResultSuccess)
 	if st, m = cl.operator(supi(9), cgw.ReauthorizeSuffix); m["sessions"] != 0 {
 		t.Fatalf("after CCR-T: %d %v", st, m)

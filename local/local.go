@@ -31,6 +31,7 @@ import (
 	as "github.com/aerospike/aerospike-client-go/v7"
 
 	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/chf"
 )
 
 // Config configures a local CHF. Zero values pick the defaults.
@@ -50,6 +51,9 @@ type Config struct {
 	Accounts int
 	Balance  int64
 	First    string
+	// Plans re-provision parts of that range after it (postpaid accounts,
+	// bucket plans).
+	Plans []Plan
 	// Args adds flags per subcommand ("cgw": {"--pprof", "127.0.0.1:6060"}).
 	Args map[string][]string
 	// CDRDir, when set, is the OCP's --cdr-dir (charging data records);
@@ -277,6 +281,11 @@ func (c *CHF) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if len(cfg.Plans) > 0 {
+		if err := c.provisionPlans(ctx); err != nil {
+			return err
+		}
+	}
 	if err := c.startService(ctx, "ocp", []string{"--abm", strings.Join(c.Instances["abm"], ",")}); err != nil {
 		return err
 	}
@@ -369,6 +378,51 @@ func (c *CHF) provision(ctx context.Context) error {
 		return fmt.Errorf("cannot provision %d accounts: %w", c.cfg.Accounts, err)
 	}
 	c.log.Info("provisioned accounts", "created", res.Created, "first", c.cfg.First, "balance", c.cfg.Balance, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// Plan is a part of the provisioned range written again, before the OCP
+// starts, with its own balance, credit limit (postpaid) and buckets
+// (chf.Bucket.Expires a validity in seconds, 0 = none).
+type Plan struct {
+	Offset, Count int // subscribers [Offset, Offset+Count) of the range
+	Balance       int64
+	CreditLimit   int64
+	Buckets       []chf.Bucket
+}
+
+// provisionPlans writes the plans' accounts over the range's.
+func (c *CHF) provisionPlans(ctx context.Context) error {
+	host, port, err := net.SplitHostPort(c.cfg.Aerospike)
+	if err != nil {
+		return fmt.Errorf("cannot parse aslite address: %w", err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("cannot parse aslite port: %w", err)
+	}
+	cp := as.NewClientPolicy()
+	cp.Timeout = 10 * time.Second
+	cl, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
+	if aerr != nil {
+		return fmt.Errorf("cannot connect to aslite at %s: %w", c.cfg.Aerospike, aerr)
+	}
+	defer cl.Close()
+	for _, pl := range c.cfg.Plans {
+		if pl.Count <= 0 {
+			continue
+		}
+		first, err := abm.SUPI(c.cfg.First, pl.Offset)
+		if err != nil {
+			return fmt.Errorf("cannot provision a plan at %d: %w", pl.Offset, err)
+		}
+		res, err := abm.Provision(ctx, cl, abm.ProvisionConfig{First: first, Count: pl.Count, Balance: pl.Balance, Overwrite: true,
+			CreditLimit: pl.CreditLimit, Buckets: pl.Buckets}, nil)
+		if err != nil {
+			return fmt.Errorf("cannot provision %d accounts of a plan: %w", pl.Count, err)
+		}
+		c.log.Info("provisioned a plan", "created", res.Created, "first", first, "balance", pl.Balance, "credit_limit", pl.CreditLimit, "buckets", len(pl.Buckets))
+	}
 	return nil
 }
 

@@ -219,6 +219,11 @@ func localCmd(args []string) (err error) {
 			}
 		}
 	}
+	plans, initialOf, err := testbed.Plans(&o.Scenario, *l.balance)
+	if err != nil {
+		return usageError{err}
+	}
+	o.InitialOf = initialOf
 	s := onSignals()
 	defer s.Stop()
 	o.Log.Info("starting the local CHF", "accounts", *l.accounts)
@@ -227,7 +232,7 @@ func localCmd(args []string) (err error) {
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
 		Logs: logs, Log: o.Log, CGWArgs: cgwFlags, OCPArgs: ocpFlags, ABMArgs: abmFlags, Diameter: f.proto == "gy",
 		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
-		TLSDir: f.localTLSDir,
+		TLSDir: f.localTLSDir, Plans: plans,
 	})
 	if err != nil {
 		return s.wrap(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/operator"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
@@ -72,11 +73,16 @@ type runFlags struct {
 	noDefThresh    bool
 	tariffFile     string
 	retransmit     float64
+	reauthorize    float64
+	abortShare     float64
+	notifyListen   string
+	operatorToken  string
 	// TLS of https:// targets: --ca, --cert, --key, set by parseTargets
 	// when the targets are https://.
 	caFile, certFile, keyFile string
 	tls                       bool
 	localTLSDir               string // loadgen local / sweep --local --tls-dir
+	localCDRDir               string // sweep --local --cdr-dir
 	// chfVersion is the system under test's version when known.
 	chfVersion string
 }
@@ -131,6 +137,10 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noDefThresh, "no-default-thresholds", false, "do not apply the default thresholds 'tps>0' and 'errors<=1%'")
 	fs.StringVar(&f.tariffFile, "tariff", "", "tariff file the audit rates every charge with, independently of what the CHF reports (the same YAML/JSON file the OCP loads with --tariff); empty = the built-in default tariff")
 	fs.Float64Var(&f.retransmit, "retransmit", 0, "share 0..1 of creates, updates, releases and events sent twice with the same identity (some flagged as retransmissions, some after a timeout); the audit must still reconcile exactly; overrides the scenario's retransmit")
+	fs.Float64Var(&f.reauthorize, "reauthorize", 0, "share 0..1 of sessions the loadgen has the CHF re-authorise during the run (POST /chf/v1/accounts/{supi}/reauthorize, halfway to the session's next request): the CHF notifies the session (Nchf ChargingNotify REAUTHORIZATION to the notifyUri the loadgen serves, Gy RAR), the loadgen answers with an update, and the report gives the round trip; overrides the scenario's notifications.reauthorize")
+	fs.Float64Var(&f.abortShare, "abort", 0, "share 0..1 of sessions the loadgen has the CHF abort (POST .../abort: ABORT_CHARGING or a Gy ASR, answered by releasing the session); overrides the scenario's notifications.abort")
+	fs.StringVar(&f.notifyListen, "notify-listen", "", "host:port the Nchf driver serves its notifyUri on (HTTP/2 cleartext; every create then carries notifyUri http://HOST:PORT/notify/<flow>, and notifications are answered as an SMF would); the host must be one the CHF reaches; empty = off, or 127.0.0.1:0 when the scenario triggers notifications")
+	fs.StringVar(&f.operatorToken, "operator-token-file", "", "file holding the bearer token of the CHF's operator API (the CGW's --operator-token-file), for --reauthorize and --abort; empty sends none (a loopback CGW without a token accepts that)")
 	fs.StringVar(&f.caFile, "ca", "", "with https:// targets: PEM bundle of the CAs that sign the CGW's certificate (empty = the system roots)")
 	fs.StringVar(&f.certFile, "cert", "", "with https:// targets: PEM client certificate to present (mTLS), with --key")
 	fs.StringVar(&f.keyFile, "key", "", "PEM private key of --cert")
@@ -141,6 +151,7 @@ var flagOfField = map[string]string{
 	"load.tps": "rate", "load.sessions_per_second": "sessions-per-second", "phases.duration": "duration",
 	"phases.warm_up": "warmup", "phases.ramp_up": "ramp-up", "subscribers.count": "subscribers",
 	"subscribers.first": "first", "max_in_flight": "max-inflight", "timeout": "timeout",
+	"notifications.reauthorize": "reauthorize", "notifications.abort": "abort",
 }
 
 // fieldError turns a scenario validation error into a usage error naming
@@ -204,6 +215,12 @@ func (f *runFlags) scenario() (sc scenario.Scenario, hash string, err error) {
 	}
 	if set["retransmit"] {
 		sc.Retransmit = f.retransmit
+	}
+	if set["reauthorize"] {
+		sc.Notifications.Reauthorize = f.reauthorize
+	}
+	if set["abort"] {
+		sc.Notifications.Abort = f.abortShare
 	}
 	for _, t := range f.thresholds {
 		if _, err := scenario.ParseThreshold(t); err != nil {
@@ -292,6 +309,8 @@ func (f *runFlags) checkFlags() error {
 		return bad("progress", "%q: want auto, line, plain, json or off", f.progress)
 	case f.metricsListen != "" && !validHostPort(f.metricsListen):
 		return bad("metrics-listen", "%q: want host:port (port 0 allowed)", f.metricsListen)
+	case f.notifyListen != "" && !validHostPort(f.notifyListen):
+		return bad("notify-listen", "%q: want host:port (port 0 allowed)", f.notifyListen)
 	}
 	return nil
 }
@@ -336,6 +355,12 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 		Thresholds: sc.EffectiveThresholds(f.noDefThresh),
 	}
 	o.MetricsListen = f.metricsListen
+	o.NotifyListen = f.notifyListen
+	if f.operatorToken != "" {
+		if o.OperatorToken, err = operator.ReadToken(f.operatorToken); err != nil {
+			return o, usageError{err}
+		}
+	}
 	o.Provenance = report.HostProvenance()
 	o.Provenance.LoadgenVersion = version
 	o.Provenance.CHFVersion = f.chfVersion

@@ -36,6 +36,7 @@ func sweepCmd(args []string) (err error) {
 	f.register(fs)
 	tgt := fs.String("target", "", "CGW endpoints (http://HOST:PORT,... or diameter://HOST:PORT,... for Gy); empty with --local")
 	local := fs.Bool("local", false, "start the local CHF once and sweep it (like loadgen local)")
+	fs.StringVar(&f.localCDRDir, "cdr-dir", "", "with --local: the OCP writes CHF-CDRs into this directory (its --cdr-dir), to sweep with CDRs on; empty = no CDRs")
 	var l localFlags
 	l.register(fs, "accounts provisioned by --local; each step uses its own slice of them")
 	start := fs.Float64("start", 1000, "first offered TPS, > 0")
@@ -57,6 +58,9 @@ func sweepCmd(args []string) (err error) {
 	}
 	if *local == (*tgt != "") {
 		return usageError{errors.New("give exactly one of --target and --local")}
+	}
+	if f.localCDRDir != "" && !*local {
+		return usageError{errors.New("invalid --cdr-dir: only with --local (a remote CHF's OCP has its own --cdr-dir)")}
 	}
 	if err := f.checkFlags(); err != nil {
 		return err
@@ -212,7 +216,11 @@ func startTestbed(ctx context.Context, chf string, accounts int, balance int64, 
 	if err != nil {
 		return nil, fmt.Errorf("cannot create chf.log: %w", err)
 	}
-	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy", TLSDir: f.localTLSDir})
+	var ocpArgs []string
+	if f.localCDRDir != "" {
+		ocpArgs = []string{"--cdr-dir", f.localCDRDir}
+	}
+	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy", TLSDir: f.localTLSDir, OCPArgs: ocpArgs})
 	if err != nil {
 		logs.Close()
 		return nil, err

@@ -36,6 +36,12 @@ type Account struct {
 	Reserved int64
 	Overage  int64 // usage the CHF recorded beyond the balance
 	Found    bool
+	// CreditLimit: a postpaid balance may go down to -CreditLimit.
+	// Offline is the running total of offline usage rated; Buckets the
+	// units of the live buckets by service (nchf.BucketData, ...).
+	CreditLimit int64
+	Offline     int64
+	Buckets     [nchf.NumBucketServices]uint64
 }
 
 // Snapshot holds the balances of a set of subscriber indexes.
@@ -112,7 +118,8 @@ func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32,
 				}
 				succeeded.Add(1)
 				if a.Found {
-					s.Accounts[k] = Account{Balance: a.Balance, Reserved: a.Reserved, Overage: a.Overage, Found: true}
+					s.Accounts[k] = Account{Balance: a.Balance, Reserved: a.Reserved, Overage: a.Overage, Found: true,
+						CreditLimit: a.CreditLimit, Offline: a.Offline, Buckets: a.Buckets}
 				}
 			}
 		}()
@@ -143,16 +150,27 @@ type Result struct {
 	// of the overage the CHF recorded during the run, and
 	// ExpectedMismatches the subscribers whose delta + overage differs
 	// from their expectation.
-	Independent        bool     `json:"independent"`
-	Expected           int64    `json:"expected_total"`
-	Overage            int64    `json:"overage_total"`
-	ExpectedMismatches int      `json:"expected_mismatches"`
-	Negative           int      `json:"negative_balances"`
-	Reserved           int      `json:"reserved_left"` // accounts with a reservation left
-	Unreadable         int      `json:"unreadable"`    // accounts that could not be read
-	Unresolved         int64    `json:"unresolved_requests"`
-	NoHeader           int64    `json:"answers_without_charged_header"`
-	Examples           []string `json:"examples,omitempty"`
+	Independent        bool  `json:"independent"`
+	Expected           int64 `json:"expected_total"`
+	Overage            int64 `json:"overage_total"`
+	ExpectedMismatches int   `json:"expected_mismatches"`
+	// Offline is the offline usage the CHF recorded during the run
+	// (rated, never debited); BucketValue what the bucket units consumed
+	// are worth at the tariff's price (voice and sms, priced per unit):
+	// both count towards the expectation. BucketInexact counts the
+	// subscribers left out of the independent check because a bucket
+	// whose service is priced per block of units (data) paid part of
+	// their usage: what money paid then depends on how each charge was
+	// split.
+	Offline       int64    `json:"offline_total"`
+	BucketValue   int64    `json:"bucket_value"`
+	BucketInexact int      `json:"bucket_inexact"`
+	Negative      int      `json:"negative_balances"`
+	Reserved      int      `json:"reserved_left"` // accounts with a reservation left
+	Unreadable    int      `json:"unreadable"`    // accounts that could not be read
+	Unresolved    int64    `json:"unresolved_requests"`
+	NoHeader      int64    `json:"answers_without_charged_header"`
+	Examples      []string `json:"examples,omitempty"`
 }
 
 // Input is what Check compares.
@@ -170,6 +188,13 @@ type Input struct {
 	Expected   Expectation
 	Unresolved int64
 	NoHeader   int64
+	// InitialOf, when set (with Initial nil), gives each subscriber's
+	// initial state as provisioned (postpaid balances, buckets) instead
+	// of InitialBalance.
+	InitialOf func(i int32) Account
+	// Tariff prices the bucket units consumed (BucketValue); nil = the
+	// built-in tariff.
+	Tariff *Tariff
 }
 
 // Expectation is what a run expects each subscriber to have paid, in minor
@@ -183,6 +208,10 @@ type Expectation interface {
 // moved by exactly what was charged, untouched ones not at all.
 func Check(in Input) Result {
 	r := Result{Charged: in.Ledger.Total, Unresolved: in.Unresolved, NoHeader: in.NoHeader}
+	tariff := in.Tariff
+	if tariff == nil {
+		tariff, _ = LoadTariff("")
+	}
 	r.Touched = len(in.Ledger.TouchedList())
 	example := func(format string, a ...any) {
 		if len(r.Examples) < 10 {
@@ -199,7 +228,9 @@ func Check(in Input) Result {
 			continue
 		}
 		var ini, iniOver int64
-		if in.Initial != nil {
+		var start Account
+		switch {
+		case in.Initial != nil:
 			a, ok := in.Initial.Get(i)
 			if !ok || !a.Found {
 				if in.Ledger.Touched(i) {
@@ -207,10 +238,13 @@ func Check(in Input) Result {
 				}
 				continue
 			}
-			ini, iniOver = a.Balance, a.Overage
-		} else {
-			ini = in.InitialBalance
+			start = a
+		case in.InitialOf != nil:
+			start = in.InitialOf(i)
+		default:
+			start = Account{Balance: in.InitialBalance}
 		}
+		ini, iniOver = start.Balance, start.Overage
 		r.Checked++
 		delta := ini - fin.Balance
 		r.Debited += delta
@@ -218,19 +252,26 @@ func Check(in Input) Result {
 			r.Mismatches++
 			example("%s: initial %d - final %d = %d, CHF reported charging %d", in.First.String(int(i)), ini, fin.Balance, delta, want)
 		}
-		if in.Expected != nil {
+		off := fin.Offline - start.Offline
+		r.Offline += off
+		bval, exact := tariff.bucketValue(&start, &fin)
+		r.BucketValue += bval
+		if in.Expected != nil && !exact {
+			r.BucketInexact++
+		} else if in.Expected != nil {
 			over := fin.Overage - iniOver
 			want := in.Expected.Expected(i)
 			r.Overage += over
 			r.Expected += want
-			if delta+over != want {
+			if got := delta + over + off + bval; got != want {
 				r.ExpectedMismatches++
-				example("%s: debited %d + overage %d = %d, the tariff rates what was sent at %d", in.First.String(int(i)), delta, over, delta+over, want)
+				example("%s: debited %d + overage %d + offline %d + buckets' value %d = %d, the tariff rates what was sent at %d",
+					in.First.String(int(i)), delta, over, off, bval, got, want)
 			}
 		}
-		if fin.Balance < 0 {
+		if fin.Balance < -fin.CreditLimit {
 			r.Negative++
-			example("%s: negative balance %d", in.First.String(int(i)), fin.Balance)
+			example("%s: balance %d below its credit limit %d", in.First.String(int(i)), fin.Balance, fin.CreditLimit)
 		}
 		if fin.Reserved != 0 {
 			r.Reserved++

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 )
 
 // The audit rates what the load generator sent on its own, from the tariff
@@ -185,4 +186,45 @@ func (r auditRate) cost(n uint64) int64 {
 		return math.MaxInt64
 	}
 	return int64(q)
+}
+
+// bucketValue returns what the bucket units consumed between start and
+// fin are worth at the tariff's price of their service, and whether that
+// is exact: it is for a service priced per unit (voice seconds, sms), not
+// for one priced per block (data per 1,000,000 octets, where the money
+// paid depends on how each charge was split between bucket and balance),
+// nor for a service with several prices.
+func (t *Tariff) bucketValue(start, fin *Account) (int64, bool) {
+	var v int64
+	exact := true
+	for k := range start.Buckets {
+		if fin.Buckets[k] >= start.Buckets[k] {
+			continue
+		}
+		used := start.Buckets[k] - fin.Buckets[k]
+		price, unit, ok := t.servicePrice(bucketServiceNames[k])
+		if !ok || unit != 1 {
+			exact = false
+			continue
+		}
+		v += price * int64(used)
+	}
+	return v, exact
+}
+
+var bucketServiceNames = [...]string{nchf.BucketData: "data", nchf.BucketVoice: "voice", nchf.BucketSMS: "sms"}
+
+// servicePrice returns the price and unit of a service's rating groups;
+// false when none has it or they disagree.
+func (t *Tariff) servicePrice(svc string) (price int64, unit uint64, ok bool) {
+	for _, r := range t.rates {
+		if r.service != svc {
+			continue
+		}
+		if ok && (r.price != price || r.unit != unit) {
+			return 0, 0, false
+		}
+		price, unit, ok = r.price, r.unit, true
+	}
+	return price, unit, ok
 }

@@ -80,6 +80,31 @@ type Charge struct {
 	// Retransmit sets the protocol's retransmission flag (Nchf
 	// retransmissionIndicator, Gy T flag).
 	Retransmit bool
+	// Offline marks the usage reported as offline charging (Nchf
+	// quotaManagementIndicator OFFLINE_CHARGING in the used unit
+	// container): rated and recorded, not debited. Gy has no such mark.
+	Offline bool
+	// Reauthorized marks an update answering the CHF's re-authorisation
+	// (Nchf usedUnitContainer trigger FORCED_REAUTHORISATION, Gy
+	// Reporting-Reason FORCED_REAUTHORISATION).
+	Reauthorized bool
+	// WantGrant asks the driver to fill Outcome.Grant from the answer
+	// (threshold-driven sessions); off, it is not parsed.
+	WantGrant bool
+}
+
+// Grant is the quota an answer granted the charge's rating group, with
+// the reporting triggers armed on it.
+type Grant struct {
+	// Has is set when the answer carried a grant.
+	Has     bool
+	Granted chf.Units
+	// Threshold is the remaining-quota threshold in the grant's base unit
+	// (Nchf volume/time/unitQuotaThreshold, Gy *-Quota-Threshold): usage
+	// is reported when only this much is left; 0 = none.
+	Threshold uint64
+	// Validity is the grant's validity time in seconds (0 = none).
+	Validity uint32
 }
 
 // Outcome is what a driver reports about one Charge. Ref is reused across
@@ -104,6 +129,8 @@ type Outcome struct {
 	// Received is when the answer arrived (the kernel's stamp where the
 	// transport has it); zero when unknown.
 	Received time.Time
+	// Grant is the quota granted, filled when Charge.WantGrant.
+	Grant Grant
 }
 
 // Reset clears o, keeping its buffer.
@@ -190,6 +217,13 @@ type Config struct {
 	// configuration; the h2c event loop cannot, so h2c then runs as
 	// h2c-async. Gy ignores it.
 	TLS *tls.Config
+	// NotifyListen, when set, is the host:port (port 0: any) on which the
+	// Nchf driver serves the notifyUri its creates carry (HTTP/2
+	// cleartext, "http://<listener address>/notify/<flow>"): the CHF's
+	// ChargingNotify requests reach the flow they name (see
+	// Notifiable). The host must be one the CHF can reach. Gy ignores it
+	// (RAR and ASR come on the flow's peer connection).
+	NotifyListen string
 }
 
 // DefaultTimeout is Config.Timeout's default.

@@ -33,6 +33,7 @@ type Pool struct {
 	queued  []*poolCall
 	free    []*poolCall
 	timer   *time.Timer
+	wake    chan struct{} // Wake: ends a Poll early
 	closed  bool
 }
 
@@ -61,6 +62,7 @@ func NewPool(timeout time.Duration, newEx func() Exchange) *Pool {
 	return &Pool{
 		newEx: newEx, timeout: timeout, ctx: ctx, cancel: cancel,
 		work: make(chan *poolCall, poolMax), done: make(chan *poolCall, poolMax), timer: t,
+		wake: make(chan struct{}, 1),
 	}
 }
 
@@ -138,9 +140,18 @@ func (p *Pool) Poll(wait time.Duration) error {
 		p.take()
 	case <-p.timer.C:
 		return nil
+	case <-p.wake:
 	}
 	p.timer.Stop() // no stale value can be received after Stop (Go 1.23+)
 	return nil
+}
+
+// Wake implements Waker: safe for concurrent use.
+func (p *Pool) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // take completes every call waiting in the channel and returns how many.

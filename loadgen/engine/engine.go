@@ -41,6 +41,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chf-testbed/testbed/loadgen/driver"
@@ -101,6 +102,10 @@ type Config struct {
 	// block or take a lock shared by the workers (loadgen/live records
 	// with atomic operations).
 	Observe func(op Op, latency time.Duration, class string)
+	// Operator, when set, is asked to notify the share of sessions
+	// Scenario.Notifications gives (see Operator); it needs a driver that
+	// delivers notifications (driver.Notifiable).
+	Operator Operator
 }
 
 // Rater rates a charge independently of the CHF.
@@ -184,6 +189,9 @@ type Stats struct {
 	// whose answer reported another charge than the first answer.
 	Retransmits          int64
 	RetransmitMismatches int64
+	// Notices are the CHF-initiated notifications of the run (all
+	// phases); zero when the driver delivers none.
+	Notices NoticeStats
 }
 
 // SchedLag returns the merged scheduling-lag histogram of every operation.
@@ -253,6 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 	sched := newSchedule(sc.FlowRate(), ramp)
 
 	workers := make([]*worker, nw)
+	var refused *atomic.Int64
 	var wg sync.WaitGroup
 	for i := range workers {
 		dw, err := cfg.Driver.NewWorker()
@@ -263,6 +272,26 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 			return nil, fmt.Errorf("cannot create a driver worker: %w", err)
 		}
 		workers[i] = newWorker(i, nw, &cfg, dw, first, start, sched, agg, mStart, mEnd)
+	}
+	if nd, ok := cfg.Driver.(driver.Notifiable); ok {
+		r := &noticeRouter{workers: workers}
+		for _, w := range workers {
+			w.notices = make(chan driver.Notice, noticeCap)
+			w.live = map[uint64]*flow{}
+		}
+		if !nd.SetNoticeSink(r.sink) {
+			for _, w := range workers {
+				w.notices, w.live = nil, nil
+			}
+		}
+		defer func() { nd.SetNoticeSink(func(driver.Notice) bool { return false }) }()
+		refused = &r.refused
+	}
+	if cfg.Operator != nil && sc.Notifications.Enabled() && workers[0].notices == nil {
+		for _, w := range workers {
+			w.dw.Close()
+		}
+		return nil, fmt.Errorf("%w: the scenario's notifications need a driver that receives them (a notify listener)", ErrConfig)
 	}
 	aggDone := make(chan struct{})
 	go func() { agg.run(); close(aggDone) }()
@@ -288,6 +317,7 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		Errors:       map[string]int64{},
 		Series:       agg.series(),
 		Ledger:       workers[0].ledger,
+		Notices:      newNoticeStats(),
 	}
 	for i := range st.Ops {
 		st.Ops[i].Latency = histogram.New()
@@ -316,12 +346,16 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		st.Retransmits += w.retransmits
 		st.RetransmitMismatches += w.retxMismatch
 		st.Interrupted = st.Interrupted || w.interrupted
+		st.Notices.merge(&w.nst)
 		if i > 0 {
 			st.Ledger.Merge(w.ledger)
 		}
 		if w.stoppedEarly && st.MeasureEnd.After(w.stopTime) {
 			st.MeasureEnd = w.stopTime
 		}
+	}
+	if refused != nil {
+		st.Notices.Refused = refused.Load()
 	}
 	return st, nil
 }

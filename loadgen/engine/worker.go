@@ -43,6 +43,20 @@ type flow struct {
 	counted  bool  // the logical request's outcome is in the ledger
 	charged0 int64 // what the first attempt reported charging
 	hasChg0  bool
+	// CHF-initiated notifications (notify.go)
+	notice    uint8 // pending: noticeReauth or noticeAbort
+	noticeRx  int64 // its arrival, ns since start
+	answering uint8 // the current request answers a notice of this kind
+	ansRx     int64 // that notice's arrival
+	savedOp   Op    // a re-authorisation's update interrupts this request
+	savedDue  int64
+	trigAt    int64 // an operator call for this session was made then; 0 none
+	trigFrom  int64 // the call whose notice arrived, until its answer
+	// threshold-driven sessions (scenario usage.go): the next request
+	// reports used, when its due time came from a grant
+	grantDriven bool
+	used        chf.Units
+	offline     bool // the session's usage is charged offline
 }
 
 const (
@@ -63,6 +77,7 @@ func (h *flowHeap) Push(x any) { f := x.(*flow); f.heapIdx = len(*h); *h = appen
 func (h *flowHeap) Pop() any {
 	old := *h
 	f := old[len(old)-1]
+	f.heapIdx = -1
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
 	return f
@@ -120,6 +135,14 @@ type worker struct {
 	stoppedEarly   bool
 	stopTime       time.Time
 
+	// notifications (notify.go): nil notices and live without a
+	// notifying driver
+	notices  chan driver.Notice
+	live     map[uint64]*flow // open sessions by flow id
+	triggers [2][]trigger     // operator calls to make, data and voice
+	thead    [2]int
+	nst      NoticeStats
+
 	// current interval
 	sec     int
 	iv      interval
@@ -152,6 +175,7 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		errors:     map[string]int64{},
 		ledger:     NewLedger(sc.Subscribers.Count),
 		nextSec:    int64(time.Second),
+		nst:        newNoticeStats(),
 	}
 	think := max(sc.Data.ThinkTime.D(), sc.Voice.ThinkTime.D())
 	w.drainLimit = w.stopAt + int64(think) + 2*w.timeout + int64(time.Second)
@@ -222,6 +246,9 @@ func (w *worker) run(ctx context.Context) {
 		if len(w.heap) > 0 && w.heap[0].due < next {
 			next = w.heap[0].due
 		}
+		if w.cfg.Operator != nil {
+			next = w.nextTrigger(next)
+		}
 		if p := w.pacing; p > 0 {
 			next = (next + p - 1) / p * p // wake on pacing ticks: sends batch
 		}
@@ -241,6 +268,13 @@ func (w *worker) run(ctx context.Context) {
 			w.completed(f)
 		}
 		w.completions = w.completions[:0]
+		if w.notices != nil {
+			now := w.now()
+			w.takeNotices(now)
+			if w.cfg.Operator != nil {
+				w.fireTriggers(now)
+			}
+		}
 	}
 }
 
@@ -287,7 +321,7 @@ func (w *worker) getFlow() *flow {
 		w.free = w.free[:n-1]
 		return f
 	}
-	f := &flow{}
+	f := &flow{heapIdx: -1}
 	f.cb = func(err error) {
 		f.err = err
 		w.completions = append(w.completions, f)
@@ -296,6 +330,13 @@ func (w *worker) getFlow() *flow {
 }
 
 func (w *worker) putFlow(f *flow) {
+	if w.live != nil {
+		delete(w.live, f.id)
+		if f.notice != noticeNone {
+			w.nst.Stale[f.notice-1]++ // arrived while the session ended
+		}
+	}
+	f.notice, f.answering, f.trigAt, f.trigFrom = noticeNone, noticeNone, 0, 0
 	f.ref = f.ref[:0]
 	w.free = append(w.free, f)
 }
@@ -382,9 +423,13 @@ func (w *worker) startFlow(due, now int64) {
 	f.step, f.seq, f.due, f.first, f.gone = 0, 0, due, true, false
 	f.id = uint64(w.k)
 	f.target = int(w.k/int64(w.n)) % w.cfg.Driver.Targets()
+	f.offline = false
 	switch f.kind {
 	case scenario.KindData, scenario.KindVoice:
 		f.op = OpCreate
+		if o := w.sc.Accounts.Offline; o > 0 {
+			f.offline = w.rng.Float64() < o
+		}
 	case scenario.KindSMS:
 		f.op = OpEvent
 	default:
@@ -533,6 +578,9 @@ func (w *worker) completed(f *flow) {
 	if w.cfg.Observe != nil {
 		w.cfg.Observe(f.op, lat, f.out.Class)
 	}
+	if f.answering != noticeNone {
+		w.noticeAnswered(f)
+	}
 	w.iv.completed++
 	w.iv.opDone[f.op]++
 	w.iv.hist.Record(lat)
@@ -613,11 +661,20 @@ func (w *worker) account(f *flow) {
 // next moves f to its following request or ends it.
 func (w *worker) next(f *flow) {
 	f.first = false
+	if f.answering != noticeNone && w.afterNotice(f) {
+		return
+	}
 	switch f.op {
 	case OpCreate:
 		if len(f.ref) == 0 {
 			w.putFlow(f)
 			return
+		}
+		if w.live != nil {
+			w.live[f.id] = f
+			if w.cfg.Operator != nil && w.sc.Notifications.Enabled() {
+				w.armTrigger(f)
+			}
 		}
 	case OpUpdate:
 		if f.gone {
@@ -631,13 +688,48 @@ func (w *worker) next(f *flow) {
 	s := w.session(f)
 	f.step++
 	f.seq++
-	f.due += int64(s.ThinkTime)
+	w.advance(f, s)
 	if int(f.step) > s.Updates || f.due >= w.stopAt {
 		f.op = OpRelease
 	} else {
 		f.op = OpUpdate
 	}
-	heap.Push(&w.heap, f)
+	w.resume(f)
+}
+
+// advance sets when f's next request is due: a think time after the
+// last one was due, or for a threshold-driven session when its last
+// grant's threshold, validity or quota is reached at the session's rate
+// (then f.used is what it consumed by then). A grant-driven request that
+// would fall after the stop is due at the stop, with the usage up to it.
+func (w *worker) advance(f *flow, s *scenario.Session) {
+	f.grantDriven = false
+	g := &f.out.Grant
+	if !s.ThresholdDriven() || !g.Has {
+		f.due += int64(s.ThinkTime)
+		return
+	}
+	base := g.Granted.TotalVolume
+	if s.Requested.TotalVolume == 0 {
+		base = uint64(g.Granted.Time)
+	}
+	d, use, ok := s.GrantInterval(base, g.Threshold, g.Validity)
+	if !ok {
+		f.due += int64(s.ThinkTime)
+		return
+	}
+	if left := w.stopAt - f.due; int64(d) > left {
+		left = max(left, 0)
+		use = uint64(float64(use) * float64(left) / float64(d))
+		d = time.Duration(left)
+	}
+	f.due += int64(d)
+	f.grantDriven = true
+	if s.Requested.TotalVolume != 0 {
+		f.used = chf.Units{TotalVolume: use}
+	} else {
+		f.used = chf.Units{Time: uint32(use)}
+	}
 }
 
 // fillCharge fills f.charge, the protocol-neutral form of f's current
@@ -656,17 +748,29 @@ func (w *worker) fillCharge(f *flow) {
 	}
 	s := w.session(f)
 	c.RatingGroup = s.RatingGroup
+	c.Offline = f.offline
+	used := chfUnits(s.Used)
+	if f.grantDriven {
+		used = f.used
+	}
 	switch f.op {
 	case OpCreate:
 		c.Op = driver.ChargeCreate
 		c.Request, c.Requested = true, chfUnits(s.Requested)
+		c.WantGrant = s.ThresholdDriven()
 	case OpUpdate:
 		c.Op, c.Session = driver.ChargeUpdate, f.ref
-		c.Request, c.Requested, c.Used = true, chfUnits(s.Requested), chfUnits(s.Used)
+		c.Request, c.Requested = true, chfUnits(s.Requested)
+		c.WantGrant = s.ThresholdDriven()
+		if f.answering != noticeReauth {
+			c.Used = used // a re-authorisation's update reports none
+		} else {
+			c.Reauthorized = true
+		}
 	case OpRelease:
 		c.Op, c.Session = driver.ChargeRelease, f.ref
 		if f.step > 0 {
-			c.Used = chfUnits(s.Used)
+			c.Used = used
 		}
 	}
 }

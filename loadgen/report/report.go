@@ -125,6 +125,9 @@ type Result struct {
 
 	// Faults are the faults injected during the run (loadgen local --fault).
 	Faults []Fault `json:"faults,omitempty"`
+	// Notifications are the CHF-initiated notifications and operator
+	// calls of the run (notify.go); absent when it had none.
+	Notifications *Notifications `json:"notifications,omitempty"`
 }
 
 // Build makes the Result of a run. cpuSeconds is CPU spent per component
@@ -146,6 +149,7 @@ func Build(st *engine.Stats, sc scenario.Scenario, targets []string, proto strin
 		CPUSeconds:    cpuSeconds,
 		Ops:           map[string]Op{},
 		Histograms:    map[string]Hist{},
+		Notifications: BuildNotifications(&st.Notices, nil),
 	}
 	if r.CPUSeconds == nil {
 		r.CPUSeconds = map[string]float64{}

@@ -58,6 +58,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "\nSUT CPU µs/transaction %s   loadgen CPU µs/transaction %.1f\n", r.sutUs(), r.LoadgenUsTxn)
 	}
 	r.writeFaults(w)
+	r.writeNotifications(w)
 	a := r.Audit
 	verdict := "PASS"
 	if a.Skipped {
@@ -74,6 +75,10 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if a.Independent {
 		fmt.Fprintf(w, "audit, independent of what the CHF reported: expected (rated by the audit's tariff) %d, debited + overage %d, overage %d, mismatches %d\n",
 			a.Expected, a.Debited+a.Overage, a.Overage, a.ExpectedMismatches)
+		if a.Offline != 0 || a.BucketValue != 0 || a.BucketInexact != 0 {
+			fmt.Fprintf(w, "  + offline usage recorded %d + bucket units' value %d = %d (%d subscribers left out: a data bucket paid part of their usage)\n",
+				a.Offline, a.BucketValue, a.Debited+a.Overage+a.Offline+a.BucketValue, a.BucketInexact)
+		}
 	}
 	if r.Retransmits > 0 || r.Abandoned > 0 {
 		fmt.Fprintf(w, "retransmissions sent %d, requests abandoned %d\n", r.Retransmits, r.Abandoned)
@@ -249,6 +254,7 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %.0f | %.3f | %.3f | %.3f | %.3f |\n", name, o.Count, o.Errors, o.Late, o.Dropped, o.TPS,
 			o.LatencyMs.P50, o.LatencyMs.P99, o.LatencyMs.P999, o.LatencyMs.Max)
 	}
+	r.writeNotificationsMarkdown(w)
 	if len(r.ErrorClasses) > 0 {
 		fmt.Fprintf(w, "\n| error class | count |\n|---|---:|\n")
 		for _, k := range sortedKeys(r.ErrorClasses) {

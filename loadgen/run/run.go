@@ -27,6 +27,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 	"github.com/chf-testbed/testbed/loadgen/engine"
 	"github.com/chf-testbed/testbed/loadgen/live"
+	"github.com/chf-testbed/testbed/loadgen/operator"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
@@ -132,6 +133,20 @@ type Options struct {
 	// final balances are read again every second until none is left or
 	// the time is up. 0 = no wait.
 	ReservationSettle time.Duration
+	// NotifyListen is the host:port the Nchf driver serves its notifyUri
+	// on (driver.Config.NotifyListen); with scenario notifications and
+	// none given, 127.0.0.1:0 (a CHF on this host).
+	NotifyListen string
+	// OperatorToken is the bearer token of the operator API calls the
+	// scenario's notifications make; OperatorTargets the CGW HTTP
+	// host:ports they go to (default: the Nchf targets, or for Gy the
+	// balance targets).
+	OperatorToken   string
+	OperatorTargets []string
+	// InitialOf, when set, is each subscriber's provisioned initial state
+	// (the scenario's postpaid and bucket shares, loadgen local): the
+	// audit uses it instead of InitialBalance.
+	InitialOf func(i int32) audit.Account
 }
 
 // Execute performs the run. A failed audit returns the result together
@@ -144,10 +159,35 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
+	if sc.Accounts.Offline > 0 && o.Proto == "gy" {
+		return nil, fmt.Errorf("%w: accounts.offline: Gy has no offline charging mark (quotaManagementIndicator is Nchf's)", scenario.ErrInvalid)
+	}
 	if len(o.Faults) > 0 && o.Injector == nil {
 		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
 	}
-	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS}
+	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS,
+		NotifyListen: o.NotifyListen}
+	var op *operator.Client
+	if sc.Notifications.Enabled() {
+		if dcfg.NotifyListen == "" && o.Proto != "gy" {
+			dcfg.NotifyListen = "127.0.0.1:0"
+		}
+		targets := o.OperatorTargets
+		if len(targets) == 0 {
+			targets = o.Targets
+			if o.Proto == "gy" {
+				targets = o.BalanceTargets
+			}
+		}
+		if len(targets) == 0 {
+			return nil, fmt.Errorf("cannot trigger the scenario's notifications over %s: no HTTP endpoint for the operator API (--balance-url)", protoName(o.Proto))
+		}
+		var err error
+		if op, err = operator.New(operator.Config{Targets: targets, Token: o.OperatorToken, TLS: o.TLS}); err != nil {
+			return nil, err
+		}
+		defer op.Close(0)
+	}
 	var d driver.Driver
 	var err error
 	// Balances are read over Nchf's HTTP API: through the load driver, or
@@ -241,6 +281,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	cfg := engine.Config{
 		Scenario: sc,
 		Driver:   d,
+		Operator: operatorOf(op),
 		Rater:    tariff,
 		Workers:  o.Workers,
 		Pacing:   o.Pacing,
@@ -275,6 +316,12 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	st, err := engine.Run(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	var opStats *operator.Stats
+	if op != nil {
+		op.Close(operator.DefaultTimeout) // the calls still queued or in flight, bounded
+		s := op.Stats()
+		opStats = &s
 	}
 	mu.Lock()
 	wait := waitFaults
@@ -325,6 +372,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			auditRes = audit.Check(audit.Input{
 				First: first, Initial: initial, InitialBalance: o.InitialBalance, Final: final,
 				Ledger: st.Ledger, Expected: st.Ledger, Unresolved: st.Unresolved, NoHeader: st.MissingCharged,
+				InitialOf: o.InitialOf, Tariff: tariff,
 			})
 			o.Log.Info("final balances read", "accounts", len(idx), "took", time.Since(t0).Round(time.Millisecond))
 			// Only reservations can still change; mismatches cannot.
@@ -341,6 +389,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		return nil, err
 	}
 	res.Label, res.Shard = o.Label, o.Shard
+	if opStats != nil {
+		res.Notifications = report.BuildNotifications(&st.Notices, opStats)
+	}
 	if len(faultRuns) > 0 {
 		res.Faults = faultResults(faultRuns, res.Series, st.Started, measureStart)
 	}
@@ -420,6 +471,14 @@ func finish(res *report.Result, o Options, incomplete []string, cpuErr error) (*
 		return res, fmt.Errorf("%w: %s", ErrThresholds, strings.Join(parts, "; "))
 	}
 	return res, nil
+}
+
+// operatorOf returns op as an engine.Operator (nil stays nil).
+func operatorOf(op *operator.Client) engine.Operator {
+	if op == nil {
+		return nil
+	}
+	return op
 }
 
 func protoName(p string) string {

@@ -91,6 +91,10 @@ type Session struct {
 	Requested   Units    `yaml:"requested" json:"requested"` // asked for at create and each update
 	Used        Units    `yaml:"used" json:"used"`           // reported at each update and at release
 	ThinkTime   Duration `yaml:"think_time" json:"think_time"`
+	// UpdateOn and Rate make the session's updates threshold-driven
+	// (usage.go).
+	UpdateOn string `yaml:"update_on,omitempty" json:"update_on,omitempty"`
+	Rate     Units  `yaml:"rate,omitempty" json:"rate,omitzero"`
 }
 
 // Event is the shape of an SMS (immediate event charging).
@@ -164,6 +168,12 @@ type Scenario struct {
 	// retransmission flag); with it set, a request that got no answer is
 	// sent again, flagged.
 	Retransmit float64 `yaml:"retransmit" json:"retransmit"`
+	// Notifications are the CHF-initiated notifications the run triggers
+	// (see notify.go).
+	Notifications Notifications `yaml:"notifications,omitempty" json:"notifications,omitzero"`
+	// Accounts are the shares of postpaid and bucket accounts among the
+	// subscribers, and of offline sessions (accounts.go).
+	Accounts Accounts `yaml:"accounts,omitempty" json:"accounts,omitzero"`
 }
 
 // Default returns the built-in scenario, which mirrors the reference
@@ -280,6 +290,9 @@ func (s *Scenario) Validate() error {
 		if ss.v.ThinkTime < 0 || ss.v.ThinkTime.D() > time.Hour {
 			return bad(ss.f+".think_time", "must be 0..1h, got %s", ss.v.ThinkTime.D())
 		}
+		if err := ss.v.validateUsage(ss.f, bad); err != nil {
+			return err
+		}
 	}
 	if s.Mix.SMS > 0 {
 		if s.SMS.RatingGroup == 0 {
@@ -337,7 +350,10 @@ func (s *Scenario) Validate() error {
 			return bad(fmt.Sprintf("thresholds[%d]", i), "%v", err)
 		}
 	}
-	return nil
+	if err := s.Notifications.validate(bad); err != nil {
+		return err
+	}
+	return s.Accounts.validate(bad)
 }
 
 // Shares returns the normalised mix, indexed by Kind.

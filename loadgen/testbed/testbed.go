@@ -45,6 +45,8 @@ type Options struct {
 	Replicas      map[string]int
 	AsliteDataDir string
 	AsliteCommit  string
+	// Plans re-provision parts of the range (local.Config.Plans).
+	Plans []local.Plan
 	// TLSDir runs every service over TLS with mTLS (local.Config.TLSDir).
 	TLSDir string
 }
@@ -113,7 +115,7 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 	cfg := local.Config{
 		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
 		Logs: o.Logs, Logger: o.Log, Args: args, TLSDir: o.TLSDir,
-		Replicas: o.Replicas, AsliteDataDir: o.AsliteDataDir, AsliteCommit: o.AsliteCommit,
+		Replicas: o.Replicas, AsliteDataDir: o.AsliteDataDir, AsliteCommit: o.AsliteCommit, Plans: o.Plans,
 	}
 	if o.Diameter {
 		cfg.Diameter = "127.0.0.1:0"

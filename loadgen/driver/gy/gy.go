@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,7 @@ type Driver struct {
 	wg      sync.WaitGroup // redial goroutines
 	closed  bool           // under mu
 	stop    chan struct{}
+	sink    atomic.Pointer[driver.NoticeSink]
 }
 
 // slot is one peer connection, replaced when it fails.
@@ -75,6 +77,7 @@ func New(cfg driver.Config) (*Driver, error) {
 		return nil, errors.New("cannot create the gy driver: no target")
 	}
 	d := &Driver{timeout: cfg.Timeout, stop: make(chan struct{})}
+	onServer := func(abort bool, sid string) { d.serverRequest(abort, sid) }
 	start := strconv.FormatInt(time.Now().Unix(), 10)
 	pid := strconv.Itoa(os.Getpid())
 	for _, addr := range cfg.Targets {
@@ -85,7 +88,8 @@ func New(cfg driver.Config) (*Driver, error) {
 					Addr: addr, OriginHost: host, OriginRealm: OriginRealm,
 					// each request is bounded by its context; the
 					// connection forgets it a little later
-					Timeout: cfg.Timeout + time.Second,
+					Timeout:         cfg.Timeout + time.Second,
+					OnServerRequest: onServer,
 				},
 				sessBase: host + ";" + start + ";",
 			})
@@ -126,6 +130,30 @@ func New(cfg driver.Config) (*Driver, error) {
 		return nil, fmt.Errorf("%w: %v", driver.ErrConnection, err)
 	}
 	return d, nil
+}
+
+// SetNoticeSink implements driver.Notifiable: the RARs and ASRs the CHF
+// sends (answered by the peer connection at once) become notices for the
+// flow named by their Session-Id's last field.
+func (d *Driver) SetNoticeSink(sink driver.NoticeSink) bool {
+	d.sink.Store(&sink)
+	return true
+}
+
+// serverRequest hands a RAR (abort false) or ASR to the sink. The
+// answer has been sent (DIAMETER_SUCCESS) already: a notice the sink has
+// no room for, or a Session-Id this driver did not make, is dropped.
+func (d *Driver) serverRequest(abort bool, sid string) {
+	sink := d.sink.Load()
+	if sink == nil {
+		return
+	}
+	i := strings.LastIndexByte(sid, ';')
+	flow, err := strconv.ParseUint(sid[i+1:], 10, 64)
+	if i < 0 || err != nil {
+		return
+	}
+	(*sink)(driver.Notice{Flow: flow, Abort: abort, Received: time.Now()})
 }
 
 // Targets implements driver.Driver: the peer connections.
@@ -185,6 +213,9 @@ func (e *exchange) prepare(s *slot, c *driver.Charge) error {
 	r := &e.req
 	svc := &e.svc[0]
 	*svc = gyc.Service{RatingGroup: c.RatingGroup, Request: c.Request, Requested: c.Requested, Used: c.Used}
+	if c.Reauthorized {
+		svc.Reason, svc.HasReason = wire.ReasonForcedReauth, true
+	}
 	*r = gyc.Request{Number: c.Seq, Services: e.svc[:1], Retransmit: c.Retransmit}
 	// Strings alias bytes owned by the caller or by e: the client copies
 	// them while encoding, before Do returns.
@@ -243,6 +274,10 @@ func (e *exchange) Do(ctx context.Context, c *driver.Charge, o *driver.Outcome) 
 	o.Reset()
 	o.Received = time.Now()
 	e.classify(c.Op, o)
+	if c.WantGrant && len(e.ans.Grants) > 0 {
+		g := &e.ans.Grants[0]
+		o.Grant = driver.Grant{Has: true, Granted: g.Granted, Threshold: uint64(g.Threshold), Validity: g.ValidityTime}
+	}
 	return nil
 }
 

@@ -18,6 +18,35 @@ type Account struct {
 	Overage int64
 	// Found is false when the CHF answered 404 (no such account).
 	Found bool
+	// CreditLimit is how far below zero a postpaid balance may go;
+	// Offline the running total of offline usage rated (never debited).
+	CreditLimit int64
+	Offline     int64
+	// Buckets are the units the account's live buckets hold, by service
+	// (BucketData, BucketVoice, BucketSMS).
+	Buckets [NumBucketServices]uint64
+}
+
+// Services of Account.Buckets.
+const (
+	BucketData = iota
+	BucketVoice
+	BucketSMS
+	NumBucketServices
+)
+
+// BucketService returns the Account.Buckets index of a service name
+// (data, voice, sms), or -1.
+func BucketService(name string) int {
+	switch name {
+	case "data":
+		return BucketData
+	case "voice":
+		return BucketVoice
+	case "sms":
+		return BucketSMS
+	}
+	return -1
 }
 
 // AccountReader reads balances over one of the driver's transports; it
@@ -32,9 +61,15 @@ func (d *Driver) NewAccountReader() *AccountReader {
 }
 
 type accountJSON struct {
-	Balance  *int64 `json:"balance"`
-	Reserved int64  `json:"reserved"`
-	Overage  int64  `json:"overage"`
+	Balance     *int64 `json:"balance"`
+	Reserved    int64  `json:"reserved"`
+	Overage     int64  `json:"overage"`
+	CreditLimit int64  `json:"creditLimit"`
+	Offline     int64  `json:"offline"`
+	Buckets     []struct {
+		Service string `json:"service"`
+		Units   uint64 `json:"units"`
+	} `json:"buckets"`
 }
 
 // ReadAccount reads the balance of supi from target (an index, modulo
@@ -62,5 +97,11 @@ func (r *AccountReader) ReadAccount(ctx context.Context, target int, supi []byte
 	if err := json.Unmarshal(e.m.rbody, &a); err != nil || a.Balance == nil {
 		return Account{}, fmt.Errorf("%w: bad account body for %s: %q", ErrStatus, supi, e.m.rbody)
 	}
-	return Account{Balance: *a.Balance, Reserved: a.Reserved, Overage: a.Overage, Found: true}, nil
+	acc := Account{Balance: *a.Balance, Reserved: a.Reserved, Overage: a.Overage, Found: true, CreditLimit: a.CreditLimit, Offline: a.Offline}
+	for _, b := range a.Buckets {
+		if k := BucketService(b.Service); k >= 0 {
+			acc.Buckets[k] += b.Units
+		}
+	}
+	return acc, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/driver"
 )
 
 // The codec: Nchf_ConvergedCharging (TS 32.291) request bodies and paths
@@ -27,6 +28,11 @@ type Line struct {
 	Request     bool      // include requestedUnit
 	Requested   chf.Units // amounts asked for (zero fields omitted)
 	Used        *chf.Units
+	// Offline marks the used unit container quotaManagementIndicator
+	// OFFLINE_CHARGING; Reauthorized gives it the trigger
+	// FORCED_REAUTHORISATION.
+	Offline      bool
+	Reauthorized bool
 }
 
 // Request is the variable part of a ChargingDataRequest.
@@ -41,6 +47,11 @@ type Request struct {
 	OneTime bool // oneTimeEvent with oneTimeEventType IEC
 	// Retransmit sets retransmissionIndicator.
 	Retransmit bool
+	// NotifyBase, when set, makes the request carry notifyUri
+	// NotifyBase + the decimal NotifyFlow (the driver's notify server
+	// routes the notification back to the flow by it).
+	NotifyBase string
+	NotifyFlow uint64
 	Line       Line
 }
 
@@ -69,6 +80,12 @@ func AppendBody(dst []byte, r *Request) []byte {
 	if r.OneTime {
 		dst = append(dst, `,"oneTimeEvent":true,"oneTimeEventType":"IEC"`...)
 	}
+	if r.NotifyBase != "" {
+		dst = append(dst, `,"notifyUri":"`...)
+		dst = append(dst, r.NotifyBase...)
+		dst = strconv.AppendUint(dst, r.NotifyFlow, 10)
+		dst = append(dst, '"')
+	}
 	dst = append(dst, `,"multipleUnitUsage":[{"ratingGroup":`...)
 	dst = strconv.AppendUint(dst, uint64(r.Line.RatingGroup), 10)
 	if r.Line.Request {
@@ -78,6 +95,12 @@ func AppendBody(dst []byte, r *Request) []byte {
 	if r.Line.Used != nil {
 		dst = append(dst, `,"usedUnitContainer":[`...)
 		dst = appendUnits(dst, *r.Line.Used, int64(r.Seq))
+		if r.Line.Offline {
+			dst = append(dst[:len(dst)-1], `,"quotaManagementIndicator":"OFFLINE_CHARGING"}`...)
+		}
+		if r.Line.Reauthorized {
+			dst = append(dst[:len(dst)-1], `,"triggers":[{"triggerType":"FORCED_REAUTHORISATION","triggerCategory":"IMMEDIATE_REPORT"}]}`...)
+		}
 		dst = append(dst, ']')
 	}
 	return append(dst, "}]}"...)
@@ -203,4 +226,54 @@ func ParseCharged(v []byte) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+var (
+	grantedKey   = []byte(`"grantedUnit":`)
+	validityKey  = []byte(`"validityTime":`)
+	thresholdKey = [...][]byte{[]byte(`"volumeQuotaThreshold":`), []byte(`"timeQuotaThreshold":`), []byte(`"unitQuotaThreshold":`)}
+	unitKeys     = [...][]byte{[]byte(`"totalVolume":`), []byte(`"time":`), []byte(`"serviceSpecificUnits":`)}
+)
+
+// ScanGrant reads the first multipleUnitInformation's grantedUnit,
+// validityTime and quota threshold of a ChargingDataResponse into g (the
+// load generator sends one rating group per request); g.Has is false
+// without a grantedUnit.
+func ScanGrant(body []byte, g *driver.Grant) {
+	*g = driver.Grant{}
+	i := bytes.Index(body, grantedKey)
+	if i < 0 {
+		return
+	}
+	mui := body[i:] // the grant's own multipleUnitInformation entry onwards
+	if end := bytes.IndexByte(mui, '}'); end > 0 {
+		unit := mui[:end]
+		g.Has = true
+		g.Granted.TotalVolume = scanUint(unit, unitKeys[0])
+		g.Granted.Time = uint32(scanUint(unit, unitKeys[1]))
+		g.Granted.ServiceSpecific = scanUint(unit, unitKeys[2])
+	}
+	g.Validity = uint32(scanUint(mui, validityKey))
+	for _, k := range thresholdKey {
+		if v := scanUint(mui, k); v > 0 {
+			g.Threshold = v
+			break
+		}
+	}
+}
+
+// scanUint returns the unsigned integer after key in b (0 when absent).
+func scanUint(b, key []byte) uint64 {
+	i := bytes.Index(b, key)
+	if i < 0 {
+		return 0
+	}
+	var v uint64
+	for _, ch := range bytes.TrimLeft(b[i+len(key):], " ") {
+		if ch < '0' || ch > '9' {
+			break
+		}
+		v = v*10 + uint64(ch-'0')
+	}
+	return v
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/driver"
 )
 
 func TestBodiesDecodeWithTheCHFDecoder(t *testing.T) {
@@ -92,5 +93,29 @@ func BenchmarkAppendBody(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = AppendBody(buf[:0], &r)
+	}
+}
+
+// TestScanGrant reads grants as the CHF's own encoder writes them.
+func TestScanGrant(t *testing.T) {
+	f := func(g chf.GrantLine, want driver.Grant) {
+		t.Helper()
+		body := chf.AppendChargingDataResponse(nil, time.Now(), 1, []chf.GrantLine{g})
+		var got driver.Grant
+		ScanGrant(body, &got)
+		if got != want {
+			t.Fatalf("%s: got %+v, want %+v", body, got, want)
+		}
+	}
+	f(chf.GrantLine{RatingGroup: 10, Result: chf.ResultSuccess, Granted: chf.Units{TotalVolume: 10 << 20}, ValidityTime: 60,
+		Threshold: 2 << 20, Triggers: chf.TriggerQuotaThreshold | chf.TriggerValidityTime},
+		driver.Grant{Has: true, Granted: chf.Units{TotalVolume: 10 << 20}, Threshold: 2 << 20, Validity: 60})
+	f(chf.GrantLine{RatingGroup: 20, Result: chf.ResultSuccess, Granted: chf.Units{Time: 60}, Threshold: 10},
+		driver.Grant{Has: true, Granted: chf.Units{Time: 60}, Threshold: 10})
+	f(chf.GrantLine{RatingGroup: 20, Result: chf.ResultQuotaLimitReached}, driver.Grant{})
+	var g driver.Grant
+	ScanGrant([]byte(`{"invocationSequenceNumber":1}`), &g)
+	if g.Has {
+		t.Fatal(g)
 	}
 }

@@ -47,6 +47,8 @@ type loop struct {
 	d       *Driver
 	h       *h2Conns
 	epfd    int
+	wakeR   int // pipe read end in the epoll set (data wakeData): Wake
+	wakeW   int
 	targets []ltarget
 	conns   []*pconn // by epoll data index; nil slots are free
 	dirty   []*pconn // conns with requests queued since the last Flush
@@ -152,7 +154,43 @@ func (d *Driver) newLoop() (driver.Worker, error) {
 		syscall.Close(epfd)
 		return nil, fmt.Errorf("%w: epoll_pwait2 not supported", errNoLoop)
 	}
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		syscall.Close(epfd)
+		return nil, fmt.Errorf("cannot create the event loop's wake pipe: %w", err)
+	}
+	l.wakeR, l.wakeW = p[0], p[1]
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: wakeData}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wakeR, &ev); err != nil {
+		syscall.Close(epfd)
+		syscall.Close(p[0])
+		syscall.Close(p[1])
+		return nil, fmt.Errorf("cannot poll the event loop's wake pipe: %w", err)
+	}
 	return l, nil
+}
+
+// wakeData is the epoll data of the wake pipe (connections use their
+// index, from 0).
+const wakeData = -1
+
+// Wake implements driver.Waker: a byte into the wake pipe ends the
+// current (or the next) epoll wait. Safe for concurrent use; a full pipe
+// is already a wake-up.
+func (l *loop) Wake() {
+	b := [1]byte{1}
+	syscall.Write(l.wakeW, b[:])
+}
+
+// drainWake empties the wake pipe.
+func (l *loop) drainWake() {
+	var b [64]byte
+	for {
+		n, err := syscall.Read(l.wakeR, b[:])
+		if n < len(b) || err != nil {
+			return
+		}
+	}
 }
 
 // wait is one epoll_pwait2 with a timeout of d (0: do not block).
@@ -384,6 +422,10 @@ func (l *loop) Poll(wait time.Duration) error {
 	for i := 0; i < n; i++ {
 		ev := l.events[i]
 		idx := int(ev.Fd)
+		if idx == wakeData {
+			l.drainWake()
+			continue
+		}
 		if idx < 0 || idx >= len(l.conns) || l.conns[idx] == nil {
 			continue
 		}
@@ -691,6 +733,10 @@ func (l *loop) Close() {
 	}
 	l.conns, l.live, l.head, l.tail = nil, nil, nil, nil
 	syscall.Close(l.epfd)
+	syscall.Close(l.wakeR)
+	// wakeW stays open: a Wake racing with Close must not write into a
+	// reused descriptor; it is closed when the loop is collected.
+	runtime.SetFinalizer(l, func(l *loop) { syscall.Close(l.wakeW) })
 }
 
 func hostOf(addr string) string {

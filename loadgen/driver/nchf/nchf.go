@@ -50,6 +50,7 @@ type Driver struct {
 	loop    bool     // h2c workers get event loops where the platform has them
 	http1   *http1Transport
 	std     *stdTransport
+	notify  *notifyServer // nil without Config.NotifyListen
 }
 
 // New builds the Nchf driver for cfg.Proto: h2c (default), h2c-async,
@@ -79,6 +80,14 @@ func New(cfg driver.Config) (*Driver, error) {
 	default:
 		return nil, fmt.Errorf("%w %q (want h2c, h2c-async, h2c-std, http1 or gy)", driver.ErrProto, cfg.Proto)
 	}
+	if cfg.NotifyListen != "" {
+		ns, err := startNotify(cfg.NotifyListen, cfg.Timeout)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.notify = ns
+	}
 	return d, nil
 }
 
@@ -87,6 +96,9 @@ func (d *Driver) Targets() int { return d.targets }
 
 // Close implements driver.Driver.
 func (d *Driver) Close() {
+	if d.notify != nil {
+		d.notify.close()
+	}
 	switch {
 	case d.h2 != nil:
 		d.h2.close()
@@ -125,6 +137,7 @@ type message struct {
 	location   []byte
 	charged    int64
 	hasCharged bool
+	wantGrant  bool // parse the grant into the outcome
 }
 
 // resetAnswer clears the answer fields, keeping the buffers.
@@ -137,6 +150,7 @@ func (m *message) resetAnswer() {
 func (d *Driver) build(m *message, c *driver.Charge) {
 	m.resetAnswer()
 	m.get = false
+	m.wantGrant = c.WantGrant
 	m.body = m.body[:0]
 	switch c.Op {
 	case driver.ChargeBalance:
@@ -152,9 +166,12 @@ func (d *Driver) build(m *message, c *driver.Charge) {
 	}
 	r := &m.nreq
 	*r = Request{SUPI: c.SUPI, NFName: d.nfName, Seq: c.Seq, Now: c.Invoked, Retransmit: c.Retransmit,
-		Line: Line{RatingGroup: c.RatingGroup, Request: c.Request, Requested: c.Requested}}
+		Line: Line{RatingGroup: c.RatingGroup, Request: c.Request, Requested: c.Requested, Offline: c.Offline, Reauthorized: c.Reauthorized}}
 	if r.Now.IsZero() {
 		r.Now = time.Now()
+	}
+	if c.Op == driver.ChargeCreate && d.notify != nil {
+		r.NotifyBase, r.NotifyFlow = d.notify.base, c.Flow
 	}
 	switch {
 	case c.Op == driver.ChargeEvent:
@@ -220,6 +237,9 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 				o.Class = "rg_" + string(code)
 			}
 		})
+	}
+	if m.wantGrant {
+		ScanGrant(m.rbody, &o.Grant)
 	}
 }
 

@@ -1,0 +1,318 @@
+package engine
+
+import (
+	"container/heap"
+	"sync/atomic"
+	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/driver"
+	"github.com/chf-testbed/testbed/loadgen/histogram"
+)
+
+// CHF-initiated notifications (driver.Notice), answered as an SMF would:
+// a REAUTHORIZATION by an update of the session at once (zero usage,
+// the scenario's requested units; the session's own schedule then
+// resumes), an ABORT_CHARGING by its release. A notice reaches the
+// worker owning the flow through a bounded channel (Flow modulo the
+// workers, as flow indexes are dealt), wakes its Poll (driver.Waker),
+// and is handled on the worker's goroutine like a completion. With
+// Scenario.Notifications the engine also asks the CHF, through
+// Config.Operator, to notify a share of the sessions, and times the
+// round trip: operator call → notice → the answer to the update or
+// release.
+
+// Operator triggers CHF-initiated notifications for an account through
+// the CHF's operator API.
+type Operator interface {
+	// Trigger asks the CHF to re-authorise (or abort) every open session
+	// of supi. It must not block (the call is made elsewhere) and must
+	// copy supi; false means it had no room and nothing was sent.
+	Trigger(supi []byte, abort bool) bool
+}
+
+// Notice kinds, the index of NoticeStats' arrays.
+const (
+	NoticeReauth = 0 // REAUTHORIZATION, Gy RAR
+	NoticeAbort  = 1 // ABORT_CHARGING, Gy ASR
+	numNotice    = 2
+)
+
+// NoticeNames names the notice kinds by index.
+var NoticeNames = [numNotice]string{"reauthorization", "abort_charging"}
+
+// noticeCap bounds the notices waiting for one worker.
+const noticeCap = 4096
+
+// NoticeStats count the notifications of the whole run (every phase),
+// by kind.
+type NoticeStats struct {
+	// Received counts notices the engine took; Refused those it had no
+	// room for (the driver refused them: Nchf 503, which the CHF
+	// retries).
+	Received [numNotice]int64
+	Refused  int64
+	// Stale counts notices for a session that had ended (or a flow the
+	// run does not know); Merged notices for a session already answering
+	// one (an abort still overrides a re-authorisation).
+	Stale  [numNotice]int64
+	Merged [numNotice]int64
+	// Answered counts notices whose update (or release) got an answer,
+	// Failed those whose answer was an error.
+	Answered [numNotice]int64
+	Failed   [numNotice]int64
+	// Latency is from the notice's arrival to the answer of the update or
+	// release it caused.
+	Latency [numNotice]*histogram.Histogram
+	// Triggered counts the operator calls made for sessions
+	// (Scenario.Notifications), TriggerRefused those the operator had no
+	// room for.
+	Triggered      [numNotice]int64
+	TriggerRefused int64
+	// TriggerLatency is from the operator call to the notice's arrival
+	// for the session it was made for; RoundTrip from the call to the
+	// answer of the update or release.
+	TriggerLatency *histogram.Histogram
+	RoundTrip      *histogram.Histogram
+}
+
+func newNoticeStats() NoticeStats {
+	return NoticeStats{Latency: [numNotice]*histogram.Histogram{histogram.New(), histogram.New()},
+		TriggerLatency: histogram.New(), RoundTrip: histogram.New()}
+}
+
+// Any reports whether the run saw or triggered any notification.
+func (n *NoticeStats) Any() bool {
+	var s int64
+	for k := range numNotice {
+		s += n.Received[k] + n.Triggered[k]
+	}
+	return s+n.Refused+n.TriggerRefused > 0
+}
+
+func (n *NoticeStats) merge(o *NoticeStats) {
+	for k := range numNotice {
+		n.Received[k] += o.Received[k]
+		n.Stale[k] += o.Stale[k]
+		n.Merged[k] += o.Merged[k]
+		n.Answered[k] += o.Answered[k]
+		n.Failed[k] += o.Failed[k]
+		n.Triggered[k] += o.Triggered[k]
+		n.Latency[k].Merge(o.Latency[k])
+	}
+	n.TriggerRefused += o.TriggerRefused
+	n.TriggerLatency.Merge(o.TriggerLatency)
+	n.RoundTrip.Merge(o.RoundTrip)
+}
+
+// noticeRouter hands notices to the workers owning their flows.
+type noticeRouter struct {
+	workers []*worker
+	refused atomic.Int64
+}
+
+// sink implements driver.NoticeSink.
+func (r *noticeRouter) sink(n driver.Notice) bool {
+	w := r.workers[n.Flow%uint64(len(r.workers))]
+	select {
+	case w.notices <- n:
+		if wk, ok := w.dw.(driver.Waker); ok {
+			wk.Wake()
+		}
+		return true
+	default:
+		r.refused.Add(1)
+		return false
+	}
+}
+
+// trigger is a pending operator call for flow (by id) at due.
+type trigger struct {
+	due   int64
+	flow  uint64
+	abort bool
+}
+
+// Per-flow notice states (flow.notice, flow.answering).
+const (
+	noticeNone uint8 = iota
+	noticeReauth
+	noticeAbort
+)
+
+func noticeKind(abort bool) uint8 {
+	if abort {
+		return noticeAbort
+	}
+	return noticeReauth
+}
+
+// takeNotices handles the notices waiting for w.
+func (w *worker) takeNotices(now int64) {
+	for {
+		select {
+		case n := <-w.notices:
+			w.notice(n, now)
+		default:
+			return
+		}
+	}
+}
+
+// notice handles one notice: answered at once when its flow waits for
+// its next request, after the request in flight (or in the backlog)
+// otherwise.
+func (w *worker) notice(n driver.Notice, now int64) {
+	kind := noticeKind(n.Abort)
+	k := kind - 1
+	w.nst.Received[k]++
+	rx := min(int64(n.Received.Sub(w.start)), now)
+	f := w.live[n.Flow]
+	if f == nil {
+		w.nst.Stale[k]++
+		return
+	}
+	if f.trigAt > 0 {
+		w.nst.TriggerLatency.Record(time.Duration(max(rx-f.trigAt, 0)))
+		f.trigFrom, f.trigAt = f.trigAt, 0
+	}
+	if f.notice != noticeNone || f.answering != noticeNone {
+		if kind == noticeAbort && f.notice != noticeAbort && f.answering != noticeAbort {
+			f.notice, f.noticeRx = noticeAbort, rx // an abort overrides
+			if f.heapIdx >= 0 {
+				heap.Remove(&w.heap, f.heapIdx)
+				w.answerNotice(f, now)
+			}
+			return
+		}
+		w.nst.Merged[k]++
+		return
+	}
+	f.notice, f.noticeRx = kind, rx
+	if f.heapIdx >= 0 { // waiting for its next request: answer now
+		heap.Remove(&w.heap, f.heapIdx)
+		w.answerNotice(f, now)
+	}
+}
+
+// answerNotice sends the request answering f's pending notice: an
+// update (the session's next request saved for after it) or a release.
+func (w *worker) answerNotice(f *flow, now int64) {
+	kind := f.notice
+	f.notice = noticeNone
+	if kind == noticeReauth {
+		f.savedOp, f.savedDue = f.op, f.due
+	}
+	f.answering = kind
+	f.ansRx = f.noticeRx
+	if kind == noticeAbort {
+		f.op = OpRelease
+	} else {
+		f.op = OpUpdate
+	}
+	f.due = min(f.noticeRx, now)
+	w.ready(f, now)
+}
+
+// noticeAnswered records the answer to a request that answered a notice.
+func (w *worker) noticeAnswered(f *flow) {
+	k := f.answering - 1
+	w.nst.Answered[k]++
+	if f.out.Class != "" {
+		w.nst.Failed[k]++
+	}
+	w.nst.Latency[k].Record(time.Duration(max(f.done-f.ansRx, 0)))
+	if f.trigFrom > 0 {
+		w.nst.RoundTrip.Record(time.Duration(max(f.done-f.trigFrom, 0)))
+		f.trigFrom = 0
+	}
+}
+
+// afterNotice continues a flow whose request answered a notice: after a
+// re-authorisation's update the saved request resumes (its sequence
+// number one further). It returns false when the flow goes on through
+// next as usual (the request was a release, or the run ended it).
+func (w *worker) afterNotice(f *flow) bool {
+	kind := f.answering
+	f.answering = noticeNone
+	if kind != noticeReauth || f.op != OpUpdate {
+		return false
+	}
+	if f.gone {
+		w.putFlow(f)
+		return true
+	}
+	f.op, f.due = f.savedOp, f.savedDue
+	f.seq++
+	w.resume(f)
+	return true
+}
+
+// resume puts f back on the heap for its next request, or answers a
+// notice that arrived while its request was in flight.
+func (w *worker) resume(f *flow) {
+	if f.notice != noticeNone {
+		w.answerNotice(f, w.now())
+		return
+	}
+	heap.Push(&w.heap, f)
+}
+
+// armTrigger picks, for a session just created, whether the operator is
+// asked to re-authorise or abort it (Scenario.Notifications).
+func (w *worker) armTrigger(f *flow) {
+	n := &w.sc.Notifications
+	x := w.rng.Float64()
+	var abort bool
+	switch {
+	case x < n.Reauthorize:
+	case x < n.Reauthorize+n.Abort:
+		abort = true
+	default:
+		return
+	}
+	i := 0
+	if f.kind == 1 { // scenario.KindVoice
+		i = 1
+	}
+	at := f.due + int64(float64(w.session(f).ThinkTime)*n.AtOrDefault())
+	w.triggers[i] = append(w.triggers[i], trigger{due: at, flow: f.id, abort: abort})
+}
+
+// fireTriggers makes the operator calls due by now (none after the
+// stop), for the sessions still open. Each kind's queue is in due order
+// up to the spread of create answers.
+func (w *worker) fireTriggers(now int64) {
+	for i := range w.triggers {
+		q := w.triggers[i][w.thead[i]:]
+		for len(q) > 0 && q[0].due <= now {
+			t := q[0]
+			q = q[1:]
+			w.thead[i]++
+			f := w.live[t.flow]
+			if f == nil || now >= w.stopAt {
+				continue
+			}
+			k := noticeKind(t.abort) - 1
+			if !w.cfg.Operator.Trigger(f.supi, t.abort) {
+				w.nst.TriggerRefused++
+				continue
+			}
+			w.nst.Triggered[k]++
+			f.trigAt = max(now, 1)
+		}
+		if w.thead[i] == len(w.triggers[i]) {
+			w.triggers[i], w.thead[i] = w.triggers[i][:0], 0
+		}
+	}
+}
+
+// nextTrigger returns the due time of the earliest pending operator
+// call, or limit.
+func (w *worker) nextTrigger(limit int64) int64 {
+	for i := range w.triggers {
+		if q := w.triggers[i][w.thead[i]:]; len(q) > 0 && q[0].due < limit {
+			limit = q[0].due
+		}
+	}
+	return limit
+}

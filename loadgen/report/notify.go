@@ -1,0 +1,167 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/histogram"
+	"github.com/chf-testbed/testbed/loadgen/operator"
+)
+
+// Notifications are the CHF-initiated notifications of a run (every
+// phase) and, when the scenario triggered them, the operator calls.
+type Notifications struct {
+	// ByType is keyed by notificationType in lower case
+	// (reauthorization, abort_charging; Gy RAR and ASR count as them).
+	ByType map[string]NoticeType `json:"by_type"`
+	// Refused counts notifications the loadgen had no room for (answered
+	// 503 on Nchf).
+	Refused int64 `json:"refused"`
+	// Operator is set when the run called the operator API.
+	Operator *OperatorCalls `json:"operator,omitempty"`
+}
+
+// NoticeType is the figures of one notification type.
+type NoticeType struct {
+	Received int64 `json:"received"`
+	// Answered counts notifications whose update (re-authorisation) or
+	// release (abort) got an answer, Failed those answered with an error.
+	Answered int64 `json:"answered"`
+	Failed   int64 `json:"failed"`
+	// Stale counts notifications for a session that had ended; Merged
+	// those for a session already answering one.
+	Stale  int64 `json:"stale"`
+	Merged int64 `json:"merged"`
+	// LatencyMs is from the notification's arrival to the answer of the
+	// update or release.
+	LatencyMs *Latency `json:"latency_ms,omitempty"`
+}
+
+// OperatorCalls are the operator API calls the run made for a share of
+// its sessions (scenario notifications).
+type OperatorCalls struct {
+	// Triggered counts calls per type, Refused those the loadgen's queue
+	// had no room for.
+	Triggered map[string]int64 `json:"triggered"`
+	Refused   int64            `json:"refused"`
+	// OK and Failed count the answers (Statuses by HTTP status, "0" no
+	// answer); Notified and NotifyFailed sum the notifications the CHF
+	// said it sent.
+	OK           int64            `json:"ok"`
+	Failed       int64            `json:"failed"`
+	Statuses     map[string]int64 `json:"statuses,omitempty"`
+	Notified     int64            `json:"notified"`
+	NotifyFailed int64            `json:"notify_failed"`
+	LastError    string           `json:"last_error,omitempty"`
+	// CallMs is the operator call's own latency (it returns once the
+	// CHF's notifications are settled); ToNoticeMs from the call to the
+	// notification's arrival for the session it was made for; RoundTripMs
+	// from the call to the answer of that session's update or release.
+	CallMs      *Latency `json:"call_ms,omitempty"`
+	ToNoticeMs  *Latency `json:"to_notice_ms,omitempty"`
+	RoundTripMs *Latency `json:"round_trip_ms,omitempty"`
+}
+
+func latencyOrNil(h *histogram.Histogram) *Latency {
+	if h == nil || h.Count() == 0 {
+		return nil
+	}
+	l := latencyOf(h.Summary())
+	return &l
+}
+
+// BuildNotifications summarises a run's notices and, when op is set, its
+// operator calls; nil when the run had neither.
+func BuildNotifications(n *engine.NoticeStats, op *operator.Stats) *Notifications {
+	if !n.Any() && op == nil {
+		return nil
+	}
+	out := &Notifications{ByType: map[string]NoticeType{}, Refused: n.Refused}
+	for k, name := range engine.NoticeNames {
+		out.ByType[name] = NoticeType{Received: n.Received[k], Answered: n.Answered[k], Failed: n.Failed[k],
+			Stale: n.Stale[k], Merged: n.Merged[k], LatencyMs: latencyOrNil(n.Latency[k])}
+	}
+	if op != nil {
+		oc := &OperatorCalls{Triggered: map[string]int64{}, Refused: n.TriggerRefused + op.Dropped,
+			OK: op.OK, Failed: op.Failed, Notified: op.Notified, NotifyFailed: op.NotifyFailed, LastError: op.LastError,
+			CallMs: latencyOrNil(op.Latency), ToNoticeMs: latencyOrNil(n.TriggerLatency), RoundTripMs: latencyOrNil(n.RoundTrip)}
+		for k, name := range engine.NoticeNames {
+			oc.Triggered[name] = n.Triggered[k]
+		}
+		if len(op.Statuses) > 0 {
+			oc.Statuses = map[string]int64{}
+			for s, c := range op.Statuses {
+				oc.Statuses[fmt.Sprint(s)] = c
+			}
+		}
+		out.Operator = oc
+	}
+	return out
+}
+
+func ms(l *Latency) string {
+	if l == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("p50 %.2fms p99 %.2fms max %.2fms", l.P50, l.P99, l.Max)
+}
+
+// writeNotifications is the text block of the notifications, nothing
+// without any.
+func (r *Result) writeNotifications(w io.Writer) {
+	n := r.Notifications
+	if n == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nnotifications (whole run):")
+	if n.Refused > 0 {
+		fmt.Fprintf(w, " %d refused (no room)", n.Refused)
+	}
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(n.ByType))
+	for k := range n.ByType {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		t := n.ByType[k]
+		fmt.Fprintf(w, "  %-16s received %d answered %d failed %d stale %d merged %d  notice→answer %s\n",
+			k, t.Received, t.Answered, t.Failed, t.Stale, t.Merged, ms(t.LatencyMs))
+	}
+	if o := n.Operator; o != nil {
+		fmt.Fprintf(w, "  operator calls   reauthorize %d abort %d refused %d ok %d failed %d (CHF notified %d, failed %d)\n",
+			o.Triggered[engine.NoticeNames[engine.NoticeReauth]], o.Triggered[engine.NoticeNames[engine.NoticeAbort]], o.Refused, o.OK, o.Failed, o.Notified, o.NotifyFailed)
+		fmt.Fprintf(w, "    call %s\n    call→notice %s\n    call→answer %s\n", ms(o.CallMs), ms(o.ToNoticeMs), ms(o.RoundTripMs))
+		if o.LastError != "" {
+			fmt.Fprintf(w, "    last error: %s\n", o.LastError)
+		}
+	}
+}
+
+// writeNotificationsMarkdown is the Markdown table of the notifications.
+func (r *Result) writeNotificationsMarkdown(w io.Writer) {
+	n := r.Notifications
+	if n == nil {
+		return
+	}
+	fmt.Fprintf(w, "\n| notification | received | answered | failed | stale | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	names := make([]string, 0, len(n.ByType))
+	for k := range n.ByType {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		t := n.ByType[k]
+		p50, p99 := "n/a", "n/a"
+		if t.LatencyMs != nil {
+			p50, p99 = fmt.Sprintf("%.3f", t.LatencyMs.P50), fmt.Sprintf("%.3f", t.LatencyMs.P99)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s | %s |\n", k, t.Received, t.Answered, t.Failed, t.Stale, p50, p99)
+	}
+	if o := n.Operator; o != nil {
+		fmt.Fprintf(w, "\nOperator calls: %d ok, %d failed, %d refused; call %s; call→notice %s; call→answer %s.\n",
+			o.OK, o.Failed, o.Refused, ms(o.CallMs), ms(o.ToNoticeMs), ms(o.RoundTripMs))
+	}
+}
