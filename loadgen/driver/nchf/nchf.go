@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/chf-testbed/testbed/chassis/h2c"
@@ -46,8 +47,9 @@ type Driver struct {
 	nfName  string
 	timeout time.Duration
 	targets int
-	h2      *h2Conns // h2c and h2c-async
-	loop    bool     // h2c workers get event loops where the platform has them
+	h2      *h2Conns     // h2c and h2c-async
+	loop    bool         // h2c workers get event loops where the platform has them
+	loops   atomic.Int32 // event loops open (see loop.Poll's yield)
 	http1   *http1Transport
 	std     *stdTransport
 }
