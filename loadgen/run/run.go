@@ -147,7 +147,8 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if len(o.Faults) > 0 && o.Injector == nil {
 		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
 	}
-	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS}
+	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS,
+		OnTime: o.Pacing == 0}
 	var d driver.Driver
 	var err error
 	// Balances are read over Nchf's HTTP API: through the load driver, or

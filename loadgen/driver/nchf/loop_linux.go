@@ -421,7 +421,8 @@ const (
 	maxEarly = 50 * time.Microsecond
 )
 
-// sleepUntil returns at end, not later than the kernel's wake-up delay
+// sleepUntil returns at end (driver.Config.OnTime; otherwise it sleeps
+// until end plus the kernel's wake-up delay), not later than that delay
 // makes it. A nanosleep ends some µs after the time asked (on this
 // project's VM a median of 15–30 µs even with 1 ns timer slack), so it
 // asks for early (the median of that lateness, learnt here) before end
@@ -430,6 +431,11 @@ const (
 // lasts longer than maxEarly plus the last lateness' deviation; a wait
 // that ends well before its time (a signal) sleeps again.
 func (l *loop) sleepUntil(end time.Time) {
+	if !l.d.onTime {
+		ts := syscall.NsecToTimespec(int64(time.Until(end)))
+		syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+		return
+	}
 	for {
 		t0 := time.Now()
 		left := end.Sub(t0)

@@ -243,7 +243,7 @@ func TestReadAccountBounded(t *testing.T) {
 // returns closer to the time than a plain nanosleep of the same length
 // would: it asks early and spins the rest.
 func TestSleepUntil(t *testing.T) {
-	l := &loop{}
+	l := &loop{d: &Driver{onTime: true}}
 	const n, wait = 300, 150 * time.Microsecond
 	var lateSum, plainSum time.Duration
 	for i := 0; i < n; i++ {

@@ -50,6 +50,7 @@ type Driver struct {
 	h2      *h2Conns     // h2c and h2c-async
 	loop    bool         // h2c workers get event loops where the platform has them
 	loops   atomic.Int32 // event loops open (see loop.Poll's yield)
+	onTime  bool         // driver.Config.OnTime: loops anticipate wake-ups
 	http1   *http1Transport
 	std     *stdTransport
 }
@@ -63,7 +64,7 @@ func New(cfg driver.Config) (*Driver, error) {
 	if len(cfg.Targets) == 0 {
 		return nil, errors.New("cannot create the nchf driver: no target")
 	}
-	d := &Driver{proto: cfg.Proto, nfName: cfg.NFName, timeout: cfg.Timeout, targets: len(cfg.Targets)}
+	d := &Driver{proto: cfg.Proto, nfName: cfg.NFName, timeout: cfg.Timeout, targets: len(cfg.Targets), onTime: cfg.OnTime}
 	if d.nfName == "" {
 		d.nfName = DefaultNFName
 	}
