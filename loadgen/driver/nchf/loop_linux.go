@@ -418,7 +418,7 @@ const (
 	// kernel's lateness: it tracks the median, a µs per wait.
 	earlyStep = time.Microsecond
 	// maxEarly bounds loop.early, and so the spin after a wake-up.
-	maxEarly = 50 * time.Microsecond
+	maxEarly = 25 * time.Microsecond
 )
 
 // sleepUntil returns at end (driver.Config.OnTime; otherwise it sleeps
