@@ -109,7 +109,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxInFlight, "max-inflight", 0, fmt.Sprintf("bound on requests in flight, > 0; overrides the scenario (default %d)", d.MaxInFlight))
 	fs.DurationVar(&f.timeout, "timeout", 0, fmt.Sprintf("per-request timeout, > 0; overrides the scenario (default %s)", d.Timeout.D()))
 	fs.IntVar(&f.workers, "workers", 0, "scheduler goroutines (0 = GOMAXPROCS)")
-	fs.DurationVar(&f.pacing, "pacing", time.Millisecond, "wake the scheduler on multiples of this and send every request due by then together (fewer wake-ups and system calls per request; sends up to this late, which the latency, measured from the due time, includes); 0 = each request at its own time")
+	fs.DurationVar(&f.pacing, "pacing", time.Millisecond, "wake the scheduler on multiples of this and send every request due by then together (fewer wake-ups and system calls per request; sends up to this late, which the latency, measured from the due time, includes); 0 = each request at its own time (the h2c event loop then wakes early by its learnt wake-up delay and spins the last µs: lag of µs, several times the CPU per request)")
 	fs.IntVar(&f.procs, "procs", 0, "GOMAXPROCS of the load generator; 0 = with --proto h2c one per scheduler worker the offered rate needs (1 up to 25,000 TPS: the cheapest per request), else Go's default (one per CPU)")
 	fs.BoolVar(&f.noAsync, "no-async", false, "h2c: send through a goroutine per request in flight instead of the connection's callbacks (for comparison)")
 	fs.IntVar(&f.conns, "conns", 0, "connections per target: h2c at most this many (dialed as streams fill, default 64), h2c-std exactly this many (default 2), http1 pool size (default 1024), gy Diameter peers each with its own Origin-Host (default 4)")

@@ -213,6 +213,11 @@ type Config struct {
 	// NFName is the nfConsumerIdentification.nFName sent by Nchf (an NF
 	// instance UUID); empty picks a fixed one.
 	NFName string
+	// OnTime asks that waits end at the time asked, not the kernel's
+	// wake-up delay later (the engine's Pacing 0): a worker that can may
+	// wake early and spin the last µs, at some CPU. Without it a wait may
+	// end that much late (paced runs wake on ticks anyway).
+	OnTime bool
 	// TLS, when set, sends over TLS (https:// targets) with this
 	// configuration; the h2c event loop cannot, so h2c then runs as
 	// h2c-async. Gy ignores it.

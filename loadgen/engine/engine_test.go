@@ -280,3 +280,31 @@ func TestDefaultWorkers(t *testing.T) {
 		}
 	}
 }
+
+// fakechf.Fast, the canned-answer server that isolates the load
+// generator, answers every operation of the default mix as the engine
+// expects: every kind completes, no error, every charge resolved.
+func TestFastFake(t *testing.T) {
+	checkGoroutines(t)
+	fake, err := fakechf.StartFast("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	d := newDriver(t, "h2c", fake.Addr())
+	sc := scenario.Default()
+	sc.Subscribers.Count = 100
+	sc.Load = scenario.Load{TPS: 1000}
+	sc.Data.ThinkTime = scenario.Duration(50 * time.Millisecond)
+	sc.Voice.ThinkTime = scenario.Duration(50 * time.Millisecond)
+	sc.Phases = scenario.Phases{Duration: scenario.Duration(time.Second)}
+	st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Workers: 1})
+	for op := range NumOps {
+		if st.Ops[op].Count == 0 {
+			t.Errorf("no %s completed", op)
+		}
+	}
+	if count, errs, _, _ := st.Totals(); errs != 0 || st.Unresolved != 0 || st.MissingCharged != 0 || fake.Requests.Load() < count {
+		t.Fatalf("completed %d, errors %v, unresolved %d, missing X-Chf-Charged %d, served %d", count, st.Errors, st.Unresolved, st.MissingCharged, fake.Requests.Load())
+	}
+}

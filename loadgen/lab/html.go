@@ -29,6 +29,9 @@ func (r *Report) HTML() string {
 	if r.HostKneeTPS > 0 {
 		fmt.Fprintf(&b, " (50%% of the host model's knee, %.0f TPS)", r.HostKneeTPS)
 	}
+	if k := r.kneeNote(); k != "" {
+		fmt.Fprintf(&b, ". %s", html.EscapeString(k))
+	}
 	fmt.Fprintf(&b, "; %.0f s per run; %d trial(s); MTU %d; wall time %.0f s.</li><li>Pinning: %s</li><li>GOMAXPROCS: %s</li>"+
 		"<li>Cells: median over trials (min–max); a difference inside the ranges is \"no measurable difference\".</li></ul>\n",
 		r.DurationS, r.Trials, r.MTU, r.WallS, html.EscapeString(r.PinNote), html.EscapeString(r.GOMAXPROCSNote))

@@ -217,11 +217,14 @@ func (l *Lab) Run(ctx context.Context) (*Report, error) {
 func (l *Lab) compare(ctx context.Context, rep *Report) error {
 	if l.o.Rate == 0 {
 		l.progress("no --rate: a short sweep of the host model finds its knee; the fixed rate is half of it")
-		knee, err := l.hostKnee(ctx)
+		knee, notes, err := l.hostKnee(ctx)
 		if err != nil {
 			return fmt.Errorf("cannot find the host model's knee: %w", err)
 		}
-		rep.HostKneeTPS = knee
+		rep.HostKneeTPS, rep.HostKneeRetried = knee, notes
+		for _, n := range notes {
+			l.progress("host knee sweep: " + n)
+		}
 		l.o.Rate = math.Max(100, math.Round(knee/2/100)*100)
 		l.progress("host knee %.0f TPS: fixed rate %.0f TPS", knee, l.o.Rate)
 	}
@@ -553,11 +556,11 @@ func (l *Lab) cellRun(ctx context.Context, r *Row, trial int) (Trial, error) {
 	tr.File = filepath.Join("runs", name+".json")
 	if l.o.Sweep && trial == 1 {
 		dir := filepath.Join(l.o.Out, "runs", name+"-sweep")
-		knee, err := l.sweep(ctx, c, r.Pinned, dir, l.o.Duration)
+		knee, notes, err := l.sweep(ctx, c, r.Pinned, dir, l.o.Duration)
 		if err != nil {
 			return tr, err
 		}
-		r.KneeTPS = &knee
+		r.KneeTPS, r.KneeRetried = &knee, notes
 	}
 	if err := c.alive(); err != nil {
 		return tr, fmt.Errorf("a service died during the run: %w", err)
@@ -605,53 +608,91 @@ const (
 	exitThreshold = 6
 )
 
-// sweep runs `loadgen sweep` against c and returns its knee.
-func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step time.Duration) (float64, error) {
+// kneeRetries is how many more times a knee sweep runs a step that
+// missed its SLO before it declares the knee: on a shared machine one
+// noisy step (a neighbour's burst) must not end the sweep.
+const kneeRetries = 2
+
+// Knee sweep steps: 1000, 2000, ... 40000 TPS.
+const (
+	kneeStart, kneeStep, kneeMax = 1000, 1000, 40000
+	kneeSteps                    = (kneeMax-kneeStart)/kneeStep + 1
+)
+
+// retries is the --retries the knee sweeps get: kneeRetries, fewer when
+// the accounts cannot give every attempt its own slice.
+func (l *Lab) retries() int {
+	return max(0, min(kneeRetries, l.o.Accounts/kneeSteps-1))
+}
+
+// sweep runs `loadgen sweep` against c and returns its knee and, for each
+// step that passed only on a retry or failed after its retries, what the
+// earlier attempts missed.
+func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step time.Duration) (float64, []string, error) {
 	args := append([]string{l.o.Loadgen, "sweep"}, l.loadArgs(c, step)...)
 	// The SLO finds where the CHF saturates (queues grow, p99 climbs by
 	// orders of magnitude), not a latency target: --knee-slo-p99 (default
 	// 50 ms) and 5% late sends, so that a shared machine's scheduling
-	// noise does not end the sweep first.
+	// noise does not end the sweep first; a step that misses is run
+	// again (--retries) before it counts.
 	// Capacity, not latency resolution: the knee sweeps pace at loadgen's
 	// 1 ms default (cheaper per request, and not counted late for a
 	// loaded machine's wake-up delays), whatever --pacing the runs use.
 	args = append(args, "--pacing", "1ms")
-	args = append(args, "--start", "1000", "--step", "1000", "--max", "40000",
+	args = append(args, "--start", strconv.Itoa(kneeStart), "--step", strconv.Itoa(kneeStep), "--max", strconv.Itoa(kneeMax),
+		"--retries", strconv.Itoa(l.retries()),
 		"--slo-p99", l.o.KneeP99.String(), "--slo-late-rate", "0.05", "--out", dir)
 	if _, err := runOut(ctx, c.t.Places["loadgen"].NS, l.cpuSets(pinned)["loadgen"], nil, l.o.Logs, args...); err != nil {
-		return 0, fmt.Errorf("loadgen sweep: %w", err)
+		return 0, nil, fmt.Errorf("loadgen sweep: %w", err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
 	if err != nil {
-		return 0, fmt.Errorf("cannot read the sweep result: %w", err)
+		return 0, nil, fmt.Errorf("cannot read the sweep result: %w", err)
 	}
 	var s struct {
-		Knee float64 `json:"knee_tps"`
+		Knee  float64 `json:"knee_tps"`
+		Steps []struct {
+			TPS     float64  `json:"offered_tps"`
+			Pass    bool     `json:"pass"`
+			Reason  string   `json:"reason"`
+			Retried []string `json:"retried"`
+		} `json:"steps"`
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return 0, fmt.Errorf("cannot decode the sweep result: %w", err)
+		return 0, nil, fmt.Errorf("cannot decode the sweep result: %w", err)
 	}
-	return s.Knee, nil
+	var notes []string
+	for _, st := range s.Steps {
+		if len(st.Retried) == 0 {
+			continue
+		}
+		v := fmt.Sprintf("met on attempt %d", len(st.Retried)+1)
+		if !st.Pass {
+			v = fmt.Sprintf("missed %d times (last: %s)", len(st.Retried)+1, st.Reason)
+		}
+		notes = append(notes, fmt.Sprintf("%.0f TPS %s; earlier: %s", st.TPS, v, strings.Join(st.Retried, "; ")))
+	}
+	return s.Knee, notes, nil
 }
 
 // hostKnee sweeps the host model, unpinned, with short steps.
-func (l *Lab) hostKnee(ctx context.Context) (float64, error) {
+func (l *Lab) hostKnee(ctx context.Context) (float64, []string, error) {
 	t, down, err := l.build(ctx, "host")
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer down()
 	c, err := l.startCHF(ctx, t, false)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer c.stop()
-	knee, err := l.sweep(ctx, c, false, filepath.Join(l.o.Out, "runs", "host-knee-sweep"), 3*time.Second)
+	knee, notes, err := l.sweep(ctx, c, false, filepath.Join(l.o.Out, "runs", "host-knee-sweep"), 3*time.Second)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if knee == 0 {
-		return 0, fmt.Errorf("not even the first step (1000 TPS) met the SLO (p99 %v, late sends 5%%): pass --rate or a larger --knee-slo-p99", l.o.KneeP99)
+		return 0, notes, fmt.Errorf("not even the first step (1000 TPS) met the SLO (p99 %v, late sends 5%%): pass --rate or a larger --knee-slo-p99", l.o.KneeP99)
 	}
-	return knee, nil
+	return knee, notes, nil
 }

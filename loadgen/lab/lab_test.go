@@ -101,6 +101,8 @@ func TestReport(t *testing.T) {
 		{Model: "baremetal", Pinned: false, Trials: []Trial{trial(1.5, 300), trial(1.6, 310), trial(1.55, 305)}},
 		{Model: "calico-ipip", Pinned: true, Unavailable: "not available on this kernel (no ipip module)"},
 	}}
+	rep.HostKneeTPS, rep.KneeRetries = 3000, 2
+	rep.HostKneeRetried = []string{"3000 TPS met on attempt 2; earlier: p99 80.00 ms > 50.00 ms"}
 	rep.finish(Options{MatchGOMAXPROCS: true, MTU: 1500})
 	sr := rep.Rows[1]
 	if sr.Versus["p50_ms"] != "no measurable difference" || !strings.HasPrefix(sr.Versus["sut_cpu_us_per_txn"], "better") {
@@ -113,10 +115,14 @@ func TestReport(t *testing.T) {
 		t.Errorf("the median trial's result is not kept: %s", sr.Result)
 	}
 	md, htm := rep.Markdown(), rep.HTML()
-	for _, want := range []string{"sriov/pinned ahead of baremetal/pinned: agrees with the reference", "not available on this kernel", "| baremetal (emulation) | unpinned |"} {
+	for _, want := range []string{"sriov/pinned ahead of baremetal/pinned: agrees with the reference", "not available on this kernel", "| baremetal (emulation) | unpinned |",
+		"up to 2 more times before declaring the knee; retried: host sweep: 3000 TPS met on attempt 2"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("lab.md lacks %q:\n%s", want, md)
 		}
+	}
+	if !strings.Contains(htm, "host sweep: 3000 TPS met on attempt 2") {
+		t.Errorf("lab.html does not say which knee step was retried")
 	}
 	if strings.Count(htm, "<svg") != 5 || strings.Contains(htm, "<script") {
 		t.Errorf("lab.html: want 5 inline charts and no script")

@@ -29,11 +29,16 @@ type Report struct {
 	RateTPS             float64 `json:"rate_tps"`
 	// HostKneeTPS is the knee of the short host sweep the rate came from.
 	HostKneeTPS float64 `json:"host_knee_tps,omitempty"`
-	DurationS   float64 `json:"duration_s"`
-	Trials      int     `json:"trials"`
-	MTU         int     `json:"mtu"`
-	Baseline    string  `json:"baseline"`
-	Rows        []*Row  `json:"rows"`
+	// KneeRetries is how many more times the knee sweeps ran a step that
+	// missed the SLO before declaring the knee; HostKneeRetried says,
+	// per step of the host sweep that needed them, what the attempts did.
+	KneeRetries     int      `json:"knee_retries"`
+	HostKneeRetried []string `json:"host_knee_retried,omitempty"`
+	DurationS       float64  `json:"duration_s"`
+	Trials          int      `json:"trials"`
+	MTU             int      `json:"mtu"`
+	Baseline        string   `json:"baseline"`
+	Rows            []*Row   `json:"rows"`
 	// Reference is the published ordering, Measured this machine's, and
 	// Verdicts a sentence per step of the ordering.
 	Reference []string     `json:"reference_ordering,omitempty"`
@@ -68,11 +73,14 @@ type Row struct {
 	// Stats are the median and spread over trials of each figure.
 	Stats map[string]Stat `json:"stats,omitempty"`
 	// Ratio is each median figure over the baseline's.
-	Ratio    map[string]float64 `json:"ratio_to_baseline,omitempty"`
-	Versus   map[string]string  `json:"versus_baseline,omitempty"`
-	KneeTPS  *float64           `json:"knee_tps,omitempty"`
-	Trials   []Trial            `json:"trials"`
-	Failures []string           `json:"failures,omitempty"`
+	Ratio   map[string]float64 `json:"ratio_to_baseline,omitempty"`
+	Versus  map[string]string  `json:"versus_baseline,omitempty"`
+	KneeTPS *float64           `json:"knee_tps,omitempty"`
+	// KneeRetried: the knee sweep's steps that needed retries (see
+	// Report.KneeRetries).
+	KneeRetried []string `json:"knee_retried,omitempty"`
+	Trials      []Trial  `json:"trials"`
+	Failures    []string `json:"failures,omitempty"`
 }
 
 // Stat is a median with the range over trials.
@@ -184,7 +192,7 @@ func (l *Lab) newReport() *Report {
 		PinNote:   PinNote(l.o.CPUs),
 		RateTPS:   l.o.Rate,
 		DurationS: l.o.Duration.Seconds(), Trials: l.o.Trials, MTU: l.o.MTU,
-		Baseline: rowKey(l.o.Baseline, l.o.BaselinePinned),
+		Baseline: rowKey(l.o.Baseline, l.o.BaselinePinned), KneeRetries: l.retries(),
 	}
 }
 
@@ -481,6 +489,38 @@ func (r *Report) table() ([]string, [][]string) {
 	return head, rows
 }
 
+// kneeNote says how the knee sweeps treat a step that missed the SLO
+// and which steps needed it ("" when no sweep ran).
+func (r *Report) kneeNote() string {
+	var swept bool
+	var notes []string
+	if r.HostKneeTPS > 0 || len(r.HostKneeRetried) > 0 {
+		swept = true
+		for _, n := range r.HostKneeRetried {
+			notes = append(notes, "host sweep: "+n)
+		}
+	}
+	for _, row := range r.Rows {
+		if row.KneeTPS != nil {
+			swept = true
+		}
+		for _, n := range row.KneeRetried {
+			notes = append(notes, fmt.Sprintf("%s %s sweep: %s", row.Model, pinName(row.Pinned), n))
+		}
+	}
+	if !swept {
+		return ""
+	}
+	s := fmt.Sprintf("Knee sweeps run a step that misses the SLO up to %d more times before declaring the knee", r.KneeRetries)
+	if r.KneeRetries == 0 {
+		s = "Knee sweeps declare the knee at the first step that misses the SLO (no retries: too few accounts for a slice per attempt)"
+	}
+	if len(notes) == 0 {
+		return s + "; no step needed a retry"
+	}
+	return s + "; retried: " + strings.Join(notes, "; ")
+}
+
 // Markdown renders the report as lab.md.
 func (r *Report) Markdown() string {
 	var b strings.Builder
@@ -493,6 +533,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "- Fixed rate: %.0f TPS", r.RateTPS)
 	if r.HostKneeTPS > 0 {
 		fmt.Fprintf(&b, " (50%% of the host model's knee, %.0f TPS, found by a short sweep)", r.HostKneeTPS)
+	}
+	if k := r.kneeNote(); k != "" {
+		fmt.Fprintf(&b, ". %s", k)
 	}
 	fmt.Fprintf(&b, "; %.0f s measured per run; %d trial(s) per row, interleaved across models; MTU %d; wall time %.0f s.\n", r.DurationS, r.Trials, r.MTU, r.WallS)
 	fmt.Fprintf(&b, "- Pinning: %s\n- GOMAXPROCS: %s\n", r.PinNote, r.GOMAXPROCSNote)

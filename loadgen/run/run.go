@@ -166,7 +166,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
 	}
 	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS,
-		NotifyListen: o.NotifyListen}
+		NotifyListen: o.NotifyListen, OnTime: o.Pacing == 0}
 	var op *operator.Client
 	if sc.Notifications.Enabled() {
 		if dcfg.NotifyListen == "" && o.Proto != "gy" {

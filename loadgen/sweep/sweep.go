@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"gonum.org/v1/plot/plotter"
 
@@ -59,7 +60,12 @@ type Config struct {
 	Start, Step, Max float64 // offered TPS
 	// UntilBreak stops at the first step that misses the SLO.
 	UntilBreak bool
-	SLO        SLO
+	// Retries is how many times a step that misses the SLO is run again
+	// before it counts as failed (0: never): on a shared machine one
+	// noisy step should not end the sweep. The step passes when any
+	// attempt does; RunStep is called once per attempt.
+	Retries int
+	SLO     SLO
 	// RunStep performs one measured run at tps. It may return a result
 	// together with an error (a failed audit): the step then fails.
 	RunStep func(ctx context.Context, tps float64) (*report.Result, error)
@@ -72,7 +78,10 @@ type Step struct {
 	OfferedTPS float64        `json:"offered_tps"`
 	Pass       bool           `json:"pass"`
 	Reason     string         `json:"reason,omitempty"`
-	Result     *report.Result `json:"result"`
+	Result     *report.Result `json:"result"` // of the last attempt
+	// Retried lists why each earlier attempt of this step missed the SLO
+	// (Config.Retries); empty when the first attempt decided.
+	Retried []string `json:"retried,omitempty"`
 }
 
 // Result is a whole sweep.
@@ -85,6 +94,8 @@ type Result struct {
 	KneeTPS         float64 `json:"knee_tps"` // highest offered TPS that met the SLO (0: none)
 	FirstFailTPS    float64 `json:"first_fail_tps,omitempty"`
 	FirstFailReason string  `json:"first_fail_reason,omitempty"`
+	// Retries is Config.Retries: the extra attempts a missed step got.
+	Retries int `json:"retries,omitempty"`
 	// Interrupted says a signal cut the sweep short.
 	Interrupted bool `json:"interrupted,omitempty"`
 }
@@ -102,6 +113,9 @@ func (r *Result) Knee() *Step {
 // MaxSteps bounds the number of steps of one sweep.
 const MaxSteps = 1000
 
+// MaxRetries bounds Config.Retries.
+const MaxRetries = 5
+
 // Validate checks the rates and the SLO (not RunStep), so that a command
 // can refuse a sweep before starting anything. Errors name the field.
 func (c Config) Validate() error {
@@ -116,6 +130,8 @@ func (c Config) Validate() error {
 		return bad("step", "must be a positive TPS, got %v", c.Step)
 	case !(c.Max >= c.Start) || !finite(c.Max):
 		return bad("max", "must be at least start (%v), got %v", c.Start, c.Max)
+	case c.Retries < 0 || c.Retries > MaxRetries:
+		return bad("retries", "must be within 0..%d, got %d", MaxRetries, c.Retries)
 	case c.Steps() > MaxSteps:
 		return bad("step", "%v from %v to %v makes %d steps, more than %d", c.Step, c.Start, c.Max, c.Steps(), MaxSteps)
 	case c.SLO.P99Ms < 0 || !finite(c.SLO.P99Ms):
@@ -146,19 +162,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.RunStep == nil {
 		return nil, fmt.Errorf("%w: no step runner", ErrConfig)
 	}
-	res := &Result{SchemaVersion: report.SchemaVersion, Kind: Kind, SLO: cfg.SLO}
+	res := &Result{SchemaVersion: report.SchemaVersion, Kind: Kind, SLO: cfg.SLO, Retries: cfg.Retries}
 	for tps := cfg.Start; tps <= cfg.Max+1e-9; tps += cfg.Step {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		r, err := cfg.RunStep(ctx, tps)
-		if r == nil {
-			return res, fmt.Errorf("cannot run the step at %.0f TPS: %w", tps, err)
-		}
-		st := Step{OfferedTPS: tps, Result: r}
-		st.Pass, st.Reason = cfg.SLO.Check(r)
-		if err != nil && st.Pass {
-			st.Pass, st.Reason = false, err.Error()
+		var st Step
+		for attempt := 0; ; attempt++ {
+			r, err := cfg.RunStep(ctx, tps)
+			if r == nil {
+				return res, fmt.Errorf("cannot run the step at %.0f TPS: %w", tps, err)
+			}
+			retried := st.Retried
+			st = Step{OfferedTPS: tps, Result: r, Retried: retried}
+			st.Pass, st.Reason = cfg.SLO.Check(r)
+			if err != nil && st.Pass {
+				st.Pass, st.Reason = false, err.Error()
+			}
+			if st.Pass || attempt >= cfg.Retries || ctx.Err() != nil {
+				break
+			}
+			st.Retried = append(st.Retried, st.Reason)
 		}
 		res.Steps = append(res.Steps, st)
 		if cfg.Progress != nil {
@@ -192,6 +216,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "Knee: no step met the SLO")
 	}
+	if r.Retries > 0 {
+		fmt.Fprintf(w, " (a step that missed the SLO was run up to %d more times before it counted as failed)", r.Retries)
+	}
 	if r.FirstFailTPS > 0 {
 		fmt.Fprintf(w, "; first failure at %.0f TPS: %s.\n\n", r.FirstFailTPS, r.FirstFailReason)
 	} else {
@@ -206,6 +233,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		v := "met"
 		if !s.Pass {
 			v = "**missed**: " + s.Reason
+		}
+		if len(s.Retried) > 0 {
+			v += fmt.Sprintf(" (attempt %d; earlier: %s)", len(s.Retried)+1, strings.Join(s.Retried, "; "))
 		}
 		fmt.Fprintf(w, "| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %d | %d | %d | %.1f | %s |\n",
 			s.OfferedTPS, x.TPS, x.LatencyMs.P50, x.LatencyMs.P99, x.LatencyMs.P999, x.JitterCV, x.Errors, x.Late, x.Dropped, x.SUTCPUUsTxn, v)

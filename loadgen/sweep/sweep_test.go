@@ -59,3 +59,49 @@ func TestKneeOfKnownCapacity(t *testing.T) {
 		t.Fatalf("sweep page has %d charts", strings.Count(html.String(), "<svg"))
 	}
 }
+
+// A step that misses the SLO is run again up to Retries times: a pass on
+// a retry continues the sweep (the step records why the earlier attempts
+// missed), and the knee is declared only at a step whose every attempt
+// missed.
+func TestRetries(t *testing.T) {
+	// attempts[tps] is the p99 (ms) of each successive attempt at tps.
+	attempts := map[float64][]float64{100: {1}, 200: {50, 1}, 300: {50, 50, 50}, 400: {1}}
+	calls := map[float64]int{}
+	step := func(ctx context.Context, tps float64) (*report.Result, error) {
+		i := calls[tps]
+		calls[tps]++
+		p := attempts[tps]
+		r := &report.Result{Transactions: 100, Offered: 100, OfferedTPS: tps, TPS: tps}
+		r.LatencyMs.P99 = p[min(i, len(p)-1)]
+		r.Audit.Skipped = true
+		return r, nil
+	}
+	res, err := Run(context.Background(), Config{Start: 100, Step: 100, Max: 400, UntilBreak: true, Retries: 2, RunStep: step,
+		SLO: SLO{P99Ms: 10, MaxLateRate: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.KneeTPS != 200 || res.FirstFailTPS != 300 || len(res.Steps) != 3 {
+		t.Fatalf("knee %v, first failure %v, %d steps; want 200, 300, 3", res.KneeTPS, res.FirstFailTPS, len(res.Steps))
+	}
+	if calls[100] != 1 || calls[200] != 2 || calls[300] != 3 || calls[400] != 0 {
+		t.Fatalf("attempts per step %v, want 100:1 200:2 300:3", calls)
+	}
+	if s := res.Steps[1]; !s.Pass || len(s.Retried) != 1 || !strings.Contains(s.Retried[0], "p99 50.00 ms") {
+		t.Fatalf("step 200: pass %v, retried %q", s.Pass, s.Retried)
+	}
+	if s := res.Steps[2]; s.Pass || len(s.Retried) != 2 {
+		t.Fatalf("step 300: pass %v, retried %q", s.Pass, s.Retried)
+	}
+	var b bytes.Buffer
+	res.WriteMarkdown(&b)
+	for _, want := range []string{"up to 2 more times", "met (attempt 2; earlier: p99 50.00 ms > 10.00 ms)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("sweep.md lacks %q:\n%s", want, b.String())
+		}
+	}
+	if err := (Config{Start: 1, Step: 1, Max: 1, Retries: MaxRetries + 1}).Validate(); err == nil || !strings.Contains(err.Error(), "retries") {
+		t.Errorf("too many retries accepted: %v", err)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/chf-testbed/testbed/chassis/h2c"
@@ -46,8 +47,10 @@ type Driver struct {
 	nfName  string
 	timeout time.Duration
 	targets int
-	h2      *h2Conns // h2c and h2c-async
-	loop    bool     // h2c workers get event loops where the platform has them
+	h2      *h2Conns     // h2c and h2c-async
+	loop    bool         // h2c workers get event loops where the platform has them
+	loops   atomic.Int32 // event loops open (see loop.Poll's yield)
+	onTime  bool         // driver.Config.OnTime: loops anticipate wake-ups
 	http1   *http1Transport
 	std     *stdTransport
 	notify  *notifyServer // nil without Config.NotifyListen
@@ -62,7 +65,7 @@ func New(cfg driver.Config) (*Driver, error) {
 	if len(cfg.Targets) == 0 {
 		return nil, errors.New("cannot create the nchf driver: no target")
 	}
-	d := &Driver{proto: cfg.Proto, nfName: cfg.NFName, timeout: cfg.Timeout, targets: len(cfg.Targets)}
+	d := &Driver{proto: cfg.Proto, nfName: cfg.NFName, timeout: cfg.Timeout, targets: len(cfg.Targets), onTime: cfg.OnTime}
 	if d.nfName == "" {
 		d.nfName = DefaultNFName
 	}
