@@ -73,8 +73,8 @@ func TestBatcherMergesWhileInFlight(t *testing.T) {
 	}
 }
 
-// TestBatcherNoWaitBelowInFlight: calls that find a free slot leave at
-// once, alone, concurrently.
+// TestBatcherNoWaitBelowInFlight: calls that find the in-flight limit
+// not reached leave at once, alone, concurrently.
 func TestBatcherNoWaitBelowInFlight(t *testing.T) {
 	var out atomic.Int32
 	both := make(chan struct{})
@@ -91,6 +91,7 @@ func TestBatcherNoWaitBelowInFlight(t *testing.T) {
 			t.Error("the second call did not leave while the first was out")
 		}
 	})
+	b.setLimit(2) // as the limit would have grown to
 	var wg sync.WaitGroup
 	for i := range 2 {
 		wg.Add(1)
@@ -154,8 +155,104 @@ func TestBatcherDisabledAndMany(t *testing.T) {
 	}
 }
 
+func (b *Batcher[T]) setLimit(n int) {
+	b.mu.Lock()
+	b.limit = n
+	b.mu.Unlock()
+}
+
 func (b *Batcher[T]) active0() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.active
+}
+
+// TestVegasLimit: the in-flight limit grows while calls queue and the
+// round trip stays at its base (the peer answers as fast with more out),
+// not without demand, shrinks when the round trip grows with the limit
+// (batches wait at the peer), and never leaves 1..max.
+func TestVegasLimit(t *testing.T) {
+	const ms = time.Millisecond
+	run := func(v *vegas, limit, max, n int, demand bool, rtt func(limit int) time.Duration) int {
+		t.Helper()
+		for range n {
+			limit = v.sample(rtt(limit), limit, max, demand)
+			if limit < 1 || limit > max {
+				t.Fatalf("limit %d outside 1..%d", limit, max)
+			}
+		}
+		return limit
+	}
+	flat := func(int) time.Duration { return ms }
+	// A peer with room: the round trip does not depend on the limit.
+	var v vegas
+	if got := run(&v, 1, 4, 100, true, flat); got != 4 {
+		t.Fatalf("flat RTT with demand: limit %d, want 4", got)
+	}
+	// No calls waiting here: nothing to gain, the limit stays.
+	v = vegas{}
+	if got := run(&v, 1, 4, 100, false, flat); got != 1 {
+		t.Fatalf("flat RTT without demand: limit %d, want 1", got)
+	}
+	// A peer that serves one batch at a time: the round trip is the limit
+	// times the service time, every added batch only waits there.
+	v = vegas{}
+	serial := func(limit int) time.Duration { return time.Duration(limit) * ms }
+	if got := run(&v, 1, 4, 100, true, serial); got > 2 {
+		t.Fatalf("serialising peer: limit %d, want at most 2", got)
+	}
+	// The base follows a peer that became slower for good: after a window
+	// at the new speed, the limit grows again.
+	v = vegas{}
+	run(&v, 1, 4, 10, true, flat)
+	slow := func(int) time.Duration { return 3 * ms }
+	if got := run(&v, 1, 4, 3*baseWindow, true, slow); got != 4 {
+		t.Fatalf("after the peer slowed for good: limit %d, want 4", got)
+	}
+}
+
+// TestBatcherPipelines: with several batches allowed out, a burst of calls
+// is carried by several batches at once, every item is sent exactly once
+// and nothing stays queued or out.
+func TestBatcherPipelines(t *testing.T) {
+	var out, most atomic.Int32
+	gate := make(chan struct{})
+	b := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, items []*testItem) {
+		n := out.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		<-gate
+		for _, it := range items {
+			it.done.Add(1)
+		}
+		out.Add(-1)
+	})
+	b.setLimit(4)
+	items := make([]*testItem, 40)
+	var wg sync.WaitGroup
+	for i := range items {
+		items[i] = &testItem{id: i}
+		wg.Add(1)
+		go func() { defer wg.Done(); b.Do(context.Background(), items[i]) }()
+	}
+	for b.Queued() != len(items)-4 {
+		time.Sleep(time.Millisecond)
+	}
+	close(gate)
+	wg.Wait()
+	for _, it := range items {
+		if n := it.done.Load(); n != 1 {
+			t.Fatalf("item %d sent %d times", it.id, n)
+		}
+	}
+	if m := most.Load(); m < 2 || m > 4 {
+		t.Fatalf("at most %d batches were out at once, want 2..4", m)
+	}
+	if b.Queued() != 0 || b.active0() != 0 {
+		t.Fatalf("queued %d active %d after everything returned", b.Queued(), b.active0())
+	}
 }
