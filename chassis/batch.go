@@ -43,21 +43,24 @@ type BatchConfig struct {
 
 // Batcher merges concurrent calls to one peer operation into batches
 // ("natural batching"): there is no timer and no added delay when the peer
-// keeps up; a call waits only while the limit of batches is already out,
-// and then shares the next one with every other call that queued meanwhile.
+// keeps up; a call that finds no batch out leaves at once, alone; one that
+// finds a batch out waits and shares the next one with every other call
+// that queued meanwhile, which leaves when a batch returns — or at once,
+// when it is full (MaxItems) and the in-flight limit allows another.
 // Under load this turns many small round trips (each a few system calls on
 // each side) into one, which is where the CHF's CPU goes.
 //
-// The limit of batches in flight adapts between 1 and MaxInFlight, as TCP
-// Vegas does its window: from each round trip it estimates how many of
-// its batches wait at the peer, limit × (1 − base/rtt), base being the
-// least round trip of the last window (1024 batches). The limit grows by
-// one (at most once per limit round trips) while calls queue here and
-// fewer than half a batch waits there — pipelining pays: the peer
-// answers as fast with more out — and shrinks by one when more than
-// one and a half wait there: more out only queues at the peer, and
-// fewer, larger batches cost less. A call that finds the limit not
-// reached leaves at once, alone: a lone request never waits.
+// So only full batches are pipelined: below that, a batch per round trip
+// carries everything (the fewest system calls per call, which is where
+// the CPU goes), and more in flight would only split it. The limit of
+// batches in flight adapts between 1 and MaxInFlight, as TCP Vegas does
+// its window: from each round trip it estimates how many of its batches
+// wait at the peer, limit × (1 − base/rtt), base being the least round
+// trip of the last window (1024 batches). The limit grows by one (at most
+// once per limit round trips) while a full batch waits here and fewer
+// than half a batch waits there — pipelining pays: the peer answers as
+// fast with more out — and shrinks by one when more than one and a half
+// wait there: more out only queues at the peer.
 //
 // The caller whose call starts a batch sends it from its own goroutine (no
 // hand-off to a sender goroutine); when a batch returns and calls are
@@ -185,7 +188,9 @@ func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
 	}
 	c.ctx, c.items = ctx, items
 	b.mu.Lock()
-	if b.active < b.limit && len(b.queue) == 0 {
+	if b.active == 0 {
+		// Invariant: calls queue only while a batch is out, so the queue
+		// is empty here: a lone call leaves at once.
 		b.active++
 		limit := b.limit
 		b.mu.Unlock()
@@ -197,6 +202,11 @@ func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
 	}
 	b.queue = append(b.queue, c)
 	b.queued += len(items)
+	// A full batch waiting and a slot free: it leaves now (possibly with
+	// this call as its sender) instead of waiting for a batch to return.
+	for b.active < b.limit && b.queued >= b.maxItems {
+		b.startLocked()
+	}
 	b.mu.Unlock()
 	if <-c.wake {
 		sc := b.scratch.Get().(*batchScratch[T])
@@ -209,6 +219,25 @@ func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
 		b.lead(sc, limit)
 	}
 	c.ctx, c.items = nil, nil
+}
+
+// startLocked takes queued calls up to maxItems (at least one) as the
+// next batch and wakes its first caller to send it. Called with mu held
+// and the queue not empty.
+func (b *Batcher[T]) startLocked() {
+	n, items := 0, 0
+	for n < len(b.queue) && (n == 0 || items+len(b.queue[n].items) <= b.maxItems) {
+		items += len(b.queue[n].items)
+		n++
+	}
+	first := b.queue[0]
+	first.next = append(first.next[:0], b.queue[:n]...)
+	rest := copy(b.queue, b.queue[n:])
+	clear(b.queue[rest:])
+	b.queue = b.queue[:rest]
+	b.queued -= items
+	b.active++
+	first.wake <- true // buffered: never blocks
 }
 
 // lead sends the batch of sc.calls (sc.calls[0] is the caller's own call),
@@ -240,28 +269,15 @@ func (b *Batcher[T]) lead(sc *batchScratch[T], limit int) {
 	b.mu.Lock()
 	b.active--
 	if b.maxLimit > 1 {
-		b.limit = b.vegas.sample(rtt, limit, b.maxLimit, len(b.queue) > 0)
+		b.limit = b.vegas.sample(rtt, limit, b.maxLimit, b.queued >= b.maxItems)
 	}
-	// Start batches of the queued calls while the limit allows, each of
-	// up to maxItems (and no more than its share of what is queued, so
-	// that free slots carry the queue together); its first caller sends
-	// it.
-	for len(b.queue) > 0 && b.active < b.limit {
-		free := b.limit - b.active
-		share := min(b.maxItems, (b.queued+free-1)/free)
-		n, items := 0, 0
-		for n < len(b.queue) && (n == 0 || items+len(b.queue[n].items) <= share) {
-			items += len(b.queue[n].items)
-			n++
-		}
-		first := b.queue[0]
-		first.next = append(first.next[:0], b.queue[:n]...)
-		rest := copy(b.queue, b.queue[n:])
-		clear(b.queue[rest:])
-		b.queue = b.queue[:rest]
-		b.queued -= items
-		b.active++
-		first.wake <- true
+	// The queued calls leave as the next batch; further full batches
+	// leave too while the limit allows.
+	if len(b.queue) > 0 {
+		b.startLocked()
+	}
+	for b.active < b.limit && b.queued >= b.maxItems {
+		b.startLocked()
 	}
 	b.mu.Unlock()
 	var zero T

@@ -73,31 +73,43 @@ func TestBatcherMergesWhileInFlight(t *testing.T) {
 	}
 }
 
-// TestBatcherNoWaitBelowInFlight: calls that find the in-flight limit
-// not reached leave at once, alone, concurrently.
-func TestBatcherNoWaitBelowInFlight(t *testing.T) {
-	var out atomic.Int32
-	both := make(chan struct{})
-	b := NewBatcher(BatchConfig{MaxInFlight: 2}, func(ctx context.Context, items []*testItem) {
-		if len(items) != 1 {
-			t.Errorf("batch of %d, want 1", len(items))
-		}
-		if out.Add(1) == 2 {
-			close(both)
+// TestBatcherFullBatchLeavesAtOnce: while a batch is out and the
+// in-flight limit allows another, the calls that queue leave as soon as
+// they fill a batch, without waiting for the one out to return.
+func TestBatcherFullBatchLeavesAtOnce(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	full := make(chan struct{})
+	b := NewBatcher(BatchConfig{MaxInFlight: 2, MaxItems: 2}, func(ctx context.Context, items []*testItem) {
+		mu.Lock()
+		sizes = append(sizes, len(items))
+		first := len(sizes) == 1
+		mu.Unlock()
+		if !first {
+			close(full)
+			return
 		}
 		select {
-		case <-both: // the other call is out at the same time
+		case <-full: // the full batch left while this one was out
 		case <-time.After(5 * time.Second):
-			t.Error("the second call did not leave while the first was out")
+			t.Error("the full batch did not leave while the first was out")
 		}
 	})
 	b.setLimit(2) // as the limit would have grown to
 	var wg sync.WaitGroup
-	for i := range 2 {
+	wg.Add(1)
+	go func() { defer wg.Done(); b.Do(context.Background(), &testItem{id: 0}) }()
+	for b.active0() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := 1; i <= 2; i++ {
 		wg.Add(1)
 		go func() { defer wg.Done(); b.Do(context.Background(), &testItem{id: i}) }()
 	}
 	wg.Wait()
+	if len(sizes) != 2 || sizes[0] != 1 || sizes[1] != 2 {
+		t.Fatalf("batch sizes %v, want [1 2]", sizes)
+	}
 }
 
 // TestBatcherDisabledAndMany: MaxInFlight < 0 sends every call alone;
@@ -212,12 +224,12 @@ func TestVegasLimit(t *testing.T) {
 }
 
 // TestBatcherPipelines: with several batches allowed out, a burst of calls
-// is carried by several batches at once, every item is sent exactly once
-// and nothing stays queued or out.
+// is carried by several full batches at once, every item is sent exactly
+// once and nothing stays queued or out.
 func TestBatcherPipelines(t *testing.T) {
 	var out, most atomic.Int32
 	gate := make(chan struct{})
-	b := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, items []*testItem) {
+	b := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 8}, func(ctx context.Context, items []*testItem) {
 		n := out.Add(1)
 		for {
 			m := most.Load()
@@ -239,7 +251,8 @@ func TestBatcherPipelines(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); b.Do(context.Background(), items[i]) }()
 	}
-	for b.Queued() != len(items)-4 {
+	// One alone, then three full batches of 8 while it is out; 15 wait.
+	for b.Queued() != len(items)-1-3*8 || b.active0() != 4 {
 		time.Sleep(time.Millisecond)
 	}
 	close(gate)
@@ -249,8 +262,8 @@ func TestBatcherPipelines(t *testing.T) {
 			t.Fatalf("item %d sent %d times", it.id, n)
 		}
 	}
-	if m := most.Load(); m < 2 || m > 4 {
-		t.Fatalf("at most %d batches were out at once, want 2..4", m)
+	if m := most.Load(); m != 4 {
+		t.Fatalf("at most %d batches were out at once, want 4", m)
 	}
 	if b.Queued() != 0 || b.active0() != 0 {
 		t.Fatalf("queued %d active %d after everything returned", b.Queued(), b.active0())
