@@ -26,7 +26,7 @@ func BenchmarkBatcher(b *testing.B) {
 		b.Run(peer, func(b *testing.B) {
 			var mu sync.Mutex
 			var batches, items atomic.Int64
-			bt := NewBatcher(BatchConfig{}, func(ctx context.Context, its []*testItem) {
+			bt := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {
 				batches.Add(1)
 				items.Add(int64(len(its)))
 				if peer == "serial" {
@@ -59,7 +59,7 @@ func TestBatcherDoAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under -race")
 	}
-	bt := NewBatcher(BatchConfig{}, func(ctx context.Context, its []*testItem) {
+	bt := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {
 		runtime.Gosched()
 	})
 	ctx := context.Background()
