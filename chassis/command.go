@@ -113,12 +113,13 @@ func ConfigString(cfg Configurable) string {
 }
 
 // Base is the configuration every service command shares: --listen,
-// --log-level, --pprof and, when Tracing is set, --trace-ratio and
-// --otlp-endpoint.
+// --log-level, --pprof, the Go runtime's --gomaxprocs and --sysmon-park
+// and, when Tracing is set, --trace-ratio and --otlp-endpoint.
 type Base struct {
 	Listen   string
 	LogLevel slog.Level
 	Pprof    string
+	Runtime  Runtime
 	// Tracing says whether the service has the tracing flags (not a flag).
 	Tracing   bool
 	Telemetry telemetry.Config
@@ -129,6 +130,7 @@ func (b *Base) RegisterFlags(fs *flag.FlagSet, listenHelp string) {
 	fs.StringVar(&b.Listen, "listen", b.Listen, listenHelp)
 	fs.TextVar(&b.LogLevel, "log-level", b.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&b.Pprof, "pprof", b.Pprof, "host:port to serve net/http/pprof on (profiling); empty = off")
+	b.Runtime.RegisterFlags(fs)
 	if b.Tracing {
 		fs.Float64Var(&b.Telemetry.TraceRatio, "trace-ratio", b.Telemetry.TraceRatio,
 			"share of new traces sampled at this service, 0..1 (requests arriving with a sampled W3C traceparent are always traced while an OTLP endpoint is set); 0 for load runs")
@@ -137,10 +139,13 @@ func (b *Base) RegisterFlags(fs *flag.FlagSet, listenHelp string) {
 	}
 }
 
-// Validate checks --listen (host:port) and --trace-ratio.
+// Validate checks --listen (host:port), --gomaxprocs and --trace-ratio.
 func (b *Base) Validate() error {
 	if _, _, err := net.SplitHostPort(b.Listen); err != nil {
 		return fmt.Errorf("cannot parse --listen %q: %w", b.Listen, err)
+	}
+	if err := b.Runtime.Validate(); err != nil {
+		return err
 	}
 	if b.Tracing && (b.Telemetry.TraceRatio < 0 || b.Telemetry.TraceRatio > 1) {
 		return fmt.Errorf("cannot use --trace-ratio %g: %w", b.Telemetry.TraceRatio, telemetry.ErrBadRatio)
@@ -320,7 +325,8 @@ type Service interface {
 }
 
 // RunService is a service command: ParseCommand, then a logger at
-// --log-level with a "service" attribute (also slog's default), tracing
+// --log-level with a "service" attribute (also slog's default), the Go
+// runtime's settings (ApplyRuntime: this may re-execute the binary), tracing
 // and pprof when configured, then svc's components, all run in one Group
 // until SIGINT or SIGTERM. Its usage names the command "chf <service>".
 func RunService(service, about string, svc Service, args []string) error {
@@ -337,6 +343,7 @@ func RunServiceCommand(command, service, about string, svc Service, args []strin
 	b := svc.Common()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: b.LogLevel})).With("service", service)
 	slog.SetDefault(log)
+	ApplyRuntime(b.Runtime, log)
 	g := &Group{Log: log}
 	if b.Tracing {
 		var shutdown func(context.Context) error

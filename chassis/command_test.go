@@ -56,7 +56,7 @@ func TestParseCommand(t *testing.T) {
 	}
 	// String comes from the flag set: every flag, in name order, with the
 	// parsed values, the tracing flags included.
-	want := "count=7 discovery=static k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= trace-ratio=0.5"
+	want := "count=7 discovery=static gomaxprocs=0 k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= sysmon-park=false trace-ratio=0.5"
 	if got := cfg.String(); got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
@@ -178,5 +178,27 @@ func TestGroup(t *testing.T) {
 	}
 	if want := []string{"start a", "start b", "stop b", "stop a"}; !slices.Equal(events, want) {
 		t.Fatalf("events %v, want %v", events, want)
+	}
+}
+
+// TestRuntimeFlags: --gomaxprocs and --sysmon-park are every service's,
+// a negative --gomaxprocs is refused naming the flag.
+func TestRuntimeFlags(t *testing.T) {
+	var b Base
+	b.Listen = "127.0.0.1:1"
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	b.RegisterFlags(fs, "listen")
+	if err := fs.Parse([]string{"--gomaxprocs", "1", "--sysmon-park"}); err != nil {
+		t.Fatal(err)
+	}
+	if b.Runtime.GOMAXPROCS != 1 || !b.Runtime.SysmonPark {
+		t.Fatalf("parsed %+v", b.Runtime)
+	}
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b.Runtime.GOMAXPROCS = -1
+	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "--gomaxprocs -1") {
+		t.Fatalf("Validate with --gomaxprocs -1 = %v, want an error naming the flag", err)
 	}
 }

@@ -32,3 +32,19 @@ func TestConfigRejectsBadReplicasAndCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestShareGOMAXPROCS: each process gets its share of the CPUs, at least
+// one.
+func TestShareGOMAXPROCS(t *testing.T) {
+	f := func(cpus, procs, want int) {
+		t.Helper()
+		if got := ShareGOMAXPROCS(cpus, procs); got != want {
+			t.Errorf("ShareGOMAXPROCS(%d, %d) = %d, want %d", cpus, procs, got, want)
+		}
+	}
+	f(2, 4, 1)
+	f(16, 4, 4)
+	f(16, 7, 2)
+	f(1, 4, 1)
+	f(8, 0, 8)
+}

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,14 @@ type Config struct {
 	// them, with the CA and certificate in this directory (made there
 	// when it has none: tlsconfig.Dir).
 	TLSDir string
+	// GOMAXPROCS is each service process's --gomaxprocs. 0 = its share
+	// of the CPUs of the runner's affinity mask, max(1, CPUs / processes)
+	// (aslite and every instance counted; the loadgen is not): on one box
+	// the processes share the cores, as pods share a node, each with its
+	// slice of it as its CPU limit, which is what Go would size itself
+	// from in a pod. Negative = Go's default (every process one P per
+	// CPU).
+	GOMAXPROCS int
 	// Logs receives the children's log lines, prefixed with their name
 	// (default os.Stderr; io.Discard to drop).
 	Logs io.Writer
@@ -169,6 +178,14 @@ func Start(ctx context.Context, cfg Config) (*CHF, error) {
 			addrs = append(addrs, a)
 		}
 		c.Instances[svc] = addrs
+	}
+	if cfg.GOMAXPROCS == 0 {
+		procs := 0
+		for _, addrs := range c.Instances {
+			procs += len(addrs)
+		}
+		procs -= len(c.Instances["diameter"]) // a front of the cgw, no process
+		c.cfg.GOMAXPROCS = ShareGOMAXPROCS(runtime.NumCPU(), procs)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	defer cancel()
@@ -306,6 +323,9 @@ func (c *CHF) startService(ctx context.Context, svc string, args []string) error
 		} else {
 			ch.args = append([]string{"--listen", addr}, args...)
 		}
+		if c.cfg.GOMAXPROCS > 0 { // before cfg.Args, which may override it
+			ch.args = append([]string{"--gomaxprocs", strconv.Itoa(c.cfg.GOMAXPROCS)}, ch.args...)
+		}
 		if svc == "ocp" && c.cfg.CDRDir != "" {
 			dir := c.cfg.CDRDir
 			if len(addrs) > 1 {
@@ -424,6 +444,15 @@ func (c *CHF) provisionPlans(ctx context.Context) error {
 		c.log.Info("provisioned a plan", "created", res.Created, "first", first, "balance", pl.Balance, "credit_limit", pl.CreditLimit, "buckets", len(pl.Buckets))
 	}
 	return nil
+}
+
+// ShareGOMAXPROCS is the GOMAXPROCS of each of procs processes sharing
+// cpus CPUs: max(1, cpus/procs).
+func ShareGOMAXPROCS(cpus, procs int) int {
+	if procs <= 0 {
+		return max(1, cpus)
+	}
+	return max(1, cpus/procs)
 }
 
 // spawn starts ch's process and records it (replacing an earlier

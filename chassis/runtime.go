@@ -1,0 +1,78 @@
+package chassis
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+)
+
+// sysmonAwake is the GODEBUG setting that keeps the runtime's sysmon
+// thread from parking: with schedtrace > 0 sysmon never enters its deep
+// sleep (it backs off to 10 ms polls instead), and an interval of 2^31−1
+// ms (24.8 days) makes the trace itself practically never print.
+const sysmonAwake = "schedtrace=2147483647"
+
+// Runtime is the Go runtime's part of a service's configuration
+// (--gomaxprocs, --sysmon-park), applied by ApplyRuntime at start-up.
+type Runtime struct {
+	// GOMAXPROCS is the number of Ps; 0 = Go's default: the CPUs of the
+	// affinity mask, or the cgroup's CPU limit rounded up (at least 2),
+	// whichever is less, re-read while the process runs (Go ≥ 1.25, cgroup
+	// v1 and v2).
+	GOMAXPROCS int
+	// SysmonPark keeps Go's default of parking the sysmon thread while
+	// every P is idle. Then the first system call after each idle spell
+	// wakes it (a futex wake and two context switches on another thread),
+	// which at light load is once per request per process; false keeps
+	// sysmon polling (at most every 10 ms when idle) instead, by
+	// re-executing the binary once with GODEBUG=schedtrace=2147483647.
+	SysmonPark bool
+}
+
+// RegisterFlags registers --gomaxprocs and --sysmon-park.
+func (r *Runtime) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&r.GOMAXPROCS, "gomaxprocs", r.GOMAXPROCS,
+		"Go's GOMAXPROCS for this service; 0 = Go's default (the CPUs of the affinity mask or the cgroup CPU limit rounded up, at least 2, whichever is less); in a pod set it from the CPU limit (the chart's downward-API CHF_GOMAXPROCS) or pin the pod")
+	fs.BoolVar(&r.SysmonPark, "sysmon-park", r.SysmonPark,
+		"let Go park its sysmon thread while the service is idle (Go's default); false keeps it polling, which spares every request at light load a thread wake-up (re-executes the binary once with GODEBUG=schedtrace=2147483647)")
+}
+
+// Validate checks --gomaxprocs.
+func (r *Runtime) Validate() error {
+	if r.GOMAXPROCS < 0 {
+		return fmt.Errorf("cannot use --gomaxprocs %d: want 0 (Go's default) or a positive number", r.GOMAXPROCS)
+	}
+	return nil
+}
+
+// ApplyRuntime sets GOMAXPROCS and, unless r.SysmonPark, re-executes the
+// binary with the GODEBUG setting that keeps sysmon awake when it is not
+// set yet (so it returns only when that is done, impossible or not
+// wanted). A failed re-exec is logged and the service runs on.
+func ApplyRuntime(r Runtime, log *slog.Logger) {
+	if !r.SysmonPark && !strings.Contains(os.Getenv("GODEBUG"), "schedtrace=") {
+		exe, err := os.Executable()
+		if err == nil {
+			godebug := sysmonAwake
+			if v := os.Getenv("GODEBUG"); v != "" {
+				godebug = v + "," + sysmonAwake
+			}
+			env := []string{"GODEBUG=" + godebug}
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "GODEBUG=") {
+					env = append(env, kv)
+				}
+			}
+			err = syscall.Exec(exe, os.Args, env)
+		}
+		log.Warn("cannot re-execute to keep sysmon awake; it parks when idle", "err", err)
+	}
+	if r.GOMAXPROCS > 0 {
+		runtime.GOMAXPROCS(r.GOMAXPROCS)
+	}
+	log.Info("go runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", runtime.NumCPU(), "sysmon_park", r.SysmonPark)
+}
