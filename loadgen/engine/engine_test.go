@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,5 +279,26 @@ func TestDefaultWorkers(t *testing.T) {
 		if got := defaultWorkers(c.tps, c.procs); got != c.want {
 			t.Errorf("defaultWorkers(%v, %d) = %d, want %d", c.tps, c.procs, got, c.want)
 		}
+	}
+}
+
+// TestAdmittedLatencyExcludesShed: a server that sheds a fifth of the
+// requests slowly (200 ms) and answers the rest at once: the shed ones are
+// counted apart and the admitted latency shows only the others.
+func TestAdmittedLatencyExcludesShed(t *testing.T) {
+	checkGoroutines(t)
+	var n atomic.Int64
+	fake := startFake(t, fakechf.Options{Shed: func() bool { return n.Add(1)%5 == 0 }, ShedDelay: 200 * time.Millisecond})
+	d := newDriver(t, "h2c", fake.Addr())
+	st := runWithTimeout(t, Config{Scenario: balanceOnly(200, time.Second, 64), Driver: d, Workers: 1})
+	o := st.Ops[OpBalance]
+	if o.Count < 150 || o.Shed < o.Count/6 || o.Shed > o.Count/4 {
+		t.Fatalf("count %d, shed %d: want about a fifth shed", o.Count, o.Shed)
+	}
+	if o.Admitted.Count() != o.Count-o.Shed {
+		t.Fatalf("admitted histogram holds %d, want %d", o.Admitted.Count(), o.Count-o.Shed)
+	}
+	if all, adm := o.Latency.Summary().P99, o.Admitted.Summary().P99; all < 150 || adm > 100 {
+		t.Fatalf("p99 of all %.1f ms, of the admitted %.1f ms: want the 200 ms shed answers in the first only", all, adm)
 	}
 }

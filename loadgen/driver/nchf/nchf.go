@@ -204,6 +204,7 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 			o.Class = "http_other"
 		}
 		o.Gone = m.status == http.StatusNotFound
+		o.Shed = m.status == http.StatusServiceUnavailable
 		return
 	}
 	if op == driver.ChargeCreate {
