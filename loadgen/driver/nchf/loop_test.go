@@ -236,3 +236,36 @@ func TestReadAccountBounded(t *testing.T) {
 		d.Close()
 	}
 }
+
+// TestMaxRspTimeSent: every request tells the CHF how long it may take,
+// less than the driver waits, so that its answer arrives in time.
+func TestMaxRspTimeSent(t *testing.T) {
+	if got := MaxRspTime(2 * time.Second); got != 1500*time.Millisecond {
+		t.Fatalf("MaxRspTime(2s) = %s, want 1.5s", got)
+	}
+	if got := MaxRspTime(10 * time.Second); got != 9*time.Second {
+		t.Fatalf("MaxRspTime(10s) = %s, want 9s", got)
+	}
+	seen := make(chan string, 1)
+	addr, _ := startH2C(t, 4, func(w *h2c.Response, r *h2c.Request) {
+		seen <- string(r.Header(MaxRspTimeHeader))
+		w.SetStatus(200)
+		w.WriteString(`{}`)
+	})
+	for _, proto := range []string{"h2c", "h2c-async"} {
+		_, l := newLoop(t, proto, addr, 1)
+		var c driver.Charge
+		c.Op, c.SUPI = driver.ChargeBalance, []byte("imsi-001010000000001")
+		var o driver.Outcome
+		done := false
+		if err := l.Queue(&c, &o, func(error) { done = true }); err != nil {
+			t.Fatal(err)
+		}
+		l.Flush()
+		pollUntil(t, l, 5*time.Millisecond, func() bool { return done })
+		if got := <-seen; got != "1500" {
+			t.Fatalf("%s: 3gpp-Sbi-Max-Rsp-Time %q, want 1500 (ms, for a 2s timeout)", proto, got)
+		}
+		l.Close()
+	}
+}
