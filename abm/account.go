@@ -621,3 +621,27 @@ func replayDetail(r chf.Result) string {
 	}
 	return "repeated request"
 }
+
+// holds reports whether the account records req as answered (its identity
+// is remembered: the create's or event's key, the session's sequence
+// number with the same operation and content), which tells whether a write
+// that applied req landed. known is false for operations that leave no
+// identity (top-ups, expiry, inquiries).
+func (a *account) holds(req *chf.ApplyRequest) (present, known bool) {
+	switch req.Op {
+	case chf.OpCreate, chf.OpEvent:
+		if req.Key == 0 {
+			return false, false
+		}
+		k := a.findRecent(req)
+		return k >= 0 && a.recent[k].digest == req.Digest, true
+	case chf.OpUpdate, chf.OpRelease:
+		si := a.find(req.Session)
+		if si < 0 {
+			return false, true
+		}
+		s := &a.sessions[si]
+		return s.lastSeq > req.Seq || s.lastSeq == req.Seq && s.op == req.Op && s.digest == req.Digest, true
+	}
+	return false, false
+}

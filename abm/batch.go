@@ -39,6 +39,9 @@ type batchState struct {
 	keys   []*as.Key
 	recs   []as.BatchRecordIfc
 	bp     as.BatchPolicy
+	// ctx and deadline bound the settling of writes in doubt.
+	ctx      context.Context
+	deadline time.Time
 }
 
 var batchPool = sync.Pool{New: func() any { return &batchState{byKey: make(map[string]int)} }}
@@ -74,6 +77,7 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	}
 	bs.bp = s.batchPolicy
 	bs.bp.TotalTimeout, bs.bp.SocketTimeout = timeout, timeout
+	bs.ctx, bs.deadline = ctx, time.Now().Add(timeout)
 
 	// Group the events by account.
 	for i, req := range reqs {
@@ -205,6 +209,15 @@ func (s *Service) batchWrite(bs *batchState, reqs []*chf.ApplyRequest, errs []er
 	if len(bs.writes) == 0 {
 		return
 	}
+	if !time.Now().Before(bs.deadline) {
+		// The caller gave up while this ran: write nothing.
+		for _, g := range bs.writes {
+			for _, i := range g.idx {
+				errs[i] = fmt.Errorf("cannot update account %s: %w", g.supi, context.DeadlineExceeded)
+			}
+		}
+		return
+	}
 	var aerr as.Error
 	if len(bs.writes) == 1 {
 		g := bs.writes[0]
@@ -212,7 +225,7 @@ func (s *Service) batchWrite(bs *batchState, reqs []*chf.ApplyRequest, errs []er
 		aerr = s.write(g.key, g.gen, bs.bp.TotalTimeout, &g.acc, sc)
 		g.blob = append(g.blob[:0], sc.blob...)
 		scratchPool.Put(sc)
-		s.wrote(g, aerr, types.OK, bs, errs, nowNs)
+		s.wrote(g, aerr, types.OK, inDoubt(aerr), bs, reqs, errs, nowNs)
 		return
 	}
 	bs.recs = bs.recs[:0]
@@ -239,13 +252,14 @@ func (s *Service) batchWrite(bs *batchState, reqs []*chf.ApplyRequest, errs []er
 		if err == nil && br.ResultCode != types.OK {
 			err = aerr
 		}
-		s.wrote(g, err, br.ResultCode, bs, errs, nowNs)
+		s.wrote(g, err, br.ResultCode, br.InDoubt || inDoubt(err), bs, reqs, errs, nowNs)
 	}
 }
 
 // wrote settles the events of g after its write: counted and cached when
-// it landed, sent to bs.solo on a generation conflict, failed otherwise.
-func (s *Service) wrote(g *batchGroup, err as.Error, rc types.ResultCode, bs *batchState, errs []error, nowNs int64) {
+// it landed, sent to bs.solo on a generation conflict or when a write in
+// doubt proves not to have landed, failed otherwise.
+func (s *Service) wrote(g *batchGroup, err as.Error, rc types.ResultCode, doubt bool, bs *batchState, reqs []*chf.ApplyRequest, errs []error, nowNs int64) {
 	if err == nil && rc == types.OK {
 		n := uint64(len(g.idx))
 		s.applied.Add(n)
@@ -271,8 +285,24 @@ func (s *Service) wrote(g *batchGroup, err as.Error, rc types.ResultCode, bs *ba
 		bs.solo = append(bs.solo, g.idx...)
 		return
 	}
-	// Failed or in doubt: like Apply, report it; the caller retries with
-	// the same sequence number, which charges once.
+	if doubt {
+		mine := make([]*chf.ApplyRequest, len(g.idx))
+		for k, i := range g.idx {
+			mine[k] = reqs[i]
+		}
+		landed, known := s.settle(bs.ctx, g.key, g.gen, &g.acc, g.blob, mine, bs.deadline)
+		switch {
+		case landed:
+			s.applied.Add(uint64(len(g.idx)))
+			s.overage.Add(uint64(g.acc.overNew))
+			return
+		case known:
+			bs.solo = append(bs.solo, g.idx...) // not written: apply again
+			return
+		}
+	}
+	// Failed, or still in doubt: like Apply, report it; the caller retries
+	// with the same sequence number, which charges once.
 	for _, i := range g.idx {
 		if err != nil {
 			errs[i] = fmt.Errorf("cannot write account %s: %w", g.supi, err)
@@ -291,6 +321,7 @@ func (bs *batchState) release() {
 		g.ops = [3]*as.Operation{}
 	}
 	bs.groups = bs.groups[:0]
+	bs.ctx = nil
 	clear(bs.byKey)
 	clear(bs.reads)
 	clear(bs.writes)

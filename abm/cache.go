@@ -82,12 +82,19 @@ func (c *accountCache) store(supi string, fromGen uint32, now int64, acc *accoun
 	e := sh.m[supi]
 	if e == nil {
 		if len(sh.m) >= c.perShard {
-			for k := range sh.m {
+			// Full: an arbitrary entry makes room, and its memory (the
+			// struct and the blob's array) is reused for supi, so that a
+			// cache churning over more accounts than it holds allocates
+			// nothing and leaves no garbage.
+			for k, old := range sh.m {
 				delete(sh.m, k)
+				e = old
 				break
 			}
 		}
-		e = &cachedAccount{}
+		if e == nil {
+			e = &cachedAccount{}
+		}
 		sh.m[supi] = e
 	}
 	e.gen, e.at = gen, now

@@ -88,3 +88,48 @@ func TestNextGeneration(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheChurnAllocatesNothing: a full cache storing accounts it does
+// not hold reuses the entry it evicts (struct and blob), so that more
+// accounts than it holds cost no allocation and leave no garbage, and it
+// never holds more than its size.
+func TestCacheChurnAllocatesNothing(t *testing.T) {
+	c := newAccountCache(cacheShards, int64(1<<62)) // one entry per shard
+	supis := make([]string, 4096)
+	for i := range supis {
+		supis[i] = fmt.Sprintf("imsi-00101%010d", i)
+	}
+	var acc account
+	acc.balance, acc.currency = 100, "EUR"
+	blob := acc.appendSessions(nil)
+	for _, s := range supis {
+		c.store(s, 1, 1, &acc, blob)
+	}
+	i := 0
+	if n := testing.AllocsPerRun(1000, func() {
+		c.store(supis[i%len(supis)], 1, 1, &acc, blob)
+		i++
+	}); n != 0 {
+		t.Errorf("store into a full cache allocates %.1f times, want 0", n)
+	}
+	if n := c.len(); n > cacheShards {
+		t.Errorf("cache holds %d entries, more than its %d", n, cacheShards)
+	}
+}
+
+// BenchmarkCacheStoreChurn: stores into a full cache over more accounts
+// than it holds (each store evicts).
+func BenchmarkCacheStoreChurn(b *testing.B) {
+	c := newAccountCache(1024, int64(1<<62))
+	supis := make([]string, 8192)
+	for i := range supis {
+		supis[i] = fmt.Sprintf("imsi-00101%010d", i)
+	}
+	a := sampleAccount()
+	blob := a.appendSessions(nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.store(supis[i%len(supis)], 1, 1, a, blob)
+	}
+}

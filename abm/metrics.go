@@ -9,6 +9,7 @@ import (
 	as "github.com/aerospike/aerospike-client-go/v7"
 	"github.com/aerospike/aerospike-client-go/v7/types"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/chf-testbed/testbed/chassis/telemetry"
@@ -42,6 +43,13 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}
+	inDoubt, err := m.Int64ObservableCounter("abm_writes_in_doubt", metric.WithDescription("account writes sent whose answer was lost, by what the re-read of the record told (outcome landed, lost, unknown)"))
+	if err != nil {
+		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
+	landed := metric.WithAttributes(attribute.String("outcome", "landed"))
+	lost := metric.WithAttributes(attribute.String("outcome", "lost"))
+	unknown := metric.WithAttributes(attribute.String("outcome", "unknown"))
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := s.Stats()
 		o.ObserveInt64(applied, int64(st.Applied))
@@ -50,8 +58,11 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 		o.ObserveInt64(hits, int64(st.CacheHits))
 		o.ObserveInt64(stale, int64(st.CacheStale))
 		o.ObserveInt64(overage, int64(st.Overage))
+		o.ObserveInt64(inDoubt, int64(st.InDoubtLanded), landed)
+		o.ObserveInt64(inDoubt, int64(st.InDoubtLost), lost)
+		o.ObserveInt64(inDoubt, int64(st.InDoubtLeft), unknown)
 		return nil
-	}, applied, conflicts, expired, hits, stale, overage)
+	}, applied, conflicts, expired, hits, stale, overage, inDoubt)
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}

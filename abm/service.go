@@ -6,6 +6,7 @@
 package abm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -126,6 +127,11 @@ type Stats struct {
 	// Overage is the usage, in minor units, reported beyond what the
 	// balances could pay (recorded on the accounts, not debited).
 	Overage uint64
+	// Writes that failed in doubt (sent, answer lost), by what the
+	// re-read of the record told: landed (answered as written), lost
+	// (applied again on the fresh record), left in doubt (the deadline
+	// passed first; answered as an error).
+	InDoubtLanded, InDoubtLost, InDoubtLeft uint64
 }
 
 // Service applies charging events to account records. It is safe for
@@ -146,6 +152,8 @@ type Service struct {
 	applied, conflicts, expired atomic.Uint64
 	cacheHits, cacheStale       atomic.Uint64
 	overage                     atomic.Uint64
+	inDoubtLanded, inDoubtLost  atomic.Uint64
+	inDoubtLeft                 atomic.Uint64
 }
 
 // New returns a Service on client. The client stays owned by the caller.
@@ -206,7 +214,8 @@ func batchWritePolicy() as.BatchWritePolicy {
 // Stats returns the service's counters.
 func (s *Service) Stats() Stats {
 	return Stats{Applied: s.applied.Load(), Conflicts: s.conflicts.Load(), Expired: s.expired.Load(),
-		CacheHits: s.cacheHits.Load(), CacheStale: s.cacheStale.Load(), Overage: s.overage.Load()}
+		CacheHits: s.cacheHits.Load(), CacheStale: s.cacheStale.Load(), Overage: s.overage.Load(),
+		InDoubtLanded: s.inDoubtLanded.Load(), InDoubtLost: s.inDoubtLost.Load(), InDoubtLeft: s.inDoubtLeft.Load()}
 }
 
 // Ready reports whether the Aerospike cluster is reachable.
@@ -255,7 +264,7 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch) error {
 	deadline, hasDeadline := ctx.Deadline()
 	if s.cache != nil && req.Op != chf.OpBalance && req.Op != chf.OpSessions && req.Op != opExpire {
-		done, err := s.applyCached(key, req, resp, sc, deadline, hasDeadline)
+		done, err := s.applyCached(ctx, key, req, resp, sc, deadline, hasDeadline)
 		if done {
 			return err
 		}
@@ -296,6 +305,11 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 			s.applied.Add(1)
 			return nil
 		}
+		if hasDeadline && !time.Now().Before(deadline) {
+			// The caller gave up while this ran (a paused process): write
+			// nothing it will not hear of.
+			return fmt.Errorf("cannot update account %s: %w", req.SUPI, context.DeadlineExceeded)
+		}
 		aerr = s.write(key, rec.Generation, timeout, acc, sc)
 		if aerr == nil {
 			s.applied.Add(1)
@@ -307,6 +321,19 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 		}
 		if s.cache != nil {
 			s.cache.drop(req.SUPI)
+		}
+		if inDoubt(aerr) {
+			// Sent, answer lost: the record tells whether it landed.
+			landed, known := s.settle(ctx, key, rec.Generation, acc, sc.blob, []*chf.ApplyRequest{req}, settleDeadline(deadline, hasDeadline, s.cfg.Timeout))
+			switch {
+			case landed:
+				s.applied.Add(1)
+				s.overage.Add(uint64(acc.overNew))
+				return nil
+			case known && attempt < s.cfg.MaxAttempts:
+				continue // not written: apply again on a fresh read
+			}
+			return fmt.Errorf("cannot write account %s (in doubt): %w", req.SUPI, aerr)
 		}
 		if !aerr.Matches(types.GENERATION_ERROR) {
 			return fmt.Errorf("cannot write account %s: %w", req.SUPI, aerr)
@@ -332,7 +359,7 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 // expecting the cached generation. It reports done when the event was
 // applied (or failed for good); otherwise (no entry, nothing to write, a
 // stale entry) the caller reads the record and applies req again.
-func (s *Service) applyCached(key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch, deadline time.Time, hasDeadline bool) (done bool, err error) {
+func (s *Service) applyCached(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch, deadline time.Time, hasDeadline bool) (done bool, err error) {
 	nowNs := time.Now().UnixNano()
 	acc := &sc.acc
 	gen, ok := s.cache.load(req.SUPI, nowNs, acc)
@@ -365,8 +392,21 @@ func (s *Service) applyCached(key *as.Key, req *chf.ApplyRequest, resp *chf.Char
 		s.cacheStale.Add(1)
 		return false, nil
 	}
-	// The write failed or is in doubt: like the read-modify-write loop,
-	// report it and let the caller retry with the same sequence number.
+	if inDoubt(aerr) {
+		landed, known := s.settle(ctx, key, gen, acc, sc.blob, []*chf.ApplyRequest{req}, settleDeadline(deadline, hasDeadline, s.cfg.Timeout))
+		switch {
+		case landed:
+			s.applied.Add(1)
+			s.overage.Add(uint64(acc.overNew))
+			s.cacheHits.Add(1)
+			return true, nil
+		case known:
+			return false, nil // not written: the caller reads and applies again
+		}
+		return true, fmt.Errorf("cannot write account %s (in doubt): %w", req.SUPI, aerr)
+	}
+	// The write failed before it was sent: nothing was written; report it
+	// (the caller may retry with the same sequence number).
 	return true, fmt.Errorf("cannot write account %s: %w", req.SUPI, aerr)
 }
 
@@ -492,4 +532,89 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 			s.cfg.Logger.Info("reservation sweep", "released_accounts", n, "took", time.Since(start))
 		}
 	}
+}
+
+// inDoubt reports whether a failed write may nevertheless have landed: the
+// client sent it and lost the answer (a timeout, a dropped connection).
+func inDoubt(err as.Error) bool {
+	return err != nil && err.IsInDoubt()
+}
+
+// settleWait is the pause between the re-reads of settle while the store
+// does not answer.
+const settleWait = 20 * time.Millisecond
+
+// settle decides a write that failed in doubt: it re-reads the record
+// until it can tell whether the write of acc (its sessions encoded in
+// blob) at generation gen landed, or until deadline. The record tells:
+// still at gen, it did not; at gen+1, it did if its bins are what was
+// written (else another write took gen+1 and this one failed its
+// generation check); beyond, it did if the record remembers one of reqs
+// (their identities are kept in the record, see account.holds). known is
+// false when the deadline passed first or the record cannot tell (an
+// operation without identity overtaken by other writes); the write then
+// stays in doubt. Settling allocates; it runs only after a failure.
+func (s *Service) settle(ctx context.Context, key *as.Key, gen uint32, acc *account, blob []byte, reqs []*chf.ApplyRequest, deadline time.Time) (landed, known bool) {
+	var fresh account
+	for {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			s.inDoubtLeft.Add(1)
+			return false, false
+		}
+		rp := *s.readPolicy
+		rp.TotalTimeout, rp.SocketTimeout = min(left, s.cfg.Timeout), min(left, s.cfg.Timeout)
+		start := time.Now()
+		rec, aerr := s.client.Get(&rp, key)
+		observeAS(asGet, aerr, start)
+		if aerr == nil {
+			landed, known = s.decide(rec, gen, acc, blob, reqs, &fresh)
+			if known {
+				if landed {
+					s.inDoubtLanded.Add(1)
+				} else {
+					s.inDoubtLost.Add(1)
+				}
+			} else {
+				s.inDoubtLeft.Add(1)
+			}
+			return landed, known
+		}
+		t := time.NewTimer(min(settleWait, max(time.Until(deadline), 0)))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// decide is settle's verdict on one read of the record.
+func (s *Service) decide(rec *as.Record, gen uint32, acc *account, blob []byte, reqs []*chf.ApplyRequest, fresh *account) (landed, known bool) {
+	switch rec.Generation {
+	case gen:
+		return false, true
+	case gen + 1:
+		b, _ := rec.Bins[BinSessions].([]byte)
+		same := binInt(rec.Bins[BinBalance]) == acc.balance && binInt(rec.Bins[BinDebited]) == acc.debited && bytes.Equal(b, blob)
+		return same, true
+	}
+	if err := decodeAccount(rec.Bins, fresh); err != nil {
+		return false, false
+	}
+	for _, r := range reqs {
+		if present, ok := fresh.holds(r); ok {
+			return present, true
+		}
+	}
+	return false, false
+}
+
+// settleDeadline is how long settle may take: the caller's deadline, else
+// one database timeout from now.
+func settleDeadline(deadline time.Time, has bool, timeout time.Duration) time.Time {
+	if has {
+		return deadline
+	}
+	return time.Now().Add(timeout)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
 
+	"github.com/chf-testbed/testbed/cgw/admission"
 	"github.com/chf-testbed/testbed/cgw/nchfspec"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -519,5 +520,38 @@ func TestOperatorAPIAuthorization(t *testing.T) {
 		if open != c.open || (err != nil) != c.err || token != c.token {
 			t.Errorf("%s %s: token %q open %v err %v", c.listen, c.file, token, open, err)
 		}
+	}
+}
+
+// TestOverloadNeverShedsReleases: with the adaptive limit reached, a
+// create and an update are shed (503) but the release of an open session
+// is served, so its reservations are freed now rather than at expiry.
+func TestOverloadNeverShedsReleases(t *testing.T) {
+	lim := admission.New(admission.Config{MinLimit: 16, MaxLimit: 16})
+	h, err := NewHandler(HandlerConfig{Charger: &fakeCharger{}, Limiter: lim, MaxInFlight: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(path string, b []byte) (int, string) {
+		x := h.Acquire()
+		defer h.Release(x)
+		h.Serve(context.Background(), x, []byte("POST"), []byte(path), []byte("h"), b)
+		return x.Status, string(x.Location)
+	}
+	code, loc := serve(NchfBase, body("imsi-1", 0, ""))
+	if code != 201 || loc == "" {
+		t.Fatalf("create: %d %q", code, loc)
+	}
+	ref := loc[strings.LastIndexByte(loc, '/')+1:]
+	for lim.Acquire() {
+	}
+	if code, _ := serve(NchfBase, body("imsi-2", 0, "")); code != 503 {
+		t.Fatalf("create at the limit: %d, want 503", code)
+	}
+	if code, _ := serve(NchfBase+"/"+ref+"/update", body("", 1, "")); code != 503 {
+		t.Fatalf("update at the limit: %d, want 503", code)
+	}
+	if code, _ := serve(NchfBase+"/"+ref+"/release", body("", 2, "")); code != 204 {
+		t.Fatalf("release at the limit: %d, want 204", code)
 	}
 }

@@ -291,7 +291,11 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 				"request body of "+strconv.Itoa(len(body))+" bytes exceeds the limit of "+strconv.Itoa(h.maxBody), "", "")
 			return
 		}
-		if n := h.inflight.Add(1); n > h.maxInFlight {
+		// A release frees reservations: never shed by the adaptive limit,
+		// and given twice the hard cap, so that overload does not leave
+		// them held until they expire.
+		isRelease := len(rest) > 0 && rest[0] == '/' && hasSuffix(rest, "/release")
+		if n := h.inflight.Add(1); n > h.maxInFlight && (!isRelease || n > 2*h.maxInFlight) {
 			h.inflight.Add(-1)
 			h.shed.Add(1)
 			h.shedInflight.Inc()
@@ -303,7 +307,9 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 			// Open sessions first: a create is shed before an update or
 			// a release of a session that holds a reservation.
 			isNew := len(rest) == 0 || string(rest) == "/"
-			if isNew && !h.limiter.AcquireNew() || !isNew && !h.limiter.Acquire() {
+			if isRelease {
+				h.limiter.AcquireRelease()
+			} else if isNew && !h.limiter.AcquireNew() || !isNew && !h.limiter.Acquire() {
 				h.shed.Add(1)
 				h.shedAdaptive.Inc()
 				h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "overloaded: request shed", "", "")

@@ -204,6 +204,10 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		if tokens, err = oauth2.LoadFile(c.OAuth2Keys, oauth2.Options{Audience: c.OAuth2Audience}); err != nil {
 			return fmt.Errorf("cannot use --oauth2-keys: %w", err)
 		}
+		tokens.SetLogger(log)
+		var stop func()
+		g.Add("OAuth2 key reload on SIGHUP", func() error { stop = tokens.ReloadOnSIGHUP(); return nil },
+			func(context.Context) error { stop(); return nil })
 	}
 	peerTLS := c.TLS.Client(files)
 	var client *chassis.Client

@@ -33,6 +33,16 @@ const (
 // to the next hop, which bounds its own outgoing calls by it.
 const DeadlineHeader = "X-Chf-Budget-Us"
 
+// DeadlineAtHeader carries the same deadline as an absolute time, Unix
+// microseconds (as 3GPP's 3gpp-Sbi-Sender-Timestamp with
+// 3gpp-Sbi-Max-Rsp-Time do). The next hop takes the earlier of the two:
+// a request that waited in a frozen or overloaded peer's socket beyond its
+// caller's deadline is refused instead of applied for a caller that has
+// given up (which would charge a request answered as an error). Peers'
+// clocks are assumed synchronised (NTP); a peer whose clock runs ahead
+// sees the budget shortened by the difference.
+const DeadlineAtHeader = "X-Chf-Deadline-Us"
+
 var (
 	// ErrNoEndpoints is returned when the peer has no known endpoint before
 	// the call's deadline.
@@ -381,6 +391,7 @@ func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, dea
 	req.Header.SetContentType(c.cfg.ContentType)
 	var nb [20]byte
 	req.Header.SetBytesV(DeadlineHeader, strconv.AppendInt(nb[:0], time.Until(deadline).Microseconds(), 10))
+	req.Header.SetBytesV(DeadlineAtHeader, strconv.AppendInt(nb[:0], deadline.UnixMicro(), 10))
 	if len(traceparent) > 0 {
 		req.Header.SetBytesV(telemetry.TraceparentHeader, traceparent)
 	}

@@ -19,7 +19,7 @@ var requestContextKey requestContextKeyType
 
 // Context returns the context of a request served by a chassis Server: its
 // deadline is the caller's remaining budget (DeadlineHeader) if one was
-// sent, and it carries the request's trace, so that passing it to
+// sent, or its absolute deadline (DeadlineAtHeader) if earlier, and it carries the request's trace, so that passing it to
 // Client.Do carries both to the next hop. It is valid only until the handler
 // returns; handlers must not retain it. For a RequestCtx not served by the
 // chassis it returns ctx itself.
@@ -55,6 +55,13 @@ func acquireRequestContext(ctx *fasthttp.RequestCtx, start time.Time, rs *routeS
 		if us, ok := parseUint(v); ok {
 			rc.deadline = start.Add(time.Duration(us) * time.Microsecond)
 			rc.hasDeadline = true
+		}
+	}
+	if v := ctx.Request.Header.Peek(DeadlineAtHeader); len(v) > 0 {
+		if us, ok := parseUint(v); ok {
+			if at := time.UnixMicro(int64(us)); !rc.hasDeadline || at.Before(rc.deadline) {
+				rc.deadline, rc.hasDeadline = at, true
+			}
 		}
 	}
 	if v := ctx.Request.Header.Peek(telemetry.TraceparentHeader); len(v) > 0 {

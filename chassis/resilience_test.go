@@ -244,7 +244,25 @@ func TestRequestContext(t *testing.T) {
 	if !r.hasDeadline || r.left <= 0 || r.left > 50*time.Millisecond || !errors.Is(r.doneErr, context.DeadlineExceeded) {
 		t.Fatalf("request context = %+v", r)
 	}
+	// The absolute deadline wins when it is earlier: a request that waited
+	// in a paused server beyond its caller's deadline has none left.
+	req.Header.Set(DeadlineHeader, "10000000") // 10 s
+	req.Header.Set(DeadlineAtHeader, strconv.FormatInt(time.Now().Add(-time.Second).UnixMicro(), 10))
+	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; !r.hasDeadline || r.left > -900*time.Millisecond || !errors.Is(r.doneErr, context.DeadlineExceeded) {
+		t.Fatalf("with an absolute deadline 1s ago: %+v", r)
+	}
+	req.Header.Set(DeadlineAtHeader, strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10))
+	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; !r.hasDeadline || r.left > 10*time.Second || r.left < 9*time.Second {
+		t.Fatalf("with a later absolute deadline the budget must bound: %+v", r)
+	}
 	req.Header.Del(DeadlineHeader)
+	req.Header.Del(DeadlineAtHeader)
 	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}

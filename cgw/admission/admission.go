@@ -144,6 +144,16 @@ func (l *Limiter) AcquireNew() bool {
 	return true
 }
 
+// AcquireRelease admits work that frees what the service holds (a
+// session release, a CCR-T): always, so that no reservation of a shed
+// release stays held until it expires. It is counted in flight (its
+// latency feeds the limit), so that other work is shed sooner instead.
+// The caller bounds it by its own hard cap. Done must be called.
+func (l *Limiter) AcquireRelease() {
+	l.inflight.Add(1)
+	l.admitted.Add(1)
+}
+
 // newReserve: AcquireNew leaves 1/newReserve of the limit to Acquire.
 const newReserve = 5
 

@@ -173,3 +173,23 @@ func TestAcquireNewLeavesRoomForOpenSessions(t *testing.T) {
 		t.Errorf("AcquireNew admitted %d, then Acquire %d; want 80 and 20", n, m)
 	}
 }
+
+// TestAcquireReleaseIsNeverShed: with the limit reached, a release is
+// still admitted and counted in flight, so that other work is shed.
+func TestAcquireReleaseIsNeverShed(t *testing.T) {
+	l := New(Config{MinLimit: 16, MaxLimit: 16})
+	for l.Acquire() {
+	}
+	for range 10 {
+		l.AcquireRelease()
+	}
+	if st := l.Stats(); st.InFlight != 26 || st.Admitted != 26 {
+		t.Fatalf("after 16 admitted and 10 releases: %+v", st)
+	}
+	for range 26 {
+		l.Done(time.Millisecond, true)
+	}
+	if !l.Acquire() {
+		t.Fatal("not admitted after every release was done")
+	}
+}

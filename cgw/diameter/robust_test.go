@@ -334,3 +334,24 @@ func (r *sliceReader) Read(p []byte) (int, error) {
 	r.b = r.b[n:]
 	return n, nil
 }
+
+// TestIsTermination: the CCR-T that the adaptive limit never sheds is
+// told from its top-level CC-Request-Type alone.
+func TestIsTermination(t *testing.T) {
+	msg := func(reqType uint32) []byte {
+		b := make([]byte, wire.HeaderLen)
+		b = wire.AppendUint32(b, wire.CodeCCRequestNumber, wire.AVPMandatory, 0, 7)
+		return wire.AppendUint32(b, wire.CodeCCRequestType, wire.AVPMandatory, 0, reqType)
+	}
+	if !isTermination(msg(wire.RequestTermination)) {
+		t.Error("CCR-T not recognised")
+	}
+	for _, rt := range []uint32{wire.RequestInitial, wire.RequestEvent, 2} {
+		if isTermination(msg(rt)) {
+			t.Errorf("request type %d taken for a termination", rt)
+		}
+	}
+	if isTermination(make([]byte, wire.HeaderLen)) || isTermination(nil) {
+		t.Error("a CCR without the AVP taken for a termination")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -461,7 +462,16 @@ func (p *peer) dispatch(bufp *[]byte) {
 	s := p.s
 	s.requests.Add(1)
 	n := s.inflight.Add(1)
-	if n > int64(s.cfg.MaxInFlight) || (s.cfg.Limiter != nil && !s.cfg.Limiter.Acquire()) {
+	// A CCR-T frees reservations: never shed by the adaptive limit and
+	// given twice the hard cap, so that overload does not leave them held
+	// until they expire.
+	term := isTermination(*bufp)
+	switch {
+	case term && n <= 2*int64(s.cfg.MaxInFlight):
+		if s.cfg.Limiter != nil {
+			s.cfg.Limiter.AcquireRelease()
+		}
+	case n > int64(s.cfg.MaxInFlight) || term || (s.cfg.Limiter != nil && !s.cfg.Limiter.Acquire()):
 		s.inflight.Add(-1)
 		s.tooBusy.Add(1)
 		st := s.states.Get().(*ccrState)
@@ -476,6 +486,19 @@ func (p *peer) dispatch(bufp *[]byte) {
 	}
 	p.handlers.Add(1)
 	go p.handleCCR(bufp)
+}
+
+// isTermination reports whether the CCR msg is a CCR-T (CC-Request-Type
+// TERMINATION_REQUEST), reading only its top-level AVPs.
+func isTermination(msg []byte) bool {
+	it := wire.MessageIter(msg)
+	var a wire.AVP
+	for it.Next(&a) {
+		if a.Code == wire.CodeCCRequestType && a.Vendor == 0 {
+			return len(a.Data) == 4 && binary.BigEndian.Uint32(a.Data) == wire.RequestTermination
+		}
+	}
+	return false
 }
 
 func (s *Server) putState(st *ccrState) {

@@ -12,6 +12,14 @@
 // reusing its token costs one map lookup per request, not a signature
 // check. What it does not do: fetch keys from the NRF, or check the
 // token's consumer identity against the TLS peer.
+//
+// Keys loaded from a file (LoadFile) are reloaded without a restart, as
+// chassis/tlsconfig reloads certificates: when the file's modification
+// time or size changes (checked at most once per CheckInterval, on the
+// request path) and on SIGHUP (ReloadOnSIGHUP). A reload swaps the key set
+// atomically and forgets every remembered token, so a token signed by a
+// withdrawn key is refused from then on; a file that fails to load keeps
+// the previous keys (and says so in the log).
 package oauth2
 
 import (
@@ -25,10 +33,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -65,18 +77,49 @@ type Options struct {
 	Now func() time.Time
 }
 
+// CheckInterval is the least time between two checks of the key file's
+// modification time and size.
+const CheckInterval = time.Second
+
 // Verifier checks bearer tokens. It is safe for concurrent use.
 type Verifier struct {
-	keys   map[string]crypto.PublicKey // by kid ("" for keys without)
+	keys   atomic.Pointer[keySet]
 	opts   Options
 	parser *jwt.Parser
 
 	mu    sync.RWMutex
 	cache map[string]int64 // token → Unix ns until which it is good
+
+	// The key file (LoadFile), re-read when it changes.
+	path     string
+	log      *slog.Logger
+	checked  atomic.Int64 // Unix ns of the last stat
+	reloadMu sync.Mutex   // serialises reloads
+	reloads  atomic.Uint64
 }
 
-// LoadFile reads the keys of path (PEM or JWKS) into a Verifier.
-func LoadFile(path string, opts Options) (*Verifier, error) {
+// keySet is one loaded set of keys, by kid ("" for keys without), with
+// the stamp of the file it came from.
+type keySet struct {
+	keys  map[string]crypto.PublicKey
+	stamp stamp
+}
+
+type stamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stampOf(path string) stamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return stamp{size: -1}
+	}
+	return stamp{fi.ModTime(), fi.Size()}
+}
+
+func loadKeys(path string) (*keySet, error) {
+	st := stampOf(path)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read OAuth2 keys: %w", err)
@@ -85,7 +128,94 @@ func LoadFile(path string, opts Options) (*Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot load OAuth2 keys from %s: %w", path, err)
 	}
-	return New(keys, opts), nil
+	return &keySet{keys: keys, stamp: st}, nil
+}
+
+// LoadFile reads the keys of path (PEM or JWKS) into a Verifier that
+// reloads them when the file changes.
+func LoadFile(path string, opts Options) (*Verifier, error) {
+	ks, err := loadKeys(path)
+	if err != nil {
+		return nil, err
+	}
+	v := New(ks.keys, opts)
+	v.keys.Store(ks)
+	v.path = path
+	v.checked.Store(time.Now().UnixNano())
+	return v, nil
+}
+
+// SetLogger sets where reload messages go (default slog.Default()). Call
+// it before the Verifier is used.
+func (v *Verifier) SetLogger(log *slog.Logger) {
+	if log != nil {
+		v.log = log
+	}
+}
+
+// Reloads is the number of times the key file was loaded again.
+func (v *Verifier) Reloads() uint64 { return v.reloads.Load() }
+
+// Reload re-reads the key file now (no-op for a Verifier made by New). On
+// error the previous keys stay in use.
+func (v *Verifier) Reload() error {
+	if v.path == "" {
+		return nil
+	}
+	v.reloadMu.Lock()
+	defer v.reloadMu.Unlock()
+	ks, err := loadKeys(v.path)
+	if err != nil {
+		v.log.Warn("OAuth2 keys not reloaded, keeping the previous ones", "err", err)
+		return err
+	}
+	v.keys.Store(ks)
+	v.mu.Lock()
+	clear(v.cache) // tokens are checked again against the new keys
+	v.mu.Unlock()
+	v.reloads.Add(1)
+	v.log.Info("OAuth2 keys reloaded", "file", v.path, "keys", len(ks.keys))
+	return nil
+}
+
+// maybeReload reloads the key file when it changed since the last check
+// (checked at most once per CheckInterval).
+func (v *Verifier) maybeReload(now int64) {
+	if v.path == "" {
+		return
+	}
+	last := v.checked.Load()
+	if now-last < int64(CheckInterval) || !v.checked.CompareAndSwap(last, now) {
+		return
+	}
+	if stampOf(v.path) != v.keys.Load().stamp {
+		v.Reload()
+	}
+}
+
+// ReloadOnSIGHUP re-reads the key file whenever the process gets SIGHUP,
+// in addition to the modification time checks, until stop is called.
+func (v *Verifier) ReloadOnSIGHUP() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-ch:
+				v.Reload()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+		<-exited
+	}
 }
 
 // New returns a Verifier with keys by key ID ("" for a key that any kid
@@ -105,7 +235,9 @@ func New(keys map[string]crypto.PublicKey, opts Options) *Verifier {
 	if opts.Audience != "" {
 		po = append(po, jwt.WithAudience(opts.Audience))
 	}
-	return &Verifier{keys: keys, opts: opts, parser: jwt.NewParser(po...), cache: map[string]int64{}}
+	v := &Verifier{opts: opts, parser: jwt.NewParser(po...), cache: map[string]int64{}, log: slog.Default()}
+	v.keys.Store(&keySet{keys: keys})
+	return v
 }
 
 // Check verifies the Authorization header value authz. The error wraps
@@ -116,6 +248,7 @@ func (v *Verifier) Check(authz []byte) error {
 		return ErrMissing
 	}
 	tok := authz[len(prefix):]
+	v.maybeReload(time.Now().UnixNano())
 	now := v.opts.Now().UnixNano()
 	v.mu.RLock()
 	until, ok := v.cache[string(tok)]
@@ -145,14 +278,15 @@ func (v *Verifier) Check(authz []byte) error {
 
 func (v *Verifier) key(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
-	if k, ok := v.keys[kid]; ok {
+	keys := v.keys.Load().keys
+	if k, ok := keys[kid]; ok {
 		return k, nil
 	}
-	if k, ok := v.keys[""]; ok {
+	if k, ok := keys[""]; ok {
 		return k, nil
 	}
-	if kid == "" && len(v.keys) == 1 {
-		for _, k := range v.keys {
+	if kid == "" && len(keys) == 1 {
+		for _, k := range keys {
 			return k, nil
 		}
 	}

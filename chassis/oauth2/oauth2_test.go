@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,4 +174,81 @@ func TestParseKeysErrors(t *testing.T) {
 			t.Errorf("ParseKeys(%q) succeeded", in)
 		}
 	}
+}
+
+// TestKeysReload: the key file is re-read when it changes (mtime/size,
+// checked at most once per CheckInterval) and on SIGHUP; a reload forgets
+// remembered tokens, so a token of a withdrawn key is refused at once, and
+// a file that fails to load keeps the previous keys.
+func TestKeysReload(t *testing.T) {
+	k1, k2 := newKeys(t), newKeys(t)
+	file := k1.pemFile(t)
+	v, err := oauth2.LoadFile(file, oauth2.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := func() jwt.MapClaims {
+		return jwt.MapClaims{"scope": "nchf-convergedcharging", "exp": time.Now().Add(time.Hour).Unix()}
+	}
+	tok1 := []byte("Bearer " + sign(t, jwt.SigningMethodES256, "ec1", k1.ec, claims()))
+	tok2 := []byte("Bearer " + sign(t, jwt.SigningMethodES256, "ec1", k2.ec, claims()))
+	check := func(name string, tok []byte, want error) {
+		t.Helper()
+		if err := v.Check(tok); want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Fatalf("%s: err = %v, want %v", name, err, want)
+		}
+	}
+	check("first key", tok1, nil)
+	check("first key, cached", tok1, nil)
+	check("second key before the change", tok2, oauth2.ErrInvalid)
+
+	// Replace the file (same size: PEM keys of the same kind) and date it
+	// later; the next check after CheckInterval sees it.
+	replace := func(src string, later time.Duration) {
+		t.Helper()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(later)
+		if err := os.Chtimes(file, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace(k2.pemFile(t), time.Minute)
+	time.Sleep(oauth2.CheckInterval + 100*time.Millisecond)
+	check("second key after the change", tok2, nil)
+	if v.Reloads() != 1 {
+		t.Fatalf("reloads = %d, want 1", v.Reloads())
+	}
+	check("first key after the change (was cached)", tok1, oauth2.ErrInvalid)
+
+	// A broken file keeps the keys in use.
+	if err := os.WriteFile(file, []byte("not a key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Reload(); err == nil {
+		t.Fatal("Reload of a broken file succeeded")
+	}
+	check("second key with a broken file", tok2, nil)
+
+	// SIGHUP reloads at once.
+	stop := v.ReloadOnSIGHUP()
+	defer stop()
+	replace(k1.pemFile(t), 2*time.Minute)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for v.Reloads() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if v.Reloads() < 2 {
+		t.Fatalf("no reload after SIGHUP: reloads = %d", v.Reloads())
+	}
+	check("first key after SIGHUP", tok1, nil)
+	check("second key after SIGHUP", tok2, oauth2.ErrInvalid)
 }

@@ -126,6 +126,9 @@ type Outcome struct {
 	Resolved bool
 	// Gone is set when the session no longer exists: the flow ends.
 	Gone bool
+	// Shed is set when the CHF refused the request for overload (Nchf
+	// 503, Gy 3004 DIAMETER_TOO_BUSY): not admitted.
+	Shed bool
 	// Received is when the answer arrived (the kernel's stamp where the
 	// transport has it); zero when unknown.
 	Received time.Time

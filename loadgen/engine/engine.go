@@ -155,6 +155,11 @@ type OpStats struct {
 	// SchedLag is actual send − due time of each request sent (first
 	// attempts): the scheduler's own lateness.
 	SchedLag *histogram.Histogram
+	// Shed counts the requests the CHF refused for overload
+	// (driver.Outcome.Shed); Admitted is the latency, from the due time,
+	// of the others: what the admitted requests saw.
+	Shed     int64
+	Admitted *histogram.Histogram
 }
 
 // Stats is the outcome of a run. Counts and histograms cover requests due
@@ -323,6 +328,7 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		st.Ops[i].Latency = histogram.New()
 		st.Ops[i].Service = histogram.New()
 		st.Ops[i].SchedLag = histogram.New()
+		st.Ops[i].Admitted = histogram.New()
 	}
 	for i, w := range workers {
 		for o := range st.Ops {
@@ -334,6 +340,8 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 			a.Latency.Merge(b.Latency)
 			a.Service.Merge(b.Service)
 			a.SchedLag.Merge(b.SchedLag)
+			a.Shed += b.Shed
+			a.Admitted.Merge(b.Admitted)
 		}
 		for k, v := range w.errors {
 			st.Errors[k] += v

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,5 +307,31 @@ func TestFastFake(t *testing.T) {
 	}
 	if count, errs, _, _ := st.Totals(); errs != 0 || st.Unresolved != 0 || st.MissingCharged != 0 || fake.Requests.Load() < count {
 		t.Fatalf("completed %d, errors %v, unresolved %d, missing X-Chf-Charged %d, served %d", count, st.Errors, st.Unresolved, st.MissingCharged, fake.Requests.Load())
+	}
+}
+
+// TestAdmittedLatencyExcludesShed: a server that sheds a fifth of the
+// requests slowly (200 ms) and answers the rest at once: the shed ones are
+// counted apart and the admitted latency shows only the others.
+func TestAdmittedLatencyExcludesShed(t *testing.T) {
+	checkGoroutines(t)
+	var n atomic.Int64
+	fake := startFake(t, fakechf.Options{Shed: func() bool { return n.Add(1)%5 == 0 }, ShedDelay: 200 * time.Millisecond})
+	d := newDriver(t, "h2c", fake.Addr())
+	st := runWithTimeout(t, Config{Scenario: balanceOnly(200, time.Second, 64), Driver: d, Workers: 1})
+	o := st.Ops[OpBalance]
+	if o.Count < 150 || o.Shed < o.Count/6 || o.Shed > o.Count/4 {
+		t.Fatalf("count %d, shed %d: want about a fifth shed", o.Count, o.Shed)
+	}
+	if o.Admitted.Count() != o.Count-o.Shed {
+		t.Fatalf("admitted histogram holds %d, want %d", o.Admitted.Count(), o.Count-o.Shed)
+	}
+	// Every shed answer took at least 200 ms from its due time: all of
+	// them are in the latency of all requests, none in the admitted one
+	// (whatever else the machine's load adds to both).
+	slow := 199 * time.Millisecond
+	if d := o.Latency.CountAtOrAbove(slow) - o.Admitted.CountAtOrAbove(slow); d != o.Shed {
+		t.Fatalf("requests of at least %s: %d in all, %d admitted; want the %d shed ones to make the difference",
+			slow, o.Latency.CountAtOrAbove(slow), o.Admitted.CountAtOrAbove(slow), o.Shed)
 	}
 }

@@ -183,6 +183,7 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		w.ops[i].Latency = histogram.New()
 		w.ops[i].Service = histogram.New()
 		w.ops[i].SchedLag = histogram.New()
+		w.ops[i].Admitted = histogram.New()
 	}
 	w.iv.hist, w.iv.svc, w.iv.lag = agg.getHist(), agg.getHist(), agg.getHist()
 	w.nextAt = sched.at(w.k)
@@ -565,6 +566,11 @@ func (w *worker) completed(f *flow) {
 		o.Count++
 		o.Latency.Record(lat)
 		o.Service.Record(svc)
+		if f.out.Shed {
+			o.Shed++
+		} else {
+			o.Admitted.Record(lat)
+		}
 		if late {
 			o.Late++
 		}

@@ -38,6 +38,11 @@ type Options struct {
 	// second (one at a time, each taking 1/Capacity): beyond it requests
 	// queue, as in an overloaded server.
 	Capacity float64
+	// Shed, when set, tells for each request whether to refuse it as an
+	// overloaded CHF does (503 NF_CONGESTION with Retry-After), after
+	// ShedDelay.
+	Shed      func() bool
+	ShedDelay time.Duration
 }
 
 type account struct {
@@ -174,6 +179,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.opts.Delay != nil {
 		time.Sleep(s.opts.Delay())
+	}
+	if s.opts.Shed != nil && s.opts.Shed() {
+		time.Sleep(s.opts.ShedDelay)
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"status":503,"cause":"NF_CONGESTION"}`)
+		return
 	}
 	const base = "/nchf-convergedcharging/v3/chargingdata"
 	switch {

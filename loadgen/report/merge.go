@@ -155,6 +155,7 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 	out.Scenario.Subscribers.Count = 0
 	out.Scenario.Load.TPS, out.Scenario.Load.SessionsPerSecond = 0, 0
 	lat := map[string][2]*histogram.Histogram{}
+	adm := map[string]*histogram.Histogram{} // admitted latency, when every shard has it
 	targets := map[string]bool{}
 	series := map[int]*Point{}
 	out.Audit.OK, out.Audit.Skipped = true, true
@@ -198,7 +199,18 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 			m.Errors += o.Errors
 			m.Late += o.Late
 			m.Dropped += o.Dropped
+			m.Shed += o.Shed
 			out.Ops[name] = m
+			if enc := r.Histograms[name].Admitted; enc != "" {
+				h, err := histogram.Decode(enc)
+				if err != nil {
+					return nil, fmt.Errorf("cannot decode admitted latency histogram of %s: %w", name, err)
+				}
+				if adm[name] == nil {
+					adm[name] = histogram.New()
+				}
+				adm[name].Merge(h)
+			}
 			h, err := r.decode(name)
 			if err != nil {
 				return nil, err
@@ -281,7 +293,13 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.Histograms[name] = Hist{Latency: l, Service: s}
+		a := ""
+		if h := adm[name]; h != nil {
+			if a, err = h.Encode(); err != nil {
+				return nil, err
+			}
+		}
+		out.Histograms[name] = Hist{Latency: l, Service: s, Admitted: a}
 	}
 	for sec := 0; len(series) > 0; sec++ {
 		if p, ok := series[sec]; ok {

@@ -19,22 +19,31 @@ type sample struct {
 	op       engine.Op
 	lat, svc time.Duration
 	err      bool
+	shed     bool // refused for overload (an error too)
 }
 
 func statsOf(samples []sample, dur time.Duration) *engine.Stats {
 	start := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
 	st := &engine.Stats{Started: start, MeasureStart: start, MeasureEnd: start.Add(dur), Errors: map[string]int64{}}
 	for i := range st.Ops {
-		st.Ops[i].Latency, st.Ops[i].Service = histogram.New(), histogram.New()
+		st.Ops[i].Latency, st.Ops[i].Service, st.Ops[i].Admitted = histogram.New(), histogram.New(), histogram.New()
 	}
 	for _, s := range samples {
 		o := &st.Ops[s.op]
 		o.Count++
 		o.Latency.Record(s.lat)
 		o.Service.Record(s.svc)
-		if s.err {
+		switch {
+		case s.shed:
+			o.Errors++
+			o.Shed++
+			st.Errors["http_503"]++
+		case s.err:
 			o.Errors++
 			st.Errors["http_500"]++
+		}
+		if !s.shed {
+			o.Admitted.Record(s.lat)
 		}
 		st.Offered++
 	}
@@ -48,6 +57,9 @@ func TestMergeEqualsUnion(t *testing.T) {
 	for i := 0; i < 20000; i++ {
 		s := sample{op: engine.Op(rng.IntN(int(engine.NumOps))), lat: time.Duration(rng.ExpFloat64() * 2e6), err: rng.IntN(100) == 0}
 		s.svc = s.lat / 2
+		if rng.IntN(10) == 0 { // shed, and slow: the admitted p99 must leave it out
+			s.shed, s.lat = true, 500*time.Millisecond+s.lat
+		}
 		all = append(all, s)
 		shards[i%3] = append(shards[i%3], s)
 	}
@@ -80,6 +92,19 @@ func TestMergeEqualsUnion(t *testing.T) {
 		if merged.Ops[name] != o {
 			t.Fatalf("op %s: merged %+v, union %+v", name, merged.Ops[name], o)
 		}
+	}
+	if merged.AdmittedLatencyMs == nil || union.AdmittedLatencyMs == nil || *merged.AdmittedLatencyMs != *union.AdmittedLatencyMs ||
+		merged.Shed != union.Shed || merged.ShedShare != union.ShedShare {
+		t.Fatalf("admitted: merged %+v shed %d, union %+v shed %d", merged.AdmittedLatencyMs, merged.Shed, union.AdmittedLatencyMs, union.Shed)
+	}
+	if share := union.ShedShare; share < 0.08 || share > 0.12 || union.AdmittedLatencyMs.P99 >= 500 || union.LatencyMs.P99 < 500 {
+		t.Fatalf("shed share %.3f, admitted p99 %.1f ms, all p99 %.1f ms: want about 0.1, the slow shed answers in the second only",
+			share, union.AdmittedLatencyMs.P99, union.LatencyMs.P99)
+	}
+	var text strings.Builder
+	union.WriteSummary(&text)
+	if !strings.Contains(text.String(), "admitted ms (shed excluded)") {
+		t.Fatalf("summary lacks the admitted latency:\n%s", text.String())
 	}
 	if merged.SUTCPUUsTxn != union.SUTCPUUsTxn || merged.LoadgenUsTxn != union.LoadgenUsTxn {
 		t.Fatalf("CPU per txn: merged %v/%v, union %v/%v", merged.SUTCPUUsTxn, merged.LoadgenUsTxn, union.SUTCPUUsTxn, union.LoadgenUsTxn)

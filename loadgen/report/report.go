@@ -55,12 +55,16 @@ type Op struct {
 	LatencyMs Latency `json:"latency_ms"`
 	ServiceMs Latency `json:"service_ms"`
 	JitterCV  float64 `json:"jitter_cv"`
+	Shed      int64   `json:"shed,omitempty"` // refused for overload (Nchf 503, Gy 3004)
 }
 
 // Hist holds the encoded histograms of one operation.
 type Hist struct {
 	Latency string `json:"latency"`
 	Service string `json:"service"`
+	// Admitted is the latency of the requests not shed (absent in
+	// results of older versions).
+	Admitted string `json:"admitted,omitempty"`
 }
 
 // Point is one second of the time series.
@@ -128,6 +132,14 @@ type Result struct {
 	// Notifications are the CHF-initiated notifications and operator
 	// calls of the run (notify.go); absent when it had none.
 	Notifications *Notifications `json:"notifications,omitempty"`
+
+	// Shed counts the requests the CHF refused for overload (Nchf 503,
+	// Gy 3004), ShedShare their share of all transactions, and
+	// AdmittedLatencyMs the latency (from the scheduled send) of the
+	// others: the p99 that admission control bounds.
+	Shed              int64    `json:"shed"`
+	ShedShare         float64  `json:"shed_share"`
+	AdmittedLatencyMs *Latency `json:"admitted_latency_ms,omitempty"`
 }
 
 // Build makes the Result of a run. cpuSeconds is CPU spent per component
@@ -168,8 +180,14 @@ func Build(st *engine.Stats, sc scenario.Scenario, targets []string, proto strin
 		if err != nil {
 			return nil, err
 		}
-		r.Histograms[name] = Hist{Latency: lat, Service: svc}
-		r.Ops[name] = Op{Count: o.Count, Errors: o.Errors, Late: o.Late, Dropped: o.Dropped}
+		adm := ""
+		if o.Admitted != nil {
+			if adm, err = o.Admitted.Encode(); err != nil {
+				return nil, err
+			}
+		}
+		r.Histograms[name] = Hist{Latency: lat, Service: svc, Admitted: adm}
+		r.Ops[name] = Op{Count: o.Count, Errors: o.Errors, Late: o.Late, Dropped: o.Dropped, Shed: o.Shed}
 	}
 	if err := r.Recompute(); err != nil {
 		return nil, err
@@ -181,9 +199,19 @@ func Build(st *engine.Stats, sc scenario.Scenario, targets []string, proto strin
 // jitter, CPU per transaction) from the per-operation counts, the encoded
 // histograms, CPUSeconds and DurationS. Merging results uses it too.
 func (r *Result) Recompute() error {
-	all, allSvc := histogram.New(), histogram.New()
-	r.Transactions, r.Errors, r.Late, r.Dropped = 0, 0, 0, 0
+	all, allSvc, admitted := histogram.New(), histogram.New(), histogram.New()
+	hasAdmitted := false
+	r.Transactions, r.Errors, r.Late, r.Dropped, r.Shed = 0, 0, 0, 0, 0
 	for name, o := range r.Ops {
+		if enc := r.Histograms[name].Admitted; enc != "" {
+			h, err := histogram.Decode(enc)
+			if err != nil {
+				return fmt.Errorf("cannot decode admitted latency histogram of %s: %w", name, err)
+			}
+			admitted.Merge(h)
+			hasAdmitted = true
+		}
+		r.Shed += o.Shed
 		h, err := r.decode(name)
 		if err != nil {
 			return err
@@ -203,6 +231,14 @@ func (r *Result) Recompute() error {
 	}
 	s := all.Summary()
 	r.LatencyMs, r.ServiceMs, r.JitterCV = latencyOf(s), latencyOf(allSvc.Summary()), s.CV
+	r.AdmittedLatencyMs, r.ShedShare = nil, 0
+	if hasAdmitted {
+		l := latencyOf(admitted.Summary())
+		r.AdmittedLatencyMs = &l
+	}
+	if r.Transactions > 0 {
+		r.ShedShare = float64(r.Shed) / float64(r.Transactions)
+	}
 	r.TPS, r.OfferedTPS, r.ErrorRate = 0, 0, 0
 	if r.DurationS > 0 {
 		r.TPS = float64(r.Transactions-r.Errors) / r.DurationS

@@ -37,6 +37,10 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if l := r.SchedLagMs; l != nil {
 		fmt.Fprintf(w, "sched lag ms (actual - scheduled): p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.P50, l.P90, l.P99, l.P999, l.Max)
 	}
+	if l := r.AdmittedLatencyMs; l != nil && r.Shed > 0 {
+		fmt.Fprintf(w, "admitted ms (shed excluded):       p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f   shed %d (%.2f%%)\n",
+			l.P50, l.P90, l.P99, l.P999, l.Max, r.Shed, 100*r.ShedShare)
+	}
 	fmt.Fprintf(w, "\n%-8s %10s %8s %6s %7s %9s %9s %9s %9s %9s\n", "op", "count", "errors", "late", "dropped", "tps", "p50 ms", "p99 ms", "p99.9 ms", "max ms")
 	for _, name := range opOrder(r) {
 		o := r.Ops[name]
@@ -232,6 +236,10 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| latency p50 / p90 / p99 / p99.9 / max / mean (ms) | %.3f / %.3f / %.3f / %.3f / %.3f / %.3f |\n",
 		r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99, r.LatencyMs.P999, r.LatencyMs.Max, r.LatencyMs.Mean)
 	fmt.Fprintf(w, "| service time p50 / p99 (ms) | %.3f / %.3f |\n", r.ServiceMs.P50, r.ServiceMs.P99)
+	if l := r.AdmittedLatencyMs; l != nil && r.Shed > 0 {
+		fmt.Fprintf(w, "| admitted latency (shed excluded) p50 / p99 / p99.9 (ms) | %.3f / %.3f / %.3f |\n| shed (503 / 3004) | %d (%.2f%%) |\n",
+			l.P50, l.P99, l.P999, r.Shed, 100*r.ShedShare)
+	}
 	fmt.Fprintf(w, "| jitter (CV of latency) | %.3f |\n", r.JitterCV)
 	for _, c := range r.Components() {
 		fmt.Fprintf(w, "| CPU %% %s | %.1f |\n", c, r.CPUPercent[c])

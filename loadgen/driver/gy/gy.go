@@ -302,6 +302,7 @@ func (e *exchange) classify(op driver.ChargeOp, o *driver.Outcome) {
 	switch a.ResultCode {
 	case wire.ResultTooBusy:
 		o.Resolved = false // the charge may or may not have been applied
+		o.Shed = true
 	case wire.ResultUnknownSessionID, wire.ResultUserUnknown:
 		o.Gone = true
 	}

@@ -57,8 +57,8 @@ func newH2Conns(cfg driver.Config) *h2Conns {
 	for _, a := range cfg.Targets {
 		t := &h2Target{
 			addr: a,
-			post: newTemplate("POST", a, "application/json", "accept", "application/json"),
-			get:  newTemplate("GET", a, "", "accept", "application/json"),
+			post: newTemplate("POST", a, "application/json", "accept", "application/json", MaxRspTimeHeader, maxRspTimeValue(cfg.Timeout)),
+			get:  newTemplate("GET", a, "", "accept", "application/json", MaxRspTimeHeader, maxRspTimeValue(cfg.Timeout)),
 		}
 		t.conns.Store(&[]*h2c.Conn{})
 		d.targets = append(d.targets, t)

@@ -13,6 +13,7 @@ import (
 type http1Transport struct {
 	clients []*fasthttp.HostClient
 	timeout time.Duration
+	maxRsp  []byte // the MaxRspTimeHeader value
 }
 
 func newHTTP1(cfg driver.Config) *http1Transport {
@@ -20,7 +21,7 @@ func newHTTP1(cfg driver.Config) *http1Transport {
 	if n <= 0 {
 		n = 1024
 	}
-	d := &http1Transport{timeout: cfg.Timeout}
+	d := &http1Transport{timeout: cfg.Timeout, maxRsp: []byte(maxRspTimeValue(cfg.Timeout))}
 	for _, t := range cfg.Targets {
 		d.clients = append(d.clients, &fasthttp.HostClient{
 			Addr:                          t,
@@ -64,6 +65,7 @@ func (d *http1Transport) do(ctx context.Context, target int, m *message) error {
 	}
 	fr.SetRequestURIBytes(m.path)
 	fr.Header.SetHost(c.Addr)
+	fr.Header.SetBytesV("3gpp-Sbi-Max-Rsp-Time", d.maxRsp)
 	if c.IsTLS {
 		fr.URI().SetScheme("https")
 	}

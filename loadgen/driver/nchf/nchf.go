@@ -94,6 +94,24 @@ func New(cfg driver.Config) (*Driver, error) {
 	return d, nil
 }
 
+// MaxRspTimeHeader is TS 29.500's 3gpp-Sbi-Max-Rsp-Time, which every
+// request carries: how long, in milliseconds, the CHF may take to answer.
+const MaxRspTimeHeader = "3gpp-sbi-max-rsp-time"
+
+// MaxRspTime is the budget every request announces for a driver timeout:
+// three quarters of it (at most a second less), so that the CHF's answer —
+// its result, or 504 when its core stalled — arrives before the request
+// times out here. A request the CHF charged but whose answer came after
+// the timeout would be counted unresolved although it was charged.
+func MaxRspTime(timeout time.Duration) time.Duration {
+	return timeout - min(timeout/4, time.Second)
+}
+
+// maxRspTimeValue is MaxRspTime(timeout) as the header's value.
+func maxRspTimeValue(timeout time.Duration) string {
+	return strconv.FormatInt(max(MaxRspTime(timeout).Milliseconds(), 1), 10)
+}
+
 // Targets implements driver.Driver.
 func (d *Driver) Targets() int { return d.targets }
 
@@ -224,6 +242,7 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 			o.Class = "http_other"
 		}
 		o.Gone = m.status == http.StatusNotFound
+		o.Shed = m.status == http.StatusServiceUnavailable
 		return
 	}
 	if op == driver.ChargeCreate {

@@ -22,6 +22,8 @@ type stdTransport struct {
 	conns [][]*http2.Transport
 	next  atomic.Uint64
 	urls  []string // "http://host:port"
+	// maxRsp is the MaxRspTimeHeader value.
+	maxRsp []string
 }
 
 func newStd(cfg driver.Config) *stdTransport {
@@ -29,7 +31,7 @@ func newStd(cfg driver.Config) *stdTransport {
 	if n <= 0 {
 		n = 2
 	}
-	d := &stdTransport{}
+	d := &stdTransport{maxRsp: []string{maxRspTimeValue(cfg.Timeout)}}
 	scheme := "http://"
 	if cfg.TLS != nil {
 		scheme = "https://"
@@ -86,6 +88,7 @@ func (d *stdTransport) do(ctx context.Context, target int, m *message) error {
 		hr.ContentLength = int64(len(m.body))
 	}
 	hr.Header["Accept"] = jsonCT
+	hr.Header["3gpp-Sbi-Max-Rsp-Time"] = d.maxRsp
 	r, err := t.RoundTrip(hr)
 	if err != nil {
 		return driver.Classify(err)
