@@ -42,6 +42,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
@@ -126,6 +127,9 @@ type Tick struct {
 	P999      float64 `json:"p999_ms"`
 	Max       float64 `json:"max_ms"`
 	InFlight  int64   `json:"in_flight"`
+	// OpenSessions is the data and voice sessions open at the second's
+	// end (started, not yet ended).
+	OpenSessions int64 `json:"open_sessions"`
 	// ServiceP50/P99 are the service time (from the actual send) and
 	// SchedLagP99 the scheduler's lateness (actual − due send) of the
 	// second, in ms.
@@ -184,7 +188,18 @@ type Stats struct {
 	// whose answer reported another charge than the first answer.
 	Retransmits          int64
 	RetransmitMismatches int64
+	// OpenSessionsPeak is the most data and voice sessions open at once
+	// (per-second figures), OpenSessionsEnd those open at the end of the
+	// measured window; SessionLimited counts sessions not started
+	// because Scenario.MaxOpenSessions were open (counted dropped).
+	OpenSessionsPeak int64
+	OpenSessionsEnd  int64
+	SessionLimited   int64
 }
+
+// FlowBytes is the size of what the engine holds per open session between
+// its requests (plus the session reference's bytes and a heap slot).
+const FlowBytes = int(unsafe.Sizeof(flow{}))
 
 // SchedLag returns the merged scheduling-lag histogram of every operation.
 func (s *Stats) SchedLag() *histogram.Histogram {
@@ -315,12 +330,19 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		st.Abandoned += w.abandoned
 		st.Retransmits += w.retransmits
 		st.RetransmitMismatches += w.retxMismatch
+		st.SessionLimited += w.sessLimited
 		st.Interrupted = st.Interrupted || w.interrupted
 		if i > 0 {
 			st.Ledger.Merge(w.ledger)
 		}
 		if w.stoppedEarly && st.MeasureEnd.After(w.stopTime) {
 			st.MeasureEnd = w.stopTime
+		}
+	}
+	for _, t := range st.Series {
+		st.OpenSessionsPeak = max(st.OpenSessionsPeak, t.OpenSessions)
+		if time.Duration(t.Second)*time.Second < mEnd {
+			st.OpenSessionsEnd = t.OpenSessions
 		}
 	}
 	return st, nil
@@ -427,7 +449,7 @@ type aggregator struct {
 type interval struct {
 	sec                                  int
 	offered, completed, errs, late, drop int64
-	inflight                             int64
+	inflight, open                       int64
 	hist, svc, lag                       *histogram.Histogram
 	opDone, opErrs                       [NumOps]int64
 	classes                              map[string]int64 // nil until an error
@@ -533,6 +555,7 @@ func (a *aggregator) add(iv interval) {
 	s.t.Late += iv.late
 	s.t.Dropped += iv.drop
 	s.t.InFlight += iv.inflight
+	s.t.OpenSessions += iv.open
 	if iv.hist != nil {
 		s.hist.Merge(iv.hist)
 		iv.hist.Reset()

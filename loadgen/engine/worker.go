@@ -14,35 +14,49 @@ import (
 )
 
 // flow is one session, event or inquiry in progress. It belongs to its
-// worker; while a request is in flight the driver worker holds its charge
-// and outcome (the done callback hands them back on the worker's
-// goroutine).
+// worker. Between two requests of a session (the think time, usually
+// most of its life) it is all the loadgen holds for the session
+// (SessionBytes); the request in flight or queued (Charge, Outcome,
+// callback, timing, retransmission state) is a *request taken from the
+// worker's pool at send and put back when the answer has been recorded,
+// so the pool is bounded by the requests in flight and the backlog, not
+// by the open sessions.
 type flow struct {
+	due     int64  // ns since start: when the current request is scheduled
+	end     int64  // sessions: when the release is due
+	id      uint64 // global flow index
+	ref     []byte
+	r       *request // the current request; nil between requests
 	kind    scenario.Kind
 	op      Op
+	heapIdx int32
 	sub     int32
-	step    int32 // 0 first request; 1..updates update; updates+1 release
+	step    int32 // 0 first request; 1.. updates; then the release
 	seq     uint32
-	target  int
-	id      uint64 // global flow index
-	due     int64  // ns since start: when the current request is scheduled
-	sent    int64
-	done    int64
+	target  int32
 	first   bool // the current request starts the flow (may be dropped)
 	gone    bool // the session no longer exists
-	ref     []byte
-	supi    []byte
-	charge  driver.Charge
-	out     driver.Outcome
-	err     error
-	cb      func(error)
-	heapIdx int
+	open    bool // counted in the worker's open sessions
+}
+
+// request is one request of a flow, from its send to its recorded
+// answer. While it is in flight the driver worker holds its charge and
+// outcome (the done callback hands them back on the worker's goroutine).
+type request struct {
+	f      *flow
+	charge driver.Charge
+	out    driver.Outcome
+	err    error
+	cb     func(error)
+	supi   []byte
+	sent   int64
+	done   int64
 	// retransmission of the current request
 	attempt  uint8 // 0 the first; 1 the retransmission
 	dup      uint8 // after the first's answer send it again: dupFlagged, dupPlain
 	counted  bool  // the logical request's outcome is in the ledger
-	charged0 int64 // what the first attempt reported charging
 	hasChg0  bool
+	charged0 int64 // what the first attempt reported charging
 }
 
 const (
@@ -57,9 +71,9 @@ func (h flowHeap) Len() int           { return len(h) }
 func (h flowHeap) Less(i, j int) bool { return h[i].due < h[j].due }
 func (h flowHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx, h[j].heapIdx = i, j
+	h[i].heapIdx, h[j].heapIdx = int32(i), int32(j)
 }
-func (h *flowHeap) Push(x any) { f := x.(*flow); f.heapIdx = len(*h); *h = append(*h, f) }
+func (h *flowHeap) Push(x any) { f := x.(*flow); f.heapIdx = int32(len(*h)); *h = append(*h, f) }
 func (h *flowHeap) Pop() any {
 	old := *h
 	f := old[len(old)-1]
@@ -95,6 +109,12 @@ type worker struct {
 	bhead       int
 	backlogCap  int // new flows beyond it are dropped at once
 	free        []*flow
+	reqs        []*request // free requests
+	picker      *scenario.Picker
+	open        int // data and voice sessions started and not ended
+	openPeak    int
+	maxOpen     int // bound on open (Scenario.MaxOpenSessions split over the workers)
+	sessLimited int64
 	inflight    int
 	cap         int
 	queued      bool    // requests queued since the last Flush
@@ -151,6 +171,8 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		k:          int64(id),
 		errors:     map[string]int64{},
 		ledger:     NewLedger(sc.Subscribers.Count),
+		picker:     sc.Subscribers.Picker(),
+		maxOpen:    max(sc.MaxOpenSessions/n, 1),
 		nextSec:    int64(time.Second),
 	}
 	think := max(sc.Data.ThinkTime.D(), sc.Voice.ThinkTime.D())
@@ -273,6 +295,7 @@ func (w *worker) abandon() {
 func (w *worker) flush() {
 	w.iv.sec = w.sec
 	w.iv.inflight = int64(w.inflight)
+	w.iv.open = int64(w.open)
 	w.agg.in <- w.iv
 	w.sec++
 	w.nextSec += int64(time.Second)
@@ -287,17 +310,42 @@ func (w *worker) getFlow() *flow {
 		w.free = w.free[:n-1]
 		return f
 	}
-	f := &flow{}
-	f.cb = func(err error) {
-		f.err = err
-		w.completions = append(w.completions, f)
-	}
-	return f
+	return &flow{}
 }
 
 func (w *worker) putFlow(f *flow) {
+	w.putReq(f)
+	if f.open {
+		f.open = false
+		w.open--
+	}
 	f.ref = f.ref[:0]
 	w.free = append(w.free, f)
+}
+
+// getReq gives f a request from the pool.
+func (w *worker) getReq(f *flow) *request {
+	var r *request
+	if n := len(w.reqs); n > 0 {
+		r = w.reqs[n-1]
+		w.reqs = w.reqs[:n-1]
+	} else {
+		r = &request{}
+		r.cb = func(err error) {
+			r.err = err
+			w.completions = append(w.completions, r.f)
+		}
+	}
+	r.f, f.r = f, r
+	return r
+}
+
+// putReq returns f's request, if any, to the pool.
+func (w *worker) putReq(f *flow) {
+	if r := f.r; r != nil {
+		r.f, f.r = nil, nil
+		w.reqs = append(w.reqs, r)
+	}
 }
 
 // generate starts the flows due by upTo: at most genBatch per call, and a
@@ -377,13 +425,30 @@ func (w *worker) startFlow(due, now int64) {
 		}
 		x -= w.shares[k]
 	}
-	f.sub = int32(w.rng.IntN(w.sc.Subscribers.Count))
-	f.supi = w.first.Append(f.supi[:0], int(f.sub))
+	f.sub = int32(w.picker.Pick(w.rng))
 	f.step, f.seq, f.due, f.first, f.gone = 0, 0, due, true, false
 	f.id = uint64(w.k)
-	f.target = int(w.k/int64(w.n)) % w.cfg.Driver.Targets()
+	f.target = int32(int(w.k/int64(w.n)) % w.cfg.Driver.Targets())
 	switch f.kind {
 	case scenario.KindData, scenario.KindVoice:
+		if w.open >= w.maxOpen {
+			// the bound on the loadgen's memory: not started, counted dropped
+			w.sessLimited++
+			if w.measured(due) {
+				w.offered++
+				w.ops[OpCreate].Dropped++
+			}
+			w.iv.offered++
+			w.iv.drop++
+			w.putFlow(f)
+			return
+		}
+		f.open = true
+		w.open++
+		w.openPeak = max(w.openPeak, w.open)
+		if s := w.session(f); s.Length != nil {
+			f.end = due + int64(s.Length.Quantile(w.rng.Float64()))
+		}
 		f.op = OpCreate
 	case scenario.KindSMS:
 		f.op = OpEvent
@@ -432,16 +497,20 @@ func (w *worker) drop(f *flow) {
 
 // send hands f's current request (first attempt) to the driver.
 func (w *worker) send(f *flow, now int64) {
-	f.attempt, f.dup, f.counted = 0, dupNone, false
+	r := f.r
+	if r == nil {
+		r = w.getReq(f)
+	}
+	r.attempt, r.dup, r.counted = 0, dupNone, false
 	w.fillCharge(f)
 	if w.retransmit > 0 && f.op != OpBalance && w.rng.Float64() < w.retransmit {
-		f.dup = dupFlagged
+		r.dup = dupFlagged
 		if w.rng.IntN(2) == 0 {
-			f.dup = dupPlain
+			r.dup = dupPlain
 		}
 	}
-	f.sent = w.now()
-	lag := time.Duration(max(f.sent-f.due, 0))
+	r.sent = w.now()
+	lag := time.Duration(max(r.sent-f.due, 0))
 	if w.measured(f.due) {
 		w.ops[f.op].SchedLag.Record(lag)
 	}
@@ -455,10 +524,11 @@ func (w *worker) queue(f *flow) {
 		w.ledger.Touch(f.sub)
 	}
 	w.inflight++
-	if err := w.dw.Queue(&f.charge, &f.out, f.cb); err != nil {
+	r := f.r
+	if err := w.dw.Queue(&r.charge, &r.out, r.cb); err != nil {
 		err = driver.Classify(err)
-		f.out.Fail(err)
-		f.err = err
+		r.out.Fail(err)
+		r.err = err
 		w.completions = append(w.completions, f)
 		return
 	}
@@ -469,11 +539,12 @@ func (w *worker) queue(f *flow) {
 // sequence number, timestamp and content); flagged sets the protocol's
 // retransmission flag.
 func (w *worker) resend(f *flow, flagged bool) {
-	f.charged0, f.hasChg0 = f.out.Charged, f.out.HasCharged
-	f.attempt = 1
-	f.charge.Retransmit = flagged
-	f.charge.Session = f.ref
-	f.sent = w.now()
+	r := f.r
+	r.charged0, r.hasChg0 = r.out.Charged, r.out.HasCharged
+	r.attempt = 1
+	r.charge.Retransmit = flagged
+	r.charge.Session = f.ref
+	r.sent = w.now()
 	w.retransmits++
 	w.queue(f)
 }
@@ -500,21 +571,22 @@ func (w *worker) drainBacklog(now int64) {
 // completed records f's finished request and schedules what follows.
 func (w *worker) completed(f *flow) {
 	w.inflight--
+	r := f.r
 	now := w.now()
-	f.done = now
-	if rx := f.out.Received; !rx.IsZero() {
+	r.done = now
+	if rx := r.out.Received; !rx.IsZero() {
 		// When the answer arrived (the event loop: reached the socket),
 		// not when the worker got round to it.
-		f.done = min(now, max(int64(rx.Sub(w.start)), f.sent))
+		r.done = min(now, max(int64(rx.Sub(w.start)), r.sent))
 	}
-	if f.attempt > 0 {
+	if r.attempt > 0 {
 		w.retransmitted(f)
 		return
 	}
-	lat := time.Duration(f.done - f.due)
-	svc := time.Duration(f.done - f.sent)
-	late := f.sent-f.due > w.lateThr
-	failed := f.out.Class != ""
+	lat := time.Duration(r.done - f.due)
+	svc := time.Duration(r.done - r.sent)
+	late := r.sent-f.due > w.lateThr
+	failed := r.out.Class != ""
 	if w.measured(f.due) {
 		o := &w.ops[f.op]
 		o.Count++
@@ -525,13 +597,13 @@ func (w *worker) completed(f *flow) {
 		}
 		if failed {
 			o.Errors++
-			w.errors[f.out.Class]++
+			w.errors[r.out.Class]++
 		}
 	} else if failed {
 		w.errorsOutside++
 	}
 	if w.cfg.Observe != nil {
-		w.cfg.Observe(f.op, lat, f.out.Class)
+		w.cfg.Observe(f.op, lat, r.out.Class)
 	}
 	w.iv.completed++
 	w.iv.opDone[f.op]++
@@ -546,15 +618,15 @@ func (w *worker) completed(f *flow) {
 		if w.iv.classes == nil {
 			w.iv.classes = map[string]int64{}
 		}
-		w.iv.classes[f.out.Class]++
+		w.iv.classes[r.out.Class]++
 	}
-	if f.op == OpCreate && len(f.out.Ref) > 0 {
-		f.ref = append(f.ref[:0], f.out.Ref...)
+	if f.op == OpCreate && len(r.out.Ref) > 0 {
+		f.ref = append(f.ref[:0], r.out.Ref...)
 	}
-	f.gone = f.out.Gone
+	f.gone = r.out.Gone
 	if f.op != OpBalance {
 		switch {
-		case f.out.Resolved:
+		case r.out.Resolved:
 			w.account(f)
 		case w.retransmit > 0:
 			// no answer: send it again, flagged, as an NF would
@@ -564,8 +636,8 @@ func (w *worker) completed(f *flow) {
 		default:
 			w.unresolved++
 		}
-		if f.dup != dupNone {
-			w.resend(f, f.dup == dupFlagged)
+		if r.dup != dupNone {
+			w.resend(f, r.dup == dupFlagged)
 			w.drainBacklog(w.now())
 			return
 		}
@@ -578,19 +650,20 @@ func (w *worker) completed(f *flow) {
 // request whose first attempt got none, and must agree with the first
 // answer otherwise.
 func (w *worker) retransmitted(f *flow) {
-	f.attempt = 0
+	r := f.r
+	r.attempt = 0
 	switch {
-	case !f.counted && f.out.Resolved:
+	case !r.counted && r.out.Resolved:
 		w.account(f)
-	case !f.counted:
+	case !r.counted:
 		w.unresolved++
-	case f.out.Resolved && f.out.HasCharged && f.hasChg0 && f.out.Charged != f.charged0:
+	case r.out.Resolved && r.out.HasCharged && r.hasChg0 && r.out.Charged != r.charged0:
 		w.retxMismatch++ // charged again, or differently
 	}
-	if f.op == OpCreate && len(f.ref) == 0 && len(f.out.Ref) > 0 {
-		f.ref = append(f.ref[:0], f.out.Ref...)
+	if f.op == OpCreate && len(f.ref) == 0 && len(r.out.Ref) > 0 {
+		f.ref = append(f.ref[:0], r.out.Ref...)
 	}
-	f.gone = f.gone || f.out.Gone
+	f.gone = f.gone || r.out.Gone
 	w.next(f)
 	w.drainBacklog(w.now())
 }
@@ -598,20 +671,22 @@ func (w *worker) retransmitted(f *flow) {
 // account adds the resolved outcome of f's logical request to the ledger
 // (once, whatever retransmissions it took).
 func (w *worker) account(f *flow) {
-	f.counted = true
-	o := &f.out
+	r := f.r
+	r.counted = true
+	o := &r.out
 	if o.HasCharged {
 		w.ledger.Add(f.sub, o.Charged)
 	} else if o.Class == "" || strings.HasPrefix(o.Class, "rg_") {
 		w.missingCharged++ // answered as a success without the charge
 	}
 	if o.Class == "" && w.cfg.Rater != nil {
-		w.ledger.AddExpected(f.sub, w.cfg.Rater.Rate(&f.charge))
+		w.ledger.AddExpected(f.sub, w.cfg.Rater.Rate(&r.charge))
 	}
 }
 
 // next moves f to its following request or ends it.
 func (w *worker) next(f *flow) {
+	w.putReq(f)
 	f.first = false
 	switch f.op {
 	case OpCreate:
@@ -632,7 +707,12 @@ func (w *worker) next(f *flow) {
 	f.step++
 	f.seq++
 	f.due += int64(s.ThinkTime)
-	if int(f.step) > s.Updates || f.due >= w.stopAt {
+	last := int(f.step) > s.Updates
+	if s.Length != nil {
+		last = f.due >= f.end
+		f.due = min(f.due, f.end) // the release at the session's length
+	}
+	if last || f.due >= w.stopAt {
 		f.op = OpRelease
 	} else {
 		f.op = OpUpdate
@@ -643,8 +723,10 @@ func (w *worker) next(f *flow) {
 // fillCharge fills f.charge, the protocol-neutral form of f's current
 // request.
 func (w *worker) fillCharge(f *flow) {
-	c := &f.charge
-	*c = driver.Charge{Target: f.target, Flow: f.id, SUPI: f.supi, Seq: f.seq, Invoked: time.Now()}
+	r := f.r
+	r.supi = w.first.Append(r.supi[:0], int(f.sub))
+	c := &r.charge
+	*c = driver.Charge{Target: int(f.target), Flow: f.id, SUPI: r.supi, Seq: f.seq, Invoked: time.Now()}
 	switch f.op {
 	case OpBalance:
 		c.Op = driver.ChargeBalance

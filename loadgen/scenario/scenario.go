@@ -16,11 +16,13 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/scenarios"
 )
 
 // ErrInvalid wraps every validation error.
@@ -91,6 +93,66 @@ type Session struct {
 	Requested   Units    `yaml:"requested" json:"requested"` // asked for at create and each update
 	Used        Units    `yaml:"used" json:"used"`           // reported at each update and at release
 	ThinkTime   Duration `yaml:"think_time" json:"think_time"`
+	// Length, when set, draws each session's length from a distribution
+	// (Updates is then ignored): an update every ThinkTime while the session
+	// lasts, then the release at its length.
+	Length *Length `yaml:"length,omitempty" json:"length,omitempty"`
+}
+
+// Length is a distribution of session lengths: uniform in [Min, Max], or
+// exponential (Min plus an exponential of mean Mean-Min, cut at Max).
+type Length struct {
+	Dist string   `yaml:"dist" json:"dist"` // uniform (default) or exponential
+	Min  Duration `yaml:"min" json:"min"`
+	Max  Duration `yaml:"max" json:"max"`
+	Mean Duration `yaml:"mean,omitempty" json:"mean,omitempty"` // exponential only
+}
+
+// Quantile returns the length at probability u in [0, 1).
+func (l *Length) Quantile(u float64) time.Duration {
+	lo, hi := float64(l.Min), float64(l.Max)
+	if l.Dist == "exponential" {
+		v := lo - (float64(l.Mean)-lo)*math.Log1p(-u)
+		return time.Duration(min(v, hi))
+	}
+	return time.Duration(lo + u*(hi-lo))
+}
+
+// lengthGrid is the number of quantiles the means are computed over.
+const lengthGrid = 4096
+
+// MeanLength returns the mean session length.
+func (s *Session) MeanLength() time.Duration {
+	if s.Length == nil {
+		return time.Duration(s.Updates+1) * s.ThinkTime.D()
+	}
+	var sum float64
+	for i := range lengthGrid {
+		sum += float64(s.Length.Quantile((float64(i) + 0.5) / lengthGrid))
+	}
+	return time.Duration(sum / lengthGrid)
+}
+
+// UpdatesFor returns the number of updates of a session of length l: one
+// at every multiple of the think time before l.
+func (s *Session) UpdatesFor(l time.Duration) int {
+	t := s.ThinkTime.D()
+	if t <= 0 || l <= 0 {
+		return 0
+	}
+	return int((l - 1) / t)
+}
+
+// MeanUpdates returns the mean number of updates of a session.
+func (s *Session) MeanUpdates() float64 {
+	if s.Length == nil {
+		return float64(s.Updates)
+	}
+	var sum float64
+	for i := range lengthGrid {
+		sum += float64(s.UpdatesFor(s.Length.Quantile((float64(i) + 0.5) / lengthGrid)))
+	}
+	return sum / lengthGrid
 }
 
 // Event is the shape of an SMS (immediate event charging).
@@ -108,10 +170,16 @@ type Mix struct {
 	Balance float64 `yaml:"balance" json:"balance"`
 }
 
-// Subscribers is the range of SUPIs flows pick from (uniformly).
+// Subscribers is the range of SUPIs flows pick from.
 type Subscribers struct {
 	First string `yaml:"first" json:"first"` // e.g. imsi-001010000000001
 	Count int    `yaml:"count" json:"count"`
+	// Popularity is how flows pick a subscriber: uniform (default), or
+	// zipf: the subscriber of popularity rank r (1-based) is picked with
+	// probability proportional to 1/r^ZipfS; ranks are scattered over the
+	// range (see Picker).
+	Popularity string  `yaml:"popularity,omitempty" json:"popularity,omitempty"`
+	ZipfS      float64 `yaml:"zipf_s,omitempty" json:"zipf_s,omitempty"`
 }
 
 // Load is the offered load: exactly one of TPS and SessionsPerSecond.
@@ -164,6 +232,11 @@ type Scenario struct {
 	// retransmission flag); with it set, a request that got no answer is
 	// sent again, flagged.
 	Retransmit float64 `yaml:"retransmit" json:"retransmit"`
+	// MaxOpenSessions bounds the data and voice sessions the loadgen
+	// holds open at once (all workers; each costs the loadgen about
+	// engine.SessionBytes): a session that would exceed it is not
+	// started, counted dropped (session_limit in the result).
+	MaxOpenSessions int `yaml:"max_open_sessions" json:"max_open_sessions"`
 }
 
 // Default returns the built-in scenario, which mirrors the reference
@@ -192,12 +265,27 @@ func Default() Scenario {
 			WarmUp:   Duration(3 * time.Second),
 			Duration: Duration(30 * time.Second),
 		},
-		Timeout:       Duration(2 * time.Second),
-		MaxInFlight:   4096,
-		LateThreshold: Duration(2 * time.Millisecond),
-		LateDrop:      Duration(time.Second),
-		Seed:          1,
+		Timeout:         Duration(2 * time.Second),
+		MaxInFlight:     4096,
+		LateThreshold:   Duration(2 * time.Millisecond),
+		LateDrop:        Duration(time.Second),
+		Seed:            1,
+		MaxOpenSessions: DefaultMaxOpenSessions,
 	}
+}
+
+// Open reads the scenario arg names: a built-in one (loadgen/scenarios,
+// e.g. "busy-hour": a name without '.', '/' or '\\') or a YAML file.
+func Open(arg string) (Scenario, error) {
+	if b, ok := scenarios.Lookup(arg); ok {
+		return Parse(b)
+	}
+	if !strings.ContainsAny(arg, "./\\") {
+		if _, err := os.Stat(arg); err != nil {
+			return Scenario{}, fmt.Errorf("cannot read scenario: no built-in scenario %q (built in: %s) and no such file", arg, strings.Join(scenarios.Names(), ", "))
+		}
+	}
+	return LoadFile(arg)
 }
 
 // LoadFile reads a YAML scenario file over Default and validates it. Unknown
@@ -240,6 +328,13 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 // maxSubscribers bounds a subscriber range.
 const maxSubscribers = 100_000_000
 
+// DefaultMaxOpenSessions is the default bound on open sessions;
+// maxOpenSessions the largest accepted.
+const (
+	DefaultMaxOpenSessions = 2_000_000
+	maxOpenSessions        = 20_000_000
+)
+
 // Validate checks every field; the error (a *FieldError) names the first
 // offending one.
 func (s *Scenario) Validate() error {
@@ -280,6 +375,22 @@ func (s *Scenario) Validate() error {
 		if ss.v.ThinkTime < 0 || ss.v.ThinkTime.D() > time.Hour {
 			return bad(ss.f+".think_time", "must be 0..1h, got %s", ss.v.ThinkTime.D())
 		}
+		if l := ss.v.Length; l != nil {
+			switch {
+			case l.Dist != "" && l.Dist != "uniform" && l.Dist != "exponential":
+				return bad(ss.f+".length.dist", "must be uniform or exponential, got %q", l.Dist)
+			case l.Min <= 0 || l.Max.D() > 24*time.Hour || l.Max < l.Min:
+				return bad(ss.f+".length", "want 0 < min <= max <= 24h, got min %s max %s", l.Min.D(), l.Max.D())
+			case l.Dist == "exponential" && (l.Mean <= l.Min || l.Mean > l.Max):
+				return bad(ss.f+".length.mean", "must be in (min, max], got %s", l.Mean.D())
+			case l.Dist != "exponential" && l.Mean != 0:
+				return bad(ss.f+".length.mean", "only with dist: exponential")
+			case ss.v.ThinkTime <= 0:
+				return bad(ss.f+".think_time", "must be positive with a length")
+			case ss.v.Length.Max.D()/ss.v.ThinkTime.D() > 10000:
+				return bad(ss.f+".length.max", "at most 10000 updates per session (think_time %s)", ss.v.ThinkTime.D())
+			}
+		}
 	}
 	if s.Mix.SMS > 0 {
 		if s.SMS.RatingGroup == 0 {
@@ -300,6 +411,21 @@ func (s *Scenario) Validate() error {
 	}
 	if first, _ := ParseSUPI(s.Subscribers.First); !rangeFits(first, s.Subscribers.Count) {
 		return bad("subscribers.count", "%d subscribers from %s overflow its %d digits", s.Subscribers.Count, s.Subscribers.First, first.Width)
+	}
+	switch s.Subscribers.Popularity {
+	case "", "uniform":
+		if s.Subscribers.ZipfS != 0 {
+			return bad("subscribers.zipf_s", "only with popularity: zipf")
+		}
+	case "zipf":
+		if !(s.Subscribers.ZipfS > 0 && s.Subscribers.ZipfS <= 5) {
+			return bad("subscribers.zipf_s", "must be in (0, 5], got %v", s.Subscribers.ZipfS)
+		}
+	default:
+		return bad("subscribers.popularity", "must be uniform or zipf, got %q", s.Subscribers.Popularity)
+	}
+	if s.MaxOpenSessions <= 0 || s.MaxOpenSessions > maxOpenSessions {
+		return bad("max_open_sessions", "must be 1..%d, got %d", maxOpenSessions, s.MaxOpenSessions)
 	}
 	switch {
 	case s.Load.TPS < 0 || !finite(s.Load.TPS):
@@ -353,8 +479,16 @@ func (s *Scenario) Shares() [NumKinds]float64 {
 // TxnsPerFlow returns the mean number of transactions one flow makes.
 func (s *Scenario) TxnsPerFlow() float64 {
 	sh := s.Shares()
-	return sh[KindData]*float64(2+s.Data.Updates) + sh[KindVoice]*float64(2+s.Voice.Updates) +
+	return sh[KindData]*(2+s.Data.MeanUpdates()) + sh[KindVoice]*(2+s.Voice.MeanUpdates()) +
 		sh[KindSMS] + sh[KindBalance]
+}
+
+// OpenSessions returns the mean number of data and voice sessions open
+// at once at full rate, once the run is older than the longest session
+// (Little's law: session starts per second × mean length).
+func (s *Scenario) OpenSessions() float64 {
+	sh := s.Shares()
+	return s.FlowRate() * (sh[KindData]*s.Data.MeanLength().Seconds() + sh[KindVoice]*s.Voice.MeanLength().Seconds())
 }
 
 // FlowRate returns flow starts per second at full rate.
