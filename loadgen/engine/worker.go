@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,7 +116,13 @@ type worker struct {
 	openPeak    int
 	maxOpen     int // bound on open (Scenario.MaxOpenSessions split over the workers)
 	sessLimited int64
-	inflight    int
+	// steady start: prefill flows j = id, id+n, ... < pTotal, due at
+	// j·pSpan/pTotal; a data one with probability pData
+	pk, pTotal int64
+	pSpan      int64
+	pData      float64
+	resid      [2]residual // data, voice
+	inflight   int
 	cap         int
 	queued      bool    // requests queued since the last Flush
 	completions []*flow // filled by done callbacks during Poll
@@ -182,6 +189,11 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		w.ops[i].Service = histogram.New()
 		w.ops[i].SchedLag = histogram.New()
 	}
+	if pd, pv := sc.PrefillSessions(); pd+pv > 0 {
+		w.pk, w.pTotal, w.pSpan = int64(id), int64(pd+pv), int64(sc.Phases.RampUp)
+		w.pData = float64(pd) / float64(pd+pv)
+		w.resid = [2]residual{newResidual(&sc.Data), newResidual(&sc.Voice)}
+	}
 	w.iv.hist, w.iv.svc, w.iv.lag = agg.getHist(), agg.getHist(), agg.getHist()
 	w.nextAt = sched.at(w.k)
 	return w
@@ -227,7 +239,7 @@ func (w *worker) run(ctx context.Context) {
 			w.queued = false
 			w.dw.Flush()
 		}
-		idle := w.genDone && len(w.heap) == 0 && w.bhead == len(w.backlog)
+		idle := w.genDone && w.pk >= w.pTotal && len(w.heap) == 0 && w.bhead == len(w.backlog)
 		if idle && w.inflight == 0 {
 			w.flush()
 			return
@@ -243,6 +255,9 @@ func (w *worker) run(ctx context.Context) {
 		}
 		if len(w.heap) > 0 && w.heap[0].due < next {
 			next = w.heap[0].due
+		}
+		if w.pk < w.pTotal {
+			next = min(next, w.prefillAt(w.pk))
 		}
 		if p := w.pacing; p > 0 {
 			next = (next + p - 1) / p * p // wake on pacing ticks: sends batch
@@ -278,6 +293,7 @@ func (w *worker) interrupt(now int64) {
 		w.stopTime = w.start.Add(time.Duration(now))
 	}
 	w.genDone = true
+	w.pk = w.pTotal
 	for _, f := range w.heap {
 		f.due = now
 	}
@@ -352,6 +368,14 @@ func (w *worker) putReq(f *flow) {
 // run of flows already later than LateDrop is dropped in one step (a rate
 // the machine cannot offer costs neither memory nor a pass per flow).
 func (w *worker) generate(now, upTo int64) {
+	for i := 0; w.pk < w.pTotal && i < genBatch; i++ {
+		at := w.prefillAt(w.pk)
+		if at > upTo || at >= w.stopAt {
+			break
+		}
+		w.startPrefill(at, now)
+		w.pk += int64(w.n)
+	}
 	for i := 0; !w.genDone && w.nextAt <= upTo && i < genBatch; i++ {
 		if w.nextAt >= w.stopAt {
 			w.genDone = true
@@ -431,21 +455,9 @@ func (w *worker) startFlow(due, now int64) {
 	f.target = int32(int(w.k/int64(w.n)) % w.cfg.Driver.Targets())
 	switch f.kind {
 	case scenario.KindData, scenario.KindVoice:
-		if w.open >= w.maxOpen {
-			// the bound on the loadgen's memory: not started, counted dropped
-			w.sessLimited++
-			if w.measured(due) {
-				w.offered++
-				w.ops[OpCreate].Dropped++
-			}
-			w.iv.offered++
-			w.iv.drop++
-			w.putFlow(f)
+		if !w.openSession(f, due) {
 			return
 		}
-		f.open = true
-		w.open++
-		w.openPeak = max(w.openPeak, w.open)
 		if s := w.session(f); s.Length != nil {
 			f.end = due + int64(s.Length.Quantile(w.rng.Float64()))
 		}
@@ -456,6 +468,90 @@ func (w *worker) startFlow(due, now int64) {
 		f.op = OpBalance
 	}
 	w.ready(f, now)
+}
+
+// prefillAt returns when prefill flow j is due.
+func (w *worker) prefillAt(j int64) int64 {
+	return int64(float64(j) * float64(w.pSpan) / float64(w.pTotal))
+}
+
+// startPrefill opens, due at due, a session of the steady state
+// (Phases.SteadyStart): it is left with the remaining length of a
+// session in progress at the end of the ramp-up.
+func (w *worker) startPrefill(due, now int64) {
+	f := w.getFlow()
+	f.kind = scenario.KindVoice
+	if w.rng.Float64() < w.pData {
+		f.kind = scenario.KindData
+	}
+	f.sub = int32(w.picker.Pick(w.rng))
+	f.step, f.seq, f.due, f.first, f.gone = 0, 0, due, true, false
+	f.id = 1<<63 | uint64(w.pk) // apart from the scheduled flows' indexes
+	f.target = int32(int(w.pk/int64(w.n)) % w.cfg.Driver.Targets())
+	if !w.openSession(f, due) {
+		return
+	}
+	s := w.session(f)
+	rem := w.resid[f.kind].remaining(w.rng)
+	if s.Length != nil {
+		f.end = w.pSpan + int64(rem)
+	} else if s.ThinkTime > 0 {
+		// the steps a session of Updates updates has left
+		f.step = int32(max(0, s.Updates-int(rem/s.ThinkTime.D())))
+	}
+	f.op = OpCreate
+	w.ready(f, now)
+}
+
+// openSession counts f as an open session, or refuses it (counted
+// dropped) when Scenario.MaxOpenSessions are open.
+func (w *worker) openSession(f *flow, due int64) bool {
+	if w.open >= w.maxOpen {
+		// the bound on the loadgen's memory: not started, counted dropped
+		w.sessLimited++
+		if w.measured(due) {
+			w.offered++
+			w.ops[OpCreate].Dropped++
+		}
+		w.iv.offered++
+		w.iv.drop++
+		w.putFlow(f)
+		return false
+	}
+	f.open = true
+	w.open++
+	w.openPeak = max(w.openPeak, w.open)
+	return true
+}
+
+// residual draws the remaining length of a session in progress: its
+// length biased by length (a longer session is more likely to be in
+// progress at a given time), times a uniform share still to run.
+type residual struct {
+	cum []float64       // cumulative lengths over the quantile grid
+	q   []time.Duration // the lengths
+}
+
+func newResidual(s *scenario.Session) residual {
+	const grid = 1024
+	r := residual{cum: make([]float64, grid), q: make([]time.Duration, grid)}
+	var sum float64
+	for i := range grid {
+		l := s.MeanLength()
+		if s.Length != nil {
+			l = s.Length.Quantile((float64(i) + 0.5) / grid)
+		}
+		sum += float64(l)
+		r.cum[i], r.q[i] = sum, l
+	}
+	return r
+}
+
+func (r *residual) remaining(rng *rand.Rand) time.Duration {
+	x := rng.Float64() * r.cum[len(r.cum)-1]
+	i, _ := slices.BinarySearch(r.cum, x)
+	i = min(i, len(r.q)-1)
+	return time.Duration(rng.Float64() * float64(r.q[i]))
 }
 
 // session returns the shape of f's session kind.

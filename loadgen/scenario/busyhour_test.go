@@ -27,6 +27,10 @@ func TestBusyHour(t *testing.T) {
 	if open := s.OpenSessions(); open < 0.9e6 || open > 1.1e6 {
 		t.Fatalf("%.0f sessions open at %v TPS, want about 1,000,000", open, s.Load.TPS)
 	}
+	d, v := s.PrefillSessions()
+	if open := s.OpenSessions(); float64(d+v) > open || float64(d+v) < 0.7*open {
+		t.Fatalf("steady start opens %d+%d sessions of the %.0f open", d, v, open)
+	}
 	if m := s.Data.MeanLength().Minutes(); math.Abs(m-17.5) > 0.05 {
 		t.Fatalf("mean data session %.2f min, want 17.5", m)
 	}

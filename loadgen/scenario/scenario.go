@@ -198,6 +198,12 @@ type Phases struct {
 	RampUp   Duration `yaml:"ramp_up" json:"ramp_up"`
 	WarmUp   Duration `yaml:"warm_up" json:"warm_up"`
 	Duration Duration `yaml:"duration" json:"duration"`
+	// SteadyStart opens, during the ramp-up, the sessions a run at full
+	// rate has open (PrefillSessions), each left with the remaining
+	// length of a session in progress, so that the measured window sees
+	// the open sessions and the update rate of the steady state without
+	// waiting for the longest session's length. Needs a ramp-up.
+	SteadyStart bool `yaml:"steady_start,omitempty" json:"steady_start,omitempty"`
 }
 
 // Scenario is a whole load description.
@@ -440,6 +446,9 @@ func (s *Scenario) Validate() error {
 	if s.Phases.RampUp < 0 {
 		return bad("phases.ramp_up", "must not be negative, got %s", s.Phases.RampUp.D())
 	}
+	if s.Phases.SteadyStart && s.Phases.RampUp <= 0 {
+		return bad("phases.steady_start", "needs a ramp-up (phases.ramp_up) to open the sessions in")
+	}
 	if s.Phases.WarmUp < 0 {
 		return bad("phases.warm_up", "must not be negative, got %s", s.Phases.WarmUp.D())
 	}
@@ -505,6 +514,47 @@ func (s *Scenario) OfferedTPS() float64 {
 		return s.Load.TPS
 	}
 	return s.Load.SessionsPerSecond * s.TxnsPerFlow()
+}
+
+// PrefillSessions returns how many sessions Phases.SteadyStart opens
+// during the ramp-up, per kind (data, voice): the steady state's open
+// sessions less those the ramp-up's own flows still have open at its end.
+func (s *Scenario) PrefillSessions() (data, voice int) {
+	if !s.Phases.SteadyStart {
+		return 0, 0
+	}
+	sh := s.Shares()
+	r := s.Phases.RampUp.D()
+	one := func(ss *Session, share float64) int {
+		rate := s.FlowRate() * share // session starts per second at full rate
+		steady := rate * ss.MeanLength().Seconds()
+		// started at t in [0, r) at rate·t/r, open at r when longer than r-t
+		const steps = 256
+		var ramp float64
+		for i := range steps {
+			t := (float64(i) + 0.5) / steps * r.Seconds()
+			ramp += rate * t / r.Seconds() * ss.survival(r-time.Duration(t*1e9)) * r.Seconds() / steps
+		}
+		return int(math.Max(0, math.Round(steady-ramp)))
+	}
+	return one(&s.Data, sh[KindData]), one(&s.Voice, sh[KindVoice])
+}
+
+// survival returns the probability that a session lasts longer than d.
+func (ss *Session) survival(d time.Duration) float64 {
+	if ss.Length == nil {
+		if d < ss.MeanLength() {
+			return 1
+		}
+		return 0
+	}
+	n := 0
+	for i := range lengthGrid {
+		if ss.Length.Quantile((float64(i)+0.5)/lengthGrid) > d {
+			n++
+		}
+	}
+	return float64(n) / lengthGrid
 }
 
 // SUPI is a subscriber identity split into prefix and numeric part
