@@ -118,11 +118,11 @@ type worker struct {
 	sessLimited int64
 	// steady start: prefill flows j = id, id+n, ... < pTotal, due at
 	// j·pSpan/pTotal; a data one with probability pData
-	pk, pTotal int64
-	pSpan      int64
-	pData      float64
-	resid      [2]residual // data, voice
-	inflight   int
+	pk, pTotal  int64
+	pSpan       int64
+	pData       float64
+	resid       [2]residual // data, voice
+	inflight    int
 	cap         int
 	queued      bool    // requests queued since the last Flush
 	completions []*flow // filled by done callbacks during Poll
