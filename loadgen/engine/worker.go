@@ -117,7 +117,8 @@ type worker struct {
 	maxOpen     int // bound on open (Scenario.MaxOpenSessions split over the workers)
 	sessLimited int64
 	// steady start: prefill flows j = id, id+n, ... < pTotal, due at
-	// j·pSpan/pTotal; a data one with probability pData
+	// j·pSpan/pTotal (pSpan: the ramp-up, cut to whole think times); a
+	// data one with probability pData
 	pk, pTotal  int64
 	pSpan       int64
 	pData       float64
@@ -191,6 +192,12 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 	}
 	if pd, pv := sc.PrefillSessions(); pd+pv > 0 {
 		w.pk, w.pTotal, w.pSpan = int64(id), int64(pd+pv), int64(sc.Phases.RampUp)
+		// Spread over a whole number of think times, so that the
+		// sessions' updates (every think time after their create) fall
+		// evenly over each think time instead of bunching.
+		if t := int64(max(sc.Data.ThinkTime, sc.Voice.ThinkTime)); t > 0 && w.pSpan >= t {
+			w.pSpan = w.pSpan / t * t
+		}
 		w.pData = float64(pd) / float64(pd+pv)
 		w.resid = [2]residual{newResidual(&sc.Data), newResidual(&sc.Voice)}
 	}
@@ -494,7 +501,7 @@ func (w *worker) startPrefill(due, now int64) {
 	s := w.session(f)
 	rem := w.resid[f.kind].remaining(w.rng)
 	if s.Length != nil {
-		f.end = w.pSpan + int64(rem)
+		f.end = int64(w.sc.Phases.RampUp) + int64(rem)
 	} else if s.ThinkTime > 0 {
 		// the steps a session of Updates updates has left
 		f.step = int32(max(0, s.Updates-int(rem/s.ThinkTime.D())))
