@@ -347,6 +347,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	}
 	res.Label, res.Shard = o.Label, o.Shard
 	mu.Lock()
+	if mem == nil { // interrupted before the drain: what it holds now
+		mem, heapLive = sampler.Memory(context.Background(), nil), liveHeap()
+	}
 	res.Memory = mem
 	mu.Unlock()
 	res.Sessions = &report.Sessions{
