@@ -476,3 +476,17 @@ func (r *blobReader) lines(dst []chf.GrantLine) []chf.GrantLine {
 	}
 	return dst
 }
+
+// Open sessions per account. Each open session lives in the account
+// record, so the record (read and written whole by every charging event
+// of the account) grows by about SessionRecordBytes per open session
+// with one rating group (TestRecordSizeOpenSessions measures it).
+// DefaultMaxSessions keeps the session blob near 53 KB at the cap (52 bytes a session), well inside
+// Aerospike's default 1 MiB record limit (max-record-size /
+// write-block-size); MaxSessionsLimit, the most --max-sessions accepts,
+// stays under it.
+const (
+	DefaultMaxSessions = 1024
+	MaxSessionsLimit   = 8192
+	SessionRecordBytes = 56
+)

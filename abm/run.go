@@ -33,6 +33,8 @@ type ServiceConfig struct {
 	MaxInFlight      int
 	// AccountCache is the cache size; 0 or negative = off.
 	AccountCache int
+	// MaxSessions is the cap on one account's open sessions (Config.MaxSessions).
+	MaxSessions int
 	// TLS of the ABM API (--tls-*).
 	TLS tlsconfig.Config
 }
@@ -46,6 +48,7 @@ func DefaultServiceConfig() ServiceConfig {
 		ReservationSweep: time.Minute,
 		MaxInFlight:      4096,
 		AccountCache:     1 << 16,
+		MaxSessions:      DefaultMaxSessions,
 		TLS:              tlsconfig.Default(),
 	}
 }
@@ -57,6 +60,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReservationSweep, "reservation-sweep", c.ReservationSweep, "interval of the background scan releasing expired reservations and sessions; 0 = off (they are still released on the account's next access)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
 	fs.IntVar(&c.AccountCache, "account-cache", c.AccountCache, "accounts whose last written state the ABM keeps to skip the read of their next charging event (writes stay generation-checked); 0 or negative = off, which is required when account records may be deleted and re-created while the ABM runs")
+	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, fmt.Sprintf("open sessions (each holding its reservations in the account record, about %d bytes with one rating group) one account may have; a create beyond them is refused with END_USER_SERVICE_DENIED (Nchf 403 END_USER_REQUEST_DENIED, Gy 4010), nothing charged or reserved; 1..%d", SessionRecordBytes, MaxSessionsLimit))
 	c.TLS.RegisterFlags(fs, "")
 }
 
@@ -78,6 +82,9 @@ func (c *ServiceConfig) Validate() error {
 	}
 	if c.Namespace == "" {
 		return errors.New("cannot use --as-namespace: empty")
+	}
+	if c.MaxSessions < 1 || c.MaxSessions > MaxSessionsLimit {
+		return fmt.Errorf("cannot use --max-sessions %d: must be 1..%d", c.MaxSessions, MaxSessionsLimit)
 	}
 	if c.ReservationSweep < 0 || c.MaxInFlight <= 0 {
 		return errors.New("cannot use --reservation-sweep / --max-inflight: must not be negative / must be positive")
@@ -114,7 +121,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		if cache <= 0 {
 			cache = -1 // Config: negative = off
 		}
-		svc = New(cl, Config{Namespace: c.Namespace, AccountCache: cache, Logger: log})
+		svc = New(cl, Config{Namespace: c.Namespace, AccountCache: cache, MaxSessions: c.MaxSessions, Logger: log})
 		if err := svc.RegisterMetrics(telemetry.Meter()); err != nil {
 			return err
 		}

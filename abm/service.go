@@ -45,7 +45,9 @@ type Config struct {
 	// DefaultHold is how long a reservation is held when its line carries
 	// neither validity nor quota holding time; default 1h.
 	DefaultHold time.Duration
-	// MaxSessions bounds the open sessions of one account (default 1024);
+	// MaxSessions bounds the open sessions of one account (default
+	// DefaultMaxSessions): a create beyond it is refused with
+	// ResultEndUserServiceDenied, nothing reserved or charged;
 	// MaxClosed the closed ones kept for retries (default 16).
 	MaxSessions, MaxClosed int
 	// MaxAttempts bounds the read-modify-write attempts of one event on
@@ -88,7 +90,7 @@ func (c *Config) setDefaults() {
 		c.DefaultHold = time.Hour
 	}
 	if c.MaxSessions <= 0 {
-		c.MaxSessions = 1024
+		c.MaxSessions = DefaultMaxSessions
 	}
 	if c.MaxClosed <= 0 {
 		c.MaxClosed = 16

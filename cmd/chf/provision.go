@@ -98,18 +98,43 @@ func runProvision(args []string) error {
 	defer stop()
 	start := time.Now()
 	var progress func(done, total int)
+	tty := false
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		tty = true
+	}
 	if !c.Quiet {
+		lastTenth := -1
 		progress = func(done, total int) {
-			el := time.Since(start).Seconds()
-			fmt.Fprintf(os.Stderr, "\rprovisioned %d/%d accounts (%.0f%%, %.0f/s)", done, total, 100*float64(done)/float64(max(total, 1)), float64(done)/max(el, 1e-9))
+			line := progressBar(done, total, time.Since(start))
+			if tty {
+				fmt.Fprintf(os.Stderr, "\r%s", line)
+			} else if tenth := 10 * done / max(total, 1); tenth != lastTenth { // a line per 10%
+				lastTenth = tenth
+				fmt.Fprintln(os.Stderr, line)
+			}
 		}
 	}
 	res, err := abm.Provision(ctx, cl, c.ProvisionConfig, progress)
-	if progress != nil {
+	if progress != nil && tty {
 		fmt.Fprintln(os.Stderr)
 	}
 	el := time.Since(start)
 	fmt.Printf("provisioned %d accounts (%d created, %d already there) from %s with %d minor units %s in %s (%.0f accounts/s)\n",
 		res.Created+res.Skipped, res.Created, res.Skipped, c.First, c.Balance, c.Currency, el.Round(time.Millisecond), float64(res.Created+res.Skipped)/el.Seconds())
 	return err
+}
+
+// progressBar renders provisioning progress: a bar, the count, the rate
+// and the time left at that rate.
+func progressBar(done, total int, el time.Duration) string {
+	const width = 30
+	frac := float64(done) / float64(max(total, 1))
+	n := int(frac * width)
+	rate := float64(done) / max(el.Seconds(), 1e-9)
+	eta := "?"
+	if rate > 0 {
+		eta = (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).String()
+	}
+	return fmt.Sprintf("[%s%s] %3.0f%% %d/%d accounts, %.0f/s, %s left",
+		strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac, done, total, rate, eta)
 }

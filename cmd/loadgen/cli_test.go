@@ -451,3 +451,20 @@ func TestMergeAndCompareCommands(t *testing.T) {
 		t.Fatalf("unknown baseline label: %v", err)
 	}
 }
+
+// --scenario busy-hour names the embedded scenario from any directory;
+// an unknown name is a usage error naming the built-in ones.
+func TestBuiltinScenario(t *testing.T) {
+	code, out, errs := runBinary(t, "run", "--target", "http://127.0.0.1:1", "--scenario", "busy-hour", "--check-flags")
+	if code != 0 || !strings.Contains(out, `"name": "busy-hour"`) || !strings.Contains(out, `"count": 20000000`) {
+		t.Fatalf("exit %d, stdout %.300s, stderr %s", code, out, errs)
+	}
+	code, _, errs = runBinary(t, "run", "--target", "http://127.0.0.1:1", "--scenario", "busy-hours", "--check-flags")
+	if code != 2 || !strings.Contains(errs, "busy-hour") {
+		t.Fatalf("unknown name: exit %d, stderr %s", code, errs)
+	}
+	code, out, errs = runBinary(t, "plan", "--tps", "70000")
+	if code != 2 || !strings.Contains(errs, "--from") {
+		t.Fatalf("plan without --from: exit %d, stderr %s", code, errs)
+	}
+}

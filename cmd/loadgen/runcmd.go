@@ -98,7 +98,7 @@ var protos = []string{"h2c", "h2c-async", "h2c-std", "http1", "gy"}
 func (f *runFlags) register(fs *flag.FlagSet) {
 	f.fs = fs
 	d := scenario.Default()
-	fs.StringVar(&f.scenarioFile, "scenario", "", "scenario YAML file (see loadgen/README.md); empty = the built-in default mix")
+	fs.StringVar(&f.scenarioFile, "scenario", "", "scenario: a built-in one by name (busy-hour) or a YAML file (see loadgen/README.md); empty = the built-in default mix")
 	fs.Float64Var(&f.rate, "rate", 0, fmt.Sprintf("offered load in transactions per second (each create, update, release, event and inquiry is one), > 0; overrides the scenario (default %v)", d.Load.TPS))
 	fs.Float64Var(&f.sessionsPerSec, "sessions-per-second", 0, "offered load in flow starts (sessions, events, inquiries) per second, > 0, instead of --rate; overrides the scenario")
 	fs.DurationVar(&f.duration, "duration", 0, fmt.Sprintf("measured duration (after ramp-up and warm-up), > 0; overrides the scenario (default %s)", d.Phases.Duration.D()))
@@ -176,7 +176,7 @@ func (f *runFlags) scenario() (sc scenario.Scenario, hash string, err error) {
 	set := setFlags(f.fs)
 	sc = scenario.Default()
 	if f.scenarioFile != "" {
-		if sc, err = scenario.LoadFile(f.scenarioFile); err != nil {
+		if sc, err = scenario.Open(f.scenarioFile); err != nil {
 			return sc, "", usageError{fmt.Errorf("scenario %s: %w", f.scenarioFile, err)}
 		}
 	}

@@ -35,7 +35,7 @@ func TestRequestPathAllocs(t *testing.T) {
 	agg := newAggregator(nil, start, 0, 0, time.Second)
 	w := newWorker(0, 1, &cfg, nopWorker{}, first, start, newSchedule(100, 0), agg, 0, time.Second)
 	f := w.getFlow()
-	f.supi = first.Append(f.supi[:0], 5)
+	f.sub = 5
 	ref := []byte("imsi-001010000000006.0123456789abcdef")
 	for _, c := range []struct {
 		kind scenario.Kind
@@ -47,16 +47,20 @@ func TestRequestPathAllocs(t *testing.T) {
 		one := func() {
 			f.kind, f.op, f.step, f.due = c.kind, c.op, 1, 0
 			f.ref = append(f.ref[:0], ref...)
+			r := w.getReq(f)
 			w.fillCharge(f)
 			w.inflight++
-			f.out.Reset()
-			f.out.Resolved, f.out.HasCharged, f.out.Charged = true, true, 3
+			r.out.Reset()
+			r.out.Resolved, r.out.HasCharged, r.out.Charged = true, true, 3
 			if c.op == OpCreate {
-				f.out.Ref = append(f.out.Ref, ref...)
+				r.out.Ref = append(r.out.Ref, ref...)
 			}
 			w.completed(f)
-			if f.out.Class != "" {
-				t.Fatalf("%s: class %q", c.op, f.out.Class)
+			if r.out.Class != "" {
+				t.Fatalf("%s: class %q", c.op, r.out.Class)
+			}
+			if f.r != nil {
+				t.Fatalf("%s: the flow kept its request after the answer", c.op)
 			}
 			if len(w.heap) > 0 {
 				heap.Pop(&w.heap)

@@ -43,6 +43,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
@@ -131,6 +132,9 @@ type Tick struct {
 	P999      float64 `json:"p999_ms"`
 	Max       float64 `json:"max_ms"`
 	InFlight  int64   `json:"in_flight"`
+	// OpenSessions is the data and voice sessions open at the second's
+	// end (started, not yet ended).
+	OpenSessions int64 `json:"open_sessions"`
 	// ServiceP50/P99 are the service time (from the actual send) and
 	// SchedLagP99 the scheduler's lateness (actual − due send) of the
 	// second, in ms.
@@ -197,7 +201,18 @@ type Stats struct {
 	// Notices are the CHF-initiated notifications of the run (all
 	// phases); zero when the driver delivers none.
 	Notices NoticeStats
+	// OpenSessionsPeak is the most data and voice sessions open at once
+	// (per-second figures), OpenSessionsEnd those open at the end of the
+	// measured window; SessionLimited counts sessions not started
+	// because Scenario.MaxOpenSessions were open (counted dropped).
+	OpenSessionsPeak int64
+	OpenSessionsEnd  int64
+	SessionLimited   int64
 }
+
+// FlowBytes is the size of what the engine holds per open session between
+// its requests (plus the session reference's bytes and a heap slot).
+const FlowBytes = int(unsafe.Sizeof(flow{}))
 
 // SchedLag returns the merged scheduling-lag histogram of every operation.
 func (s *Stats) SchedLag() *histogram.Histogram {
@@ -353,6 +368,7 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		st.Abandoned += w.abandoned
 		st.Retransmits += w.retransmits
 		st.RetransmitMismatches += w.retxMismatch
+		st.SessionLimited += w.sessLimited
 		st.Interrupted = st.Interrupted || w.interrupted
 		st.Notices.merge(&w.nst)
 		if i > 0 {
@@ -364,6 +380,12 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 	}
 	if refused != nil {
 		st.Notices.Refused = refused.Load()
+	}
+	for _, t := range st.Series {
+		st.OpenSessionsPeak = max(st.OpenSessionsPeak, t.OpenSessions)
+		if time.Duration(t.Second)*time.Second < mEnd {
+			st.OpenSessionsEnd = t.OpenSessions
+		}
 	}
 	return st, nil
 }
@@ -469,7 +491,7 @@ type aggregator struct {
 type interval struct {
 	sec                                  int
 	offered, completed, errs, late, drop int64
-	inflight                             int64
+	inflight, open                       int64
 	hist, svc, lag                       *histogram.Histogram
 	opDone, opErrs                       [NumOps]int64
 	classes                              map[string]int64 // nil until an error
@@ -575,6 +597,7 @@ func (a *aggregator) add(iv interval) {
 	s.t.Late += iv.late
 	s.t.Dropped += iv.drop
 	s.t.InFlight += iv.inflight
+	s.t.OpenSessions += iv.open
 	if iv.hist != nil {
 		s.hist.Merge(iv.hist)
 		iv.hist.Reset()

@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // Ledger accumulates, per subscriber index, what the CHF reported charging
 // (X-Chf-Charged), what the run expected it to charge (Config.Rater: the
 // independent expectation, once per logical request resolved as a
@@ -8,18 +10,20 @@ package engine
 // combines them after the run.
 type Ledger struct {
 	n        int
-	charged  []int64         // dense, for ranges up to denseMax
-	sparse   map[int32]int64 // otherwise
-	expected []int64         // dense; nil until the first AddExpected
-	sparseE  map[int32]int64
-	touched  []uint64 // bitset
-	sparseT  map[int32]struct{}
-	Total    int64 // sum of every charge
+	charged  []int64  // dense, for ranges up to denseMax
+	expected []int64  // dense; nil until the first AddExpected
+	touched  []uint64 // dense bitset
+	// sparse: one entry per touched subscriber (present = touched), so
+	// that a 20M range costs what the run touches, about 40 bytes each
+	sparse map[int32]ledgerEntry
+	Total  int64 // sum of every charge
 	// ExpectedTotal is the sum of every expected charge.
 	ExpectedTotal int64
 }
 
 const denseMax = 4 << 20
+
+type ledgerEntry struct{ charged, expected int64 }
 
 // NewLedger returns a ledger for n subscribers.
 func NewLedger(n int) *Ledger {
@@ -28,8 +32,7 @@ func NewLedger(n int) *Ledger {
 		l.charged = make([]int64, n)
 		l.touched = make([]uint64, (n+63)/64)
 	} else {
-		l.sparse = map[int32]int64{}
-		l.sparseT = map[int32]struct{}{}
+		l.sparse = map[int32]ledgerEntry{}
 	}
 	return l
 }
@@ -43,7 +46,9 @@ func (l *Ledger) Touch(i int32) {
 		l.touched[i>>6] |= 1 << (uint(i) & 63)
 		return
 	}
-	l.sparseT[i] = struct{}{}
+	if _, ok := l.sparse[i]; !ok {
+		l.sparse[i] = ledgerEntry{}
+	}
 }
 
 // Add records a charge for subscriber i.
@@ -53,7 +58,9 @@ func (l *Ledger) Add(i int32, v int64) {
 		l.charged[i] += v
 		return
 	}
-	l.sparse[i] += v
+	e := l.sparse[i]
+	e.charged += v
+	l.sparse[i] = e
 }
 
 // AddExpected records an expected charge for subscriber i.
@@ -66,10 +73,9 @@ func (l *Ledger) AddExpected(i int32, v int64) {
 		l.expected[i] += v
 		return
 	}
-	if l.sparseE == nil {
-		l.sparseE = map[int32]int64{}
-	}
-	l.sparseE[i] += v
+	e := l.sparse[i]
+	e.expected += v
+	l.sparse[i] = e
 }
 
 // Expected returns the total expected to be charged to subscriber i.
@@ -77,7 +83,7 @@ func (l *Ledger) Expected(i int32) int64 {
 	if l.expected != nil {
 		return l.expected[i]
 	}
-	return l.sparseE[i]
+	return l.sparse[i].expected
 }
 
 // Charged returns the total charged to subscriber i.
@@ -85,7 +91,7 @@ func (l *Ledger) Charged(i int32) int64 {
 	if l.charged != nil {
 		return l.charged[i]
 	}
-	return l.sparse[i]
+	return l.sparse[i].charged
 }
 
 // Touched reports whether subscriber i was touched.
@@ -93,7 +99,7 @@ func (l *Ledger) Touched(i int32) bool {
 	if l.touched != nil {
 		return l.touched[i>>6]&(1<<(uint(i)&63)) != 0
 	}
-	_, ok := l.sparseT[i]
+	_, ok := l.sparse[i]
 	return ok
 }
 
@@ -110,11 +116,11 @@ func (l *Ledger) TouchedList() []int32 {
 		}
 		return out
 	}
-	for i := int32(0); int(i) < l.n; i++ {
-		if _, ok := l.sparseT[i]; ok {
-			out = append(out, i)
-		}
+	out = make([]int32, 0, len(l.sparse))
+	for i := range l.sparse {
+		out = append(out, i)
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -140,15 +146,9 @@ func (l *Ledger) Merge(o *Ledger) {
 		return
 	}
 	for k, v := range o.sparse {
-		l.sparse[k] += v
-	}
-	for k, v := range o.sparseE {
-		if l.sparseE == nil {
-			l.sparseE = map[int32]int64{}
-		}
-		l.sparseE[k] += v
-	}
-	for k := range o.sparseT {
-		l.sparseT[k] = struct{}{}
+		e := l.sparse[k]
+		e.charged += v.charged
+		e.expected += v.expected
+		l.sparse[k] = e
 	}
 }

@@ -112,7 +112,9 @@ type noticeRouter struct {
 
 // sink implements driver.NoticeSink.
 func (r *noticeRouter) sink(n driver.Notice) bool {
-	w := r.workers[n.Flow%uint64(len(r.workers))]
+	// a prefill flow's index has the top bit set (startPrefill) over
+	// an index dealt like the others
+	w := r.workers[(n.Flow&^(1<<63))%uint64(len(r.workers))]
 	select {
 	case w.notices <- n:
 		if wk, ok := w.dw.(driver.Waker); ok {
@@ -171,15 +173,17 @@ func (w *worker) notice(n driver.Notice, now int64) {
 		w.nst.Stale[k]++
 		return
 	}
-	if f.trigAt > 0 {
-		w.nst.TriggerLatency.Record(time.Duration(max(rx-f.trigAt, 0)))
-		f.trigFrom, f.trigAt = f.trigAt, 0
+	if f.side {
+		if ns := w.side[f.id]; ns.trigAt > 0 {
+			w.nst.TriggerLatency.Record(time.Duration(max(rx-ns.trigAt, 0)))
+			ns.trigFrom, ns.trigAt = ns.trigAt, 0
+		}
 	}
 	if f.notice != noticeNone || f.answering != noticeNone {
 		if kind == noticeAbort && f.notice != noticeAbort && f.answering != noticeAbort {
-			f.notice, f.noticeRx = noticeAbort, rx // an abort overrides
+			f.notice, w.getSide(f).noticeRx = noticeAbort, rx // an abort overrides
 			if f.heapIdx >= 0 {
-				heap.Remove(&w.heap, f.heapIdx)
+				heap.Remove(&w.heap, int(f.heapIdx))
 				w.answerNotice(f, now)
 			}
 			return
@@ -187,9 +191,9 @@ func (w *worker) notice(n driver.Notice, now int64) {
 		w.nst.Merged[k]++
 		return
 	}
-	f.notice, f.noticeRx = kind, rx
+	f.notice, w.getSide(f).noticeRx = kind, rx
 	if f.heapIdx >= 0 { // waiting for its next request: answer now
-		heap.Remove(&w.heap, f.heapIdx)
+		heap.Remove(&w.heap, int(f.heapIdx))
 		w.answerNotice(f, now)
 	}
 }
@@ -199,31 +203,33 @@ func (w *worker) notice(n driver.Notice, now int64) {
 func (w *worker) answerNotice(f *flow, now int64) {
 	kind := f.notice
 	f.notice = noticeNone
+	ns := w.getSide(f)
 	if kind == noticeReauth {
-		f.savedOp, f.savedDue = f.op, f.due
+		ns.savedOp, ns.savedDue = f.op, f.due
 	}
 	f.answering = kind
-	f.ansRx = f.noticeRx
+	ns.ansRx = ns.noticeRx
 	if kind == noticeAbort {
 		f.op = OpRelease
 	} else {
 		f.op = OpUpdate
 	}
-	f.due = min(f.noticeRx, now)
+	f.due = min(ns.noticeRx, now)
 	w.ready(f, now)
 }
 
 // noticeAnswered records the answer to a request that answered a notice.
 func (w *worker) noticeAnswered(f *flow) {
 	k := f.answering - 1
+	r, ns := f.r, w.getSide(f)
 	w.nst.Answered[k]++
-	if f.out.Class != "" {
+	if r.out.Class != "" {
 		w.nst.Failed[k]++
 	}
-	w.nst.Latency[k].Record(time.Duration(max(f.done-f.ansRx, 0)))
-	if f.trigFrom > 0 {
-		w.nst.RoundTrip.Record(time.Duration(max(f.done-f.trigFrom, 0)))
-		f.trigFrom = 0
+	w.nst.Latency[k].Record(time.Duration(max(r.done-ns.ansRx, 0)))
+	if ns.trigFrom > 0 {
+		w.nst.RoundTrip.Record(time.Duration(max(r.done-ns.trigFrom, 0)))
+		ns.trigFrom = 0
 	}
 }
 
@@ -241,7 +247,8 @@ func (w *worker) afterNotice(f *flow) bool {
 		w.putFlow(f)
 		return true
 	}
-	f.op, f.due = f.savedOp, f.savedDue
+	ns := w.getSide(f)
+	f.op, f.due = ns.savedOp, ns.savedDue
 	f.seq++
 	w.resume(f)
 	return true
@@ -293,12 +300,13 @@ func (w *worker) fireTriggers(now int64) {
 				continue
 			}
 			k := noticeKind(t.abort) - 1
-			if !w.cfg.Operator.Trigger(f.supi, t.abort) {
+			w.supi = w.first.Append(w.supi[:0], int(f.sub)) // Trigger copies it
+			if !w.cfg.Operator.Trigger(w.supi, t.abort) {
 				w.nst.TriggerRefused++
 				continue
 			}
 			w.nst.Triggered[k]++
-			f.trigAt = max(now, 1)
+			w.getSide(f).trigAt = max(now, 1)
 		}
 		if w.thead[i] == len(w.triggers[i]) {
 			w.triggers[i], w.thead[i] = w.triggers[i][:0], 0
@@ -315,4 +323,44 @@ func (w *worker) nextTrigger(limit int64) int64 {
 		}
 	}
 	return limit
+}
+
+// noticeState is the notification state of a notified session, kept
+// beside its flow (w.side, by flow id) so that the many sessions never
+// notified do not carry it.
+type noticeState struct {
+	noticeRx int64 // the pending notice's arrival, ns since start
+	ansRx    int64 // the arrival of the notice the current request answers
+	savedOp  Op    // a re-authorisation's update interrupts this request
+	savedDue int64
+	trigAt   int64 // an operator call for this session was made then; 0 none
+	trigFrom int64 // the call whose notice arrived, until its answer
+}
+
+// getSide returns f's notification state, making it when f has none.
+func (w *worker) getSide(f *flow) *noticeState {
+	if f.side {
+		return w.side[f.id]
+	}
+	var ns *noticeState
+	if n := len(w.sideFree); n > 0 {
+		ns = w.sideFree[n-1]
+		w.sideFree = w.sideFree[:n-1]
+	} else {
+		ns = &noticeState{}
+	}
+	if w.side == nil {
+		w.side = map[uint64]*noticeState{}
+	}
+	w.side[f.id], f.side = ns, true
+	return ns
+}
+
+// putSide drops f's notification state.
+func (w *worker) putSide(f *flow) {
+	ns := w.side[f.id]
+	delete(w.side, f.id)
+	*ns = noticeState{}
+	w.sideFree = append(w.sideFree, ns)
+	f.side = false
 }

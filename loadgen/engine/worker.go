@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,49 +15,61 @@ import (
 )
 
 // flow is one session, event or inquiry in progress. It belongs to its
-// worker; while a request is in flight the driver worker holds its charge
-// and outcome (the done callback hands them back on the worker's
-// goroutine).
+// worker. Between two requests of a session (the think time, usually
+// most of its life) it is all the loadgen holds for the session
+// (FlowBytes); the request in flight or queued (Charge, Outcome,
+// callback, timing, retransmission state) is a *request taken from the
+// worker's pool at send and put back when the answer has been recorded,
+// so the pool is bounded by the requests in flight and the backlog, not
+// by the open sessions.
 type flow struct {
+	due     int64  // ns since start: when the current request is scheduled
+	end     int64  // sessions: when the release is due
+	id      uint64 // global flow index
+	ref     []byte
+	r       *request // the current request; nil between requests
 	kind    scenario.Kind
 	op      Op
+	heapIdx int32
 	sub     int32
-	step    int32 // 0 first request; 1..updates update; updates+1 release
+	step    int32 // 0 first request; 1.. updates; then the release
 	seq     uint32
-	target  int
-	id      uint64 // global flow index
-	due     int64  // ns since start: when the current request is scheduled
-	sent    int64
-	done    int64
+	target  int32
 	first   bool // the current request starts the flow (may be dropped)
 	gone    bool // the session no longer exists
-	ref     []byte
-	supi    []byte
-	charge  driver.Charge
-	out     driver.Outcome
-	err     error
-	cb      func(error)
-	heapIdx int
+	open    bool // counted in the worker's open sessions
+	// CHF-initiated notifications (notify.go); the rest of a notified
+	// session's state (arrival times, the interrupted request, operator
+	// calls) is in the worker's side map, w.side[id], when side is set
+	notice    uint8 // pending: noticeReauth or noticeAbort
+	answering uint8 // the current request answers a notice of this kind
+	side      bool
+	// threshold-driven sessions (scenario usage.go): the next request
+	// reports used (volume or time, the requested unit), when its due
+	// time came from a grant
+	grantDriven bool
+	offline     bool // the session's usage is charged offline
+	used        uint64
+}
+
+// request is one request of a flow, from its send to its recorded
+// answer. While it is in flight the driver worker holds its charge and
+// outcome (the done callback hands them back on the worker's goroutine).
+type request struct {
+	f      *flow
+	charge driver.Charge
+	out    driver.Outcome
+	err    error
+	cb     func(error)
+	supi   []byte
+	sent   int64
+	done   int64
 	// retransmission of the current request
 	attempt  uint8 // 0 the first; 1 the retransmission
 	dup      uint8 // after the first's answer send it again: dupFlagged, dupPlain
 	counted  bool  // the logical request's outcome is in the ledger
-	charged0 int64 // what the first attempt reported charging
 	hasChg0  bool
-	// CHF-initiated notifications (notify.go)
-	notice    uint8 // pending: noticeReauth or noticeAbort
-	noticeRx  int64 // its arrival, ns since start
-	answering uint8 // the current request answers a notice of this kind
-	ansRx     int64 // that notice's arrival
-	savedOp   Op    // a re-authorisation's update interrupts this request
-	savedDue  int64
-	trigAt    int64 // an operator call for this session was made then; 0 none
-	trigFrom  int64 // the call whose notice arrived, until its answer
-	// threshold-driven sessions (scenario usage.go): the next request
-	// reports used, when its due time came from a grant
-	grantDriven bool
-	used        chf.Units
-	offline     bool // the session's usage is charged offline
+	charged0 int64 // what the first attempt reported charging
 }
 
 const (
@@ -71,9 +84,9 @@ func (h flowHeap) Len() int           { return len(h) }
 func (h flowHeap) Less(i, j int) bool { return h[i].due < h[j].due }
 func (h flowHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx, h[j].heapIdx = i, j
+	h[i].heapIdx, h[j].heapIdx = int32(i), int32(j)
 }
-func (h *flowHeap) Push(x any) { f := x.(*flow); f.heapIdx = len(*h); *h = append(*h, f) }
+func (h *flowHeap) Push(x any) { f := x.(*flow); f.heapIdx = int32(len(*h)); *h = append(*h, f) }
 func (h *flowHeap) Pop() any {
 	old := *h
 	f := old[len(old)-1]
@@ -110,6 +123,19 @@ type worker struct {
 	bhead       int
 	backlogCap  int // new flows beyond it are dropped at once
 	free        []*flow
+	reqs        []*request // free requests
+	picker      *scenario.Picker
+	open        int // data and voice sessions started and not ended
+	openPeak    int
+	maxOpen     int // bound on open (Scenario.MaxOpenSessions split over the workers)
+	sessLimited int64
+	// steady start: prefill flows j = id, id+n, ... < pTotal, due at
+	// j·pSpan/pTotal (pSpan: the ramp-up, cut to whole think times); a
+	// data one with probability pData
+	pk, pTotal  int64
+	pSpan       int64
+	pData       float64
+	resid       [2]residual // data, voice
 	inflight    int
 	cap         int
 	queued      bool    // requests queued since the last Flush
@@ -142,6 +168,9 @@ type worker struct {
 	triggers [2][]trigger     // operator calls to make, data and voice
 	thead    [2]int
 	nst      NoticeStats
+	side     map[uint64]*noticeState // notified sessions' state (notify.go)
+	sideFree []*noticeState
+	supi     []byte // scratch: an operator call's SUPI
 
 	// current interval
 	sec     int
@@ -174,6 +203,8 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		k:          int64(id),
 		errors:     map[string]int64{},
 		ledger:     NewLedger(sc.Subscribers.Count),
+		picker:     sc.Subscribers.Picker(),
+		maxOpen:    max(sc.MaxOpenSessions/n, 1),
 		nextSec:    int64(time.Second),
 		nst:        newNoticeStats(),
 	}
@@ -184,6 +215,17 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		w.ops[i].Service = histogram.New()
 		w.ops[i].SchedLag = histogram.New()
 		w.ops[i].Admitted = histogram.New()
+	}
+	if pd, pv := sc.PrefillSessions(); pd+pv > 0 {
+		w.pk, w.pTotal, w.pSpan = int64(id), int64(pd+pv), int64(sc.Phases.RampUp)
+		// Spread over a whole number of think times, so that the
+		// sessions' updates (every think time after their create) fall
+		// evenly over each think time instead of bunching.
+		if t := int64(max(sc.Data.ThinkTime, sc.Voice.ThinkTime)); t > 0 && w.pSpan >= t {
+			w.pSpan = w.pSpan / t * t
+		}
+		w.pData = float64(pd) / float64(pd+pv)
+		w.resid = [2]residual{newResidual(&sc.Data), newResidual(&sc.Voice)}
 	}
 	w.iv.hist, w.iv.svc, w.iv.lag = agg.getHist(), agg.getHist(), agg.getHist()
 	w.nextAt = sched.at(w.k)
@@ -230,7 +272,7 @@ func (w *worker) run(ctx context.Context) {
 			w.queued = false
 			w.dw.Flush()
 		}
-		idle := w.genDone && len(w.heap) == 0 && w.bhead == len(w.backlog)
+		idle := w.genDone && w.pk >= w.pTotal && len(w.heap) == 0 && w.bhead == len(w.backlog)
 		if idle && w.inflight == 0 {
 			w.flush()
 			return
@@ -249,6 +291,9 @@ func (w *worker) run(ctx context.Context) {
 		}
 		if w.cfg.Operator != nil {
 			next = w.nextTrigger(next)
+		}
+		if w.pk < w.pTotal {
+			next = min(next, w.prefillAt(w.pk))
 		}
 		if p := w.pacing; p > 0 {
 			next = (next + p - 1) / p * p // wake on pacing ticks: sends batch
@@ -291,6 +336,7 @@ func (w *worker) interrupt(now int64) {
 		w.stopTime = w.start.Add(time.Duration(now))
 	}
 	w.genDone = true
+	w.pk = w.pTotal
 	for _, f := range w.heap {
 		f.due = now
 	}
@@ -308,6 +354,7 @@ func (w *worker) abandon() {
 func (w *worker) flush() {
 	w.iv.sec = w.sec
 	w.iv.inflight = int64(w.inflight)
+	w.iv.open = int64(w.open)
 	w.agg.in <- w.iv
 	w.sec++
 	w.nextSec += int64(time.Second)
@@ -322,30 +369,66 @@ func (w *worker) getFlow() *flow {
 		w.free = w.free[:n-1]
 		return f
 	}
-	f := &flow{heapIdx: -1}
-	f.cb = func(err error) {
-		f.err = err
-		w.completions = append(w.completions, f)
-	}
-	return f
+	return &flow{heapIdx: -1}
 }
 
 func (w *worker) putFlow(f *flow) {
+	w.putReq(f)
+	if f.open {
+		f.open = false
+		w.open--
+	}
 	if w.live != nil {
 		delete(w.live, f.id)
 		if f.notice != noticeNone {
 			w.nst.Stale[f.notice-1]++ // arrived while the session ended
 		}
 	}
-	f.notice, f.answering, f.trigAt, f.trigFrom = noticeNone, noticeNone, 0, 0
+	if f.side {
+		w.putSide(f)
+	}
+	f.notice, f.answering = noticeNone, noticeNone
 	f.ref = f.ref[:0]
 	w.free = append(w.free, f)
+}
+
+// getReq gives f a request from the pool.
+func (w *worker) getReq(f *flow) *request {
+	var r *request
+	if n := len(w.reqs); n > 0 {
+		r = w.reqs[n-1]
+		w.reqs = w.reqs[:n-1]
+	} else {
+		r = &request{}
+		r.cb = func(err error) {
+			r.err = err
+			w.completions = append(w.completions, r.f)
+		}
+	}
+	r.f, f.r = f, r
+	return r
+}
+
+// putReq returns f's request, if any, to the pool.
+func (w *worker) putReq(f *flow) {
+	if r := f.r; r != nil {
+		r.f, f.r = nil, nil
+		w.reqs = append(w.reqs, r)
+	}
 }
 
 // generate starts the flows due by upTo: at most genBatch per call, and a
 // run of flows already later than LateDrop is dropped in one step (a rate
 // the machine cannot offer costs neither memory nor a pass per flow).
 func (w *worker) generate(now, upTo int64) {
+	for i := 0; w.pk < w.pTotal && i < genBatch; i++ {
+		at := w.prefillAt(w.pk)
+		if at > upTo || at >= w.stopAt {
+			break
+		}
+		w.startPrefill(at, now)
+		w.pk += int64(w.n)
+	}
 	for i := 0; !w.genDone && w.nextAt <= upTo && i < genBatch; i++ {
 		if w.nextAt >= w.stopAt {
 			w.genDone = true
@@ -419,14 +502,19 @@ func (w *worker) startFlow(due, now int64) {
 		}
 		x -= w.shares[k]
 	}
-	f.sub = int32(w.rng.IntN(w.sc.Subscribers.Count))
-	f.supi = w.first.Append(f.supi[:0], int(f.sub))
+	f.sub = int32(w.picker.Pick(w.rng))
 	f.step, f.seq, f.due, f.first, f.gone = 0, 0, due, true, false
 	f.id = uint64(w.k)
-	f.target = int(w.k/int64(w.n)) % w.cfg.Driver.Targets()
+	f.target = int32(int(w.k/int64(w.n)) % w.cfg.Driver.Targets())
 	f.offline = false
 	switch f.kind {
 	case scenario.KindData, scenario.KindVoice:
+		if !w.openSession(f, due) {
+			return
+		}
+		if s := w.session(f); s.Length != nil {
+			f.end = due + int64(s.Length.Quantile(w.rng.Float64()))
+		}
 		f.op = OpCreate
 		if o := w.sc.Accounts.Offline; o > 0 {
 			f.offline = w.rng.Float64() < o
@@ -437,6 +525,94 @@ func (w *worker) startFlow(due, now int64) {
 		f.op = OpBalance
 	}
 	w.ready(f, now)
+}
+
+// prefillAt returns when prefill flow j is due.
+func (w *worker) prefillAt(j int64) int64 {
+	return int64(float64(j) * float64(w.pSpan) / float64(w.pTotal))
+}
+
+// startPrefill opens, due at due, a session of the steady state
+// (Phases.SteadyStart): it is left with the remaining length of a
+// session in progress at the end of the ramp-up.
+func (w *worker) startPrefill(due, now int64) {
+	f := w.getFlow()
+	f.kind = scenario.KindVoice
+	if w.rng.Float64() < w.pData {
+		f.kind = scenario.KindData
+	}
+	f.sub = int32(w.picker.Pick(w.rng))
+	f.step, f.seq, f.due, f.first, f.gone = 0, 0, due, true, false
+	f.id = 1<<63 | uint64(w.pk) // apart from the scheduled flows' indexes
+	f.target = int32(int(w.pk/int64(w.n)) % w.cfg.Driver.Targets())
+	if !w.openSession(f, due) {
+		return
+	}
+	f.offline = false
+	if o := w.sc.Accounts.Offline; o > 0 {
+		f.offline = w.rng.Float64() < o
+	}
+	s := w.session(f)
+	rem := w.resid[f.kind].remaining(w.rng)
+	if s.Length != nil {
+		f.end = int64(w.sc.Phases.RampUp) + int64(rem)
+	} else if s.ThinkTime > 0 {
+		// the steps a session of Updates updates has left
+		f.step = int32(max(0, s.Updates-int(rem/s.ThinkTime.D())))
+	}
+	f.op = OpCreate
+	w.ready(f, now)
+}
+
+// openSession counts f as an open session, or refuses it (counted
+// dropped) when Scenario.MaxOpenSessions are open.
+func (w *worker) openSession(f *flow, due int64) bool {
+	if w.open >= w.maxOpen {
+		// the bound on the loadgen's memory: not started, counted dropped
+		w.sessLimited++
+		if w.measured(due) {
+			w.offered++
+			w.ops[OpCreate].Dropped++
+		}
+		w.iv.offered++
+		w.iv.drop++
+		w.putFlow(f)
+		return false
+	}
+	f.open = true
+	w.open++
+	w.openPeak = max(w.openPeak, w.open)
+	return true
+}
+
+// residual draws the remaining length of a session in progress: its
+// length biased by length (a longer session is more likely to be in
+// progress at a given time), times a uniform share still to run.
+type residual struct {
+	cum []float64       // cumulative lengths over the quantile grid
+	q   []time.Duration // the lengths
+}
+
+func newResidual(s *scenario.Session) residual {
+	const grid = 1024
+	r := residual{cum: make([]float64, grid), q: make([]time.Duration, grid)}
+	var sum float64
+	for i := range grid {
+		l := s.MeanLength()
+		if s.Length != nil {
+			l = s.Length.Quantile((float64(i) + 0.5) / grid)
+		}
+		sum += float64(l)
+		r.cum[i], r.q[i] = sum, l
+	}
+	return r
+}
+
+func (r *residual) remaining(rng *rand.Rand) time.Duration {
+	x := rng.Float64() * r.cum[len(r.cum)-1]
+	i, _ := slices.BinarySearch(r.cum, x)
+	i = min(i, len(r.q)-1)
+	return time.Duration(rng.Float64() * float64(r.q[i]))
 }
 
 // session returns the shape of f's session kind.
@@ -478,16 +654,20 @@ func (w *worker) drop(f *flow) {
 
 // send hands f's current request (first attempt) to the driver.
 func (w *worker) send(f *flow, now int64) {
-	f.attempt, f.dup, f.counted = 0, dupNone, false
+	r := f.r
+	if r == nil {
+		r = w.getReq(f)
+	}
+	r.attempt, r.dup, r.counted = 0, dupNone, false
 	w.fillCharge(f)
 	if w.retransmit > 0 && f.op != OpBalance && w.rng.Float64() < w.retransmit {
-		f.dup = dupFlagged
+		r.dup = dupFlagged
 		if w.rng.IntN(2) == 0 {
-			f.dup = dupPlain
+			r.dup = dupPlain
 		}
 	}
-	f.sent = w.now()
-	lag := time.Duration(max(f.sent-f.due, 0))
+	r.sent = w.now()
+	lag := time.Duration(max(r.sent-f.due, 0))
 	if w.measured(f.due) {
 		w.ops[f.op].SchedLag.Record(lag)
 	}
@@ -501,10 +681,11 @@ func (w *worker) queue(f *flow) {
 		w.ledger.Touch(f.sub)
 	}
 	w.inflight++
-	if err := w.dw.Queue(&f.charge, &f.out, f.cb); err != nil {
+	r := f.r
+	if err := w.dw.Queue(&r.charge, &r.out, r.cb); err != nil {
 		err = driver.Classify(err)
-		f.out.Fail(err)
-		f.err = err
+		r.out.Fail(err)
+		r.err = err
 		w.completions = append(w.completions, f)
 		return
 	}
@@ -515,11 +696,12 @@ func (w *worker) queue(f *flow) {
 // sequence number, timestamp and content); flagged sets the protocol's
 // retransmission flag.
 func (w *worker) resend(f *flow, flagged bool) {
-	f.charged0, f.hasChg0 = f.out.Charged, f.out.HasCharged
-	f.attempt = 1
-	f.charge.Retransmit = flagged
-	f.charge.Session = f.ref
-	f.sent = w.now()
+	r := f.r
+	r.charged0, r.hasChg0 = r.out.Charged, r.out.HasCharged
+	r.attempt = 1
+	r.charge.Retransmit = flagged
+	r.charge.Session = f.ref
+	r.sent = w.now()
 	w.retransmits++
 	w.queue(f)
 }
@@ -546,27 +728,28 @@ func (w *worker) drainBacklog(now int64) {
 // completed records f's finished request and schedules what follows.
 func (w *worker) completed(f *flow) {
 	w.inflight--
+	r := f.r
 	now := w.now()
-	f.done = now
-	if rx := f.out.Received; !rx.IsZero() {
+	r.done = now
+	if rx := r.out.Received; !rx.IsZero() {
 		// When the answer arrived (the event loop: reached the socket),
 		// not when the worker got round to it.
-		f.done = min(now, max(int64(rx.Sub(w.start)), f.sent))
+		r.done = min(now, max(int64(rx.Sub(w.start)), r.sent))
 	}
-	if f.attempt > 0 {
+	if r.attempt > 0 {
 		w.retransmitted(f)
 		return
 	}
-	lat := time.Duration(f.done - f.due)
-	svc := time.Duration(f.done - f.sent)
-	late := f.sent-f.due > w.lateThr
-	failed := f.out.Class != ""
+	lat := time.Duration(r.done - f.due)
+	svc := time.Duration(r.done - r.sent)
+	late := r.sent-f.due > w.lateThr
+	failed := r.out.Class != ""
 	if w.measured(f.due) {
 		o := &w.ops[f.op]
 		o.Count++
 		o.Latency.Record(lat)
 		o.Service.Record(svc)
-		if f.out.Shed {
+		if r.out.Shed {
 			o.Shed++
 		} else {
 			o.Admitted.Record(lat)
@@ -576,13 +759,13 @@ func (w *worker) completed(f *flow) {
 		}
 		if failed {
 			o.Errors++
-			w.errors[f.out.Class]++
+			w.errors[r.out.Class]++
 		}
 	} else if failed {
 		w.errorsOutside++
 	}
 	if w.cfg.Observe != nil {
-		w.cfg.Observe(f.op, lat, f.out.Class)
+		w.cfg.Observe(f.op, lat, r.out.Class)
 	}
 	if f.answering != noticeNone {
 		w.noticeAnswered(f)
@@ -600,15 +783,15 @@ func (w *worker) completed(f *flow) {
 		if w.iv.classes == nil {
 			w.iv.classes = map[string]int64{}
 		}
-		w.iv.classes[f.out.Class]++
+		w.iv.classes[r.out.Class]++
 	}
-	if f.op == OpCreate && len(f.out.Ref) > 0 {
-		f.ref = append(f.ref[:0], f.out.Ref...)
+	if f.op == OpCreate && len(r.out.Ref) > 0 {
+		f.ref = append(f.ref[:0], r.out.Ref...)
 	}
-	f.gone = f.out.Gone
+	f.gone = r.out.Gone
 	if f.op != OpBalance {
 		switch {
-		case f.out.Resolved:
+		case r.out.Resolved:
 			w.account(f)
 		case w.retransmit > 0:
 			// no answer: send it again, flagged, as an NF would
@@ -618,8 +801,8 @@ func (w *worker) completed(f *flow) {
 		default:
 			w.unresolved++
 		}
-		if f.dup != dupNone {
-			w.resend(f, f.dup == dupFlagged)
+		if r.dup != dupNone {
+			w.resend(f, r.dup == dupFlagged)
 			w.drainBacklog(w.now())
 			return
 		}
@@ -632,19 +815,20 @@ func (w *worker) completed(f *flow) {
 // request whose first attempt got none, and must agree with the first
 // answer otherwise.
 func (w *worker) retransmitted(f *flow) {
-	f.attempt = 0
+	r := f.r
+	r.attempt = 0
 	switch {
-	case !f.counted && f.out.Resolved:
+	case !r.counted && r.out.Resolved:
 		w.account(f)
-	case !f.counted:
+	case !r.counted:
 		w.unresolved++
-	case f.out.Resolved && f.out.HasCharged && f.hasChg0 && f.out.Charged != f.charged0:
+	case r.out.Resolved && r.out.HasCharged && r.hasChg0 && r.out.Charged != r.charged0:
 		w.retxMismatch++ // charged again, or differently
 	}
-	if f.op == OpCreate && len(f.ref) == 0 && len(f.out.Ref) > 0 {
-		f.ref = append(f.ref[:0], f.out.Ref...)
+	if f.op == OpCreate && len(f.ref) == 0 && len(r.out.Ref) > 0 {
+		f.ref = append(f.ref[:0], r.out.Ref...)
 	}
-	f.gone = f.gone || f.out.Gone
+	f.gone = f.gone || r.out.Gone
 	w.next(f)
 	w.drainBacklog(w.now())
 }
@@ -652,20 +836,26 @@ func (w *worker) retransmitted(f *flow) {
 // account adds the resolved outcome of f's logical request to the ledger
 // (once, whatever retransmissions it took).
 func (w *worker) account(f *flow) {
-	f.counted = true
-	o := &f.out
+	r := f.r
+	r.counted = true
+	o := &r.out
 	if o.HasCharged {
 		w.ledger.Add(f.sub, o.Charged)
 	} else if o.Class == "" || strings.HasPrefix(o.Class, "rg_") {
 		w.missingCharged++ // answered as a success without the charge
 	}
 	if o.Class == "" && w.cfg.Rater != nil {
-		w.ledger.AddExpected(f.sub, w.cfg.Rater.Rate(&f.charge))
+		w.ledger.AddExpected(f.sub, w.cfg.Rater.Rate(&r.charge))
 	}
 }
 
 // next moves f to its following request or ends it.
 func (w *worker) next(f *flow) {
+	var g driver.Grant // what advance needs of the answer
+	if f.r != nil {
+		g = f.r.out.Grant
+	}
+	w.putReq(f)
 	f.first = false
 	if f.answering != noticeNone && w.afterNotice(f) {
 		return
@@ -694,8 +884,13 @@ func (w *worker) next(f *flow) {
 	s := w.session(f)
 	f.step++
 	f.seq++
-	w.advance(f, s)
-	if int(f.step) > s.Updates || f.due >= w.stopAt {
+	w.advance(f, s, &g)
+	last := int(f.step) > s.Updates
+	if s.Length != nil {
+		last = f.due >= f.end
+		f.due = min(f.due, f.end) // the release at the session's length
+	}
+	if last || f.due >= w.stopAt {
 		f.op = OpRelease
 	} else {
 		f.op = OpUpdate
@@ -708,9 +903,8 @@ func (w *worker) next(f *flow) {
 // grant's threshold, validity or quota is reached at the session's rate
 // (then f.used is what it consumed by then). A grant-driven request that
 // would fall after the stop is due at the stop, with the usage up to it.
-func (w *worker) advance(f *flow, s *scenario.Session) {
+func (w *worker) advance(f *flow, s *scenario.Session, g *driver.Grant) {
 	f.grantDriven = false
-	g := &f.out.Grant
 	if !s.ThresholdDriven() || !g.Has {
 		f.due += int64(s.ThinkTime)
 		return
@@ -724,25 +918,26 @@ func (w *worker) advance(f *flow, s *scenario.Session) {
 		f.due += int64(s.ThinkTime)
 		return
 	}
-	if left := w.stopAt - f.due; int64(d) > left {
+	lim := w.stopAt
+	if s.Length != nil {
+		lim = min(lim, f.end) // the release at the session's length
+	}
+	if left := lim - f.due; int64(d) > left {
 		left = max(left, 0)
 		use = uint64(float64(use) * float64(left) / float64(d))
 		d = time.Duration(left)
 	}
 	f.due += int64(d)
-	f.grantDriven = true
-	if s.Requested.TotalVolume != 0 {
-		f.used = chf.Units{TotalVolume: use}
-	} else {
-		f.used = chf.Units{Time: uint32(use)}
-	}
+	f.grantDriven, f.used = true, use
 }
 
 // fillCharge fills f.charge, the protocol-neutral form of f's current
 // request.
 func (w *worker) fillCharge(f *flow) {
-	c := &f.charge
-	*c = driver.Charge{Target: f.target, Flow: f.id, SUPI: f.supi, Seq: f.seq, Invoked: time.Now()}
+	r := f.r
+	r.supi = w.first.Append(r.supi[:0], int(f.sub))
+	c := &r.charge
+	*c = driver.Charge{Target: int(f.target), Flow: f.id, SUPI: r.supi, Seq: f.seq, Invoked: time.Now()}
 	switch f.op {
 	case OpBalance:
 		c.Op = driver.ChargeBalance
@@ -757,7 +952,11 @@ func (w *worker) fillCharge(f *flow) {
 	c.Offline = f.offline
 	used := chfUnits(s.Used)
 	if f.grantDriven {
-		used = f.used
+		if s.Requested.TotalVolume != 0 {
+			used = chf.Units{TotalVolume: f.used}
+		} else {
+			used = chf.Units{Time: uint32(f.used)}
+		}
 	}
 	switch f.op {
 	case OpCreate:

@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"fmt"
+	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"strings"
 	"time"
 
@@ -228,6 +229,32 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 				out.CPUSeconds[k] += v
 			} else if v > out.CPUSeconds[k] {
 				out.CPUSeconds[k] = v
+			}
+		}
+		for k, v := range r.Memory {
+			if out.Memory == nil {
+				out.Memory = map[string]cpu.Memory{}
+			}
+			m := out.Memory[k]
+			if k == LoadgenComponent { // one loadgen per shard
+				m.RSS, m.Peak = m.RSS+v.RSS, m.Peak+v.Peak
+			} else { // every shard saw the same SUT
+				m.RSS, m.Peak = max(m.RSS, v.RSS), max(m.Peak, v.Peak)
+			}
+			out.Memory[k] = m
+		}
+		if s := r.Sessions; s != nil {
+			if out.Sessions == nil {
+				out.Sessions = &Sessions{FlowBytes: s.FlowBytes}
+			}
+			o := out.Sessions
+			o.OpenPeak += s.OpenPeak // an upper bound: the shards' peaks need not coincide
+			o.OpenEnd += s.OpenEnd
+			o.Limited += s.Limited
+			o.MaxOpenSessions += s.MaxOpenSessions
+			o.LoadgenHeapBytes += s.LoadgenHeapBytes
+			if o.OpenEnd > 0 {
+				o.BytesPerOpenSession = float64(o.LoadgenHeapBytes) / float64(o.OpenEnd)
 			}
 		}
 		for _, p := range r.Series {

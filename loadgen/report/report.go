@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/loadgen/audit"
+	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/engine"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
@@ -140,6 +141,32 @@ type Result struct {
 	Shed              int64    `json:"shed"`
 	ShedShare         float64  `json:"shed_share"`
 	AdmittedLatencyMs *Latency `json:"admitted_latency_ms,omitempty"`
+
+	// Memory is each component's resident memory (every CPU source that
+	// has one: local processes, scraped /metrics, loadgen) at the end of
+	// the measured window, with its peak.
+	Memory map[string]cpu.Memory `json:"memory,omitempty"`
+	// Sessions are the open sessions and what they cost the loadgen.
+	Sessions *Sessions `json:"sessions,omitempty"`
+}
+
+// Sessions describes the data and voice sessions a run held open and the
+// load generator's memory for them.
+type Sessions struct {
+	OpenPeak int64 `json:"open_peak"` // most open at once (per-second figures)
+	OpenEnd  int64 `json:"open_end"`  // open at the end of the measured window
+	// Limited counts sessions not started because max_open_sessions were
+	// open (counted dropped).
+	Limited         int64 `json:"limited"`
+	MaxOpenSessions int   `json:"max_open_sessions"`
+	// LoadgenHeapBytes is the loadgen's live heap at the end of the
+	// measured window (after the last GC); BytesPerOpenSession that over
+	// OpenEnd: an upper bound of the memory per open session (histograms,
+	// buffers and the ledger included). FlowBytes is the engine's own
+	// fixed part per session.
+	LoadgenHeapBytes    int64   `json:"loadgen_heap_bytes"`
+	BytesPerOpenSession float64 `json:"loadgen_bytes_per_open_session"`
+	FlowBytes           int     `json:"flow_bytes"`
 }
 
 // Build makes the Result of a run. cpuSeconds is CPU spent per component
@@ -255,6 +282,9 @@ func (r *Result) Recompute() error {
 	r.Warnings = r.Warnings[:0:0]
 	if w := r.unknownSubscriberWarning(); w != "" {
 		r.Warnings = append(r.Warnings, w)
+	}
+	if s := r.Sessions; s != nil && s.Limited > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d sessions were not started (counted dropped): %d were open, the scenario's max_open_sessions", s.Limited, s.MaxOpenSessions))
 	}
 	if r.Transactions > 0 {
 		r.ErrorRate = float64(r.Errors) / float64(r.Transactions)

@@ -61,6 +61,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\nSUT CPU µs/transaction %s   loadgen CPU µs/transaction %.1f\n", r.sutUs(), r.LoadgenUsTxn)
 	}
+	r.writeMemory(w)
 	r.writeFaults(w)
 	r.writeNotifications(w)
 	a := r.Audit
@@ -245,6 +246,13 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| CPU %% %s | %.1f |\n", c, r.CPUPercent[c])
 	}
 	fmt.Fprintf(w, "| SUT CPU µs / transaction | %s |\n| loadgen CPU µs / transaction | %.1f |\n", r.sutUs(), r.LoadgenUsTxn)
+	for _, k := range sortedKeys(r.Memory) {
+		fmt.Fprintf(w, "| RSS MiB %s (peak) | %.0f (%.0f) |\n", k, float64(r.Memory[k].RSS)/(1<<20), float64(r.Memory[k].Peak)/(1<<20))
+	}
+	if s := r.Sessions; s != nil && (s.OpenPeak > 0 || s.Limited > 0) {
+		fmt.Fprintf(w, "| open sessions end / peak / not started (bound) | %d / %d / %d (%d) |\n| loadgen bytes per open session | %.0f |\n",
+			s.OpenEnd, s.OpenPeak, s.Limited, s.MaxOpenSessions, s.BytesPerOpenSession)
+	}
 	verdict := "pass"
 	if r.Audit.Skipped {
 		verdict = "skipped"
@@ -335,4 +343,21 @@ func (r *Result) WriteAll(dir string) (Files, error) {
 		return f, err
 	}
 	return f, nil
+}
+
+// writeMemory prints the components' resident memory and the sessions'
+// line.
+func (r *Result) writeMemory(w io.Writer) {
+	if len(r.Memory) > 0 {
+		fmt.Fprintf(w, "RSS MiB at the window's end (peak):")
+		for _, k := range sortedKeys(r.Memory) {
+			m := r.Memory[k]
+			fmt.Fprintf(w, " %s=%.0f (%.0f)", k, float64(m.RSS)/(1<<20), float64(m.Peak)/(1<<20))
+		}
+		fmt.Fprintln(w)
+	}
+	if s := r.Sessions; s != nil && (s.OpenPeak > 0 || s.Limited > 0) {
+		fmt.Fprintf(w, "sessions open: %d at the window's end, peak %d (bound %d, %d not started at it); loadgen heap %.0f MiB = %.0f bytes per open session (engine's part %d)\n",
+			s.OpenEnd, s.OpenPeak, s.MaxOpenSessions, s.Limited, float64(s.LoadgenHeapBytes)/(1<<20), s.BytesPerOpenSession, s.FlowBytes)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/metrics"
 	"sort"
 	"strings"
 	"sync"
@@ -268,6 +269,8 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	}
 
 	var mu sync.Mutex
+	var mem map[string]cpu.Memory
+	var heapLive int64
 	var cpuA, cpuB cpu.Sample
 	var haveA, haveB bool
 	tariff := o.Tariff
@@ -303,8 +306,10 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 				mu.Unlock()
 			case "drain":
 				s := sampler.Sample(context.Background())
+				m, h := sampler.Memory(context.Background(), nil), liveHeap()
 				mu.Lock()
 				cpuB, haveB = s, true
+				mem, heapLive = m, h
 				mu.Unlock()
 			}
 			prog.phase(name)
@@ -391,6 +396,22 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	res.Label, res.Shard = o.Label, o.Shard
 	if opStats != nil {
 		res.Notifications = report.BuildNotifications(&st.Notices, opStats)
+	}
+	mu.Lock()
+	if mem == nil { // interrupted before the drain: what it holds now
+		mem, heapLive = sampler.Memory(context.Background(), nil), liveHeap()
+	}
+	res.Memory = mem
+	mu.Unlock()
+	res.Sessions = &report.Sessions{
+		OpenPeak: st.OpenSessionsPeak, OpenEnd: st.OpenSessionsEnd, Limited: st.SessionLimited,
+		MaxOpenSessions: sc.MaxOpenSessions, LoadgenHeapBytes: heapLive, FlowBytes: engine.FlowBytes,
+	}
+	if st.OpenSessionsEnd > 0 {
+		res.Sessions.BytesPerOpenSession = float64(heapLive) / float64(st.OpenSessionsEnd)
+	}
+	if err := res.Recompute(); err != nil { // the warnings of the sessions' figures
+		return nil, err
 	}
 	if len(faultRuns) > 0 {
 		res.Faults = faultResults(faultRuns, res.Series, st.Started, measureStart)
@@ -597,4 +618,14 @@ func waitStart(ctx context.Context, o Options) error {
 	case <-ctx.Done():
 		return fmt.Errorf("cannot wait for the start time: %w", ctx.Err())
 	}
+}
+
+// liveHeap returns the Go heap's live bytes as of the last GC.
+func liveHeap() int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
 }

@@ -16,11 +16,13 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/scenarios"
 )
 
 // ErrInvalid wraps every validation error.
@@ -95,6 +97,66 @@ type Session struct {
 	// (usage.go).
 	UpdateOn string `yaml:"update_on,omitempty" json:"update_on,omitempty"`
 	Rate     Units  `yaml:"rate,omitempty" json:"rate,omitzero"`
+	// Length, when set, draws each session's length from a distribution
+	// (Updates is then ignored): an update every ThinkTime while the session
+	// lasts, then the release at its length.
+	Length *Length `yaml:"length,omitempty" json:"length,omitempty"`
+}
+
+// Length is a distribution of session lengths: uniform in [Min, Max], or
+// exponential (Min plus an exponential of mean Mean-Min, cut at Max).
+type Length struct {
+	Dist string   `yaml:"dist" json:"dist"` // uniform (default) or exponential
+	Min  Duration `yaml:"min" json:"min"`
+	Max  Duration `yaml:"max" json:"max"`
+	Mean Duration `yaml:"mean,omitempty" json:"mean,omitempty"` // exponential only
+}
+
+// Quantile returns the length at probability u in [0, 1).
+func (l *Length) Quantile(u float64) time.Duration {
+	lo, hi := float64(l.Min), float64(l.Max)
+	if l.Dist == "exponential" {
+		v := lo - (float64(l.Mean)-lo)*math.Log1p(-u)
+		return time.Duration(min(v, hi))
+	}
+	return time.Duration(lo + u*(hi-lo))
+}
+
+// lengthGrid is the number of quantiles the means are computed over.
+const lengthGrid = 4096
+
+// MeanLength returns the mean session length.
+func (s *Session) MeanLength() time.Duration {
+	if s.Length == nil {
+		return time.Duration(s.Updates+1) * s.ThinkTime.D()
+	}
+	var sum float64
+	for i := range lengthGrid {
+		sum += float64(s.Length.Quantile((float64(i) + 0.5) / lengthGrid))
+	}
+	return time.Duration(sum / lengthGrid)
+}
+
+// UpdatesFor returns the number of updates of a session of length l: one
+// at every multiple of the think time before l.
+func (s *Session) UpdatesFor(l time.Duration) int {
+	t := s.ThinkTime.D()
+	if t <= 0 || l <= 0 {
+		return 0
+	}
+	return int((l - 1) / t)
+}
+
+// MeanUpdates returns the mean number of updates of a session.
+func (s *Session) MeanUpdates() float64 {
+	if s.Length == nil {
+		return float64(s.Updates)
+	}
+	var sum float64
+	for i := range lengthGrid {
+		sum += float64(s.UpdatesFor(s.Length.Quantile((float64(i) + 0.5) / lengthGrid)))
+	}
+	return sum / lengthGrid
 }
 
 // Event is the shape of an SMS (immediate event charging).
@@ -112,10 +174,16 @@ type Mix struct {
 	Balance float64 `yaml:"balance" json:"balance"`
 }
 
-// Subscribers is the range of SUPIs flows pick from (uniformly).
+// Subscribers is the range of SUPIs flows pick from.
 type Subscribers struct {
 	First string `yaml:"first" json:"first"` // e.g. imsi-001010000000001
 	Count int    `yaml:"count" json:"count"`
+	// Popularity is how flows pick a subscriber: uniform (default), or
+	// zipf: the subscriber of popularity rank r (1-based) is picked with
+	// probability proportional to 1/r^ZipfS; ranks are scattered over the
+	// range (see Picker).
+	Popularity string  `yaml:"popularity,omitempty" json:"popularity,omitempty"`
+	ZipfS      float64 `yaml:"zipf_s,omitempty" json:"zipf_s,omitempty"`
 }
 
 // Load is the offered load: exactly one of TPS and SessionsPerSecond.
@@ -134,6 +202,12 @@ type Phases struct {
 	RampUp   Duration `yaml:"ramp_up" json:"ramp_up"`
 	WarmUp   Duration `yaml:"warm_up" json:"warm_up"`
 	Duration Duration `yaml:"duration" json:"duration"`
+	// SteadyStart opens, during the ramp-up, the sessions a run at full
+	// rate has open (PrefillSessions), each left with the remaining
+	// length of a session in progress, so that the measured window sees
+	// the open sessions and the update rate of the steady state without
+	// waiting for the longest session's length. Needs a ramp-up.
+	SteadyStart bool `yaml:"steady_start,omitempty" json:"steady_start,omitempty"`
 }
 
 // Scenario is a whole load description.
@@ -174,6 +248,11 @@ type Scenario struct {
 	// Accounts are the shares of postpaid and bucket accounts among the
 	// subscribers, and of offline sessions (accounts.go).
 	Accounts Accounts `yaml:"accounts,omitempty" json:"accounts,omitzero"`
+	// MaxOpenSessions bounds the data and voice sessions the loadgen
+	// holds open at once (all workers; each costs the loadgen about
+	// engine.FlowBytes): a session that would exceed it is not
+	// started, counted dropped (session_limit in the result).
+	MaxOpenSessions int `yaml:"max_open_sessions" json:"max_open_sessions"`
 }
 
 // Default returns the built-in scenario, which mirrors the reference
@@ -202,12 +281,27 @@ func Default() Scenario {
 			WarmUp:   Duration(3 * time.Second),
 			Duration: Duration(30 * time.Second),
 		},
-		Timeout:       Duration(2 * time.Second),
-		MaxInFlight:   4096,
-		LateThreshold: Duration(2 * time.Millisecond),
-		LateDrop:      Duration(time.Second),
-		Seed:          1,
+		Timeout:         Duration(2 * time.Second),
+		MaxInFlight:     4096,
+		LateThreshold:   Duration(2 * time.Millisecond),
+		LateDrop:        Duration(time.Second),
+		Seed:            1,
+		MaxOpenSessions: DefaultMaxOpenSessions,
 	}
+}
+
+// Open reads the scenario arg names: a built-in one (loadgen/scenarios,
+// e.g. "busy-hour": a name without '.', '/' or '\\') or a YAML file.
+func Open(arg string) (Scenario, error) {
+	if b, ok := scenarios.Lookup(arg); ok {
+		return Parse(b)
+	}
+	if !strings.ContainsAny(arg, "./\\") {
+		if _, err := os.Stat(arg); err != nil {
+			return Scenario{}, fmt.Errorf("cannot read scenario: no built-in scenario %q (built in: %s) and no such file", arg, strings.Join(scenarios.Names(), ", "))
+		}
+	}
+	return LoadFile(arg)
 }
 
 // LoadFile reads a YAML scenario file over Default and validates it. Unknown
@@ -249,6 +343,13 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 
 // maxSubscribers bounds a subscriber range.
 const maxSubscribers = 100_000_000
+
+// DefaultMaxOpenSessions is the default bound on open sessions;
+// maxOpenSessions the largest accepted.
+const (
+	DefaultMaxOpenSessions = 2_000_000
+	maxOpenSessions        = 20_000_000
+)
 
 // Validate checks every field; the error (a *FieldError) names the first
 // offending one.
@@ -293,6 +394,22 @@ func (s *Scenario) Validate() error {
 		if err := ss.v.validateUsage(ss.f, bad); err != nil {
 			return err
 		}
+		if l := ss.v.Length; l != nil {
+			switch {
+			case l.Dist != "" && l.Dist != "uniform" && l.Dist != "exponential":
+				return bad(ss.f+".length.dist", "must be uniform or exponential, got %q", l.Dist)
+			case l.Min <= 0 || l.Max.D() > 24*time.Hour || l.Max < l.Min:
+				return bad(ss.f+".length", "want 0 < min <= max <= 24h, got min %s max %s", l.Min.D(), l.Max.D())
+			case l.Dist == "exponential" && (l.Mean <= l.Min || l.Mean > l.Max):
+				return bad(ss.f+".length.mean", "must be in (min, max], got %s", l.Mean.D())
+			case l.Dist != "exponential" && l.Mean != 0:
+				return bad(ss.f+".length.mean", "only with dist: exponential")
+			case ss.v.ThinkTime <= 0:
+				return bad(ss.f+".think_time", "must be positive with a length")
+			case ss.v.Length.Max.D()/ss.v.ThinkTime.D() > 10000:
+				return bad(ss.f+".length.max", "at most 10000 updates per session (think_time %s)", ss.v.ThinkTime.D())
+			}
+		}
 	}
 	if s.Mix.SMS > 0 {
 		if s.SMS.RatingGroup == 0 {
@@ -314,6 +431,21 @@ func (s *Scenario) Validate() error {
 	if first, _ := ParseSUPI(s.Subscribers.First); !rangeFits(first, s.Subscribers.Count) {
 		return bad("subscribers.count", "%d subscribers from %s overflow its %d digits", s.Subscribers.Count, s.Subscribers.First, first.Width)
 	}
+	switch s.Subscribers.Popularity {
+	case "", "uniform":
+		if s.Subscribers.ZipfS != 0 {
+			return bad("subscribers.zipf_s", "only with popularity: zipf")
+		}
+	case "zipf":
+		if !(s.Subscribers.ZipfS > 0 && s.Subscribers.ZipfS <= 5) {
+			return bad("subscribers.zipf_s", "must be in (0, 5], got %v", s.Subscribers.ZipfS)
+		}
+	default:
+		return bad("subscribers.popularity", "must be uniform or zipf, got %q", s.Subscribers.Popularity)
+	}
+	if s.MaxOpenSessions <= 0 || s.MaxOpenSessions > maxOpenSessions {
+		return bad("max_open_sessions", "must be 1..%d, got %d", maxOpenSessions, s.MaxOpenSessions)
+	}
 	switch {
 	case s.Load.TPS < 0 || !finite(s.Load.TPS):
 		return bad("load.tps", "must be a positive number, got %v", s.Load.TPS)
@@ -326,6 +458,9 @@ func (s *Scenario) Validate() error {
 	}
 	if s.Phases.RampUp < 0 {
 		return bad("phases.ramp_up", "must not be negative, got %s", s.Phases.RampUp.D())
+	}
+	if s.Phases.SteadyStart && s.Phases.RampUp <= 0 {
+		return bad("phases.steady_start", "needs a ramp-up (phases.ramp_up) to open the sessions in")
 	}
 	if s.Phases.WarmUp < 0 {
 		return bad("phases.warm_up", "must not be negative, got %s", s.Phases.WarmUp.D())
@@ -369,8 +504,16 @@ func (s *Scenario) Shares() [NumKinds]float64 {
 // TxnsPerFlow returns the mean number of transactions one flow makes.
 func (s *Scenario) TxnsPerFlow() float64 {
 	sh := s.Shares()
-	return sh[KindData]*float64(2+s.Data.Updates) + sh[KindVoice]*float64(2+s.Voice.Updates) +
+	return sh[KindData]*(2+s.Data.MeanUpdates()) + sh[KindVoice]*(2+s.Voice.MeanUpdates()) +
 		sh[KindSMS] + sh[KindBalance]
+}
+
+// OpenSessions returns the mean number of data and voice sessions open
+// at once at full rate, once the run is older than the longest session
+// (Little's law: session starts per second × mean length).
+func (s *Scenario) OpenSessions() float64 {
+	sh := s.Shares()
+	return s.FlowRate() * (sh[KindData]*s.Data.MeanLength().Seconds() + sh[KindVoice]*s.Voice.MeanLength().Seconds())
 }
 
 // FlowRate returns flow starts per second at full rate.
@@ -387,6 +530,47 @@ func (s *Scenario) OfferedTPS() float64 {
 		return s.Load.TPS
 	}
 	return s.Load.SessionsPerSecond * s.TxnsPerFlow()
+}
+
+// PrefillSessions returns how many sessions Phases.SteadyStart opens
+// during the ramp-up, per kind (data, voice): the steady state's open
+// sessions less those the ramp-up's own flows still have open at its end.
+func (s *Scenario) PrefillSessions() (data, voice int) {
+	if !s.Phases.SteadyStart {
+		return 0, 0
+	}
+	sh := s.Shares()
+	r := s.Phases.RampUp.D()
+	one := func(ss *Session, share float64) int {
+		rate := s.FlowRate() * share // session starts per second at full rate
+		steady := rate * ss.MeanLength().Seconds()
+		// started at t in [0, r) at rate·t/r, open at r when longer than r-t
+		const steps = 256
+		var ramp float64
+		for i := range steps {
+			t := (float64(i) + 0.5) / steps * r.Seconds()
+			ramp += rate * t / r.Seconds() * ss.survival(r-time.Duration(t*1e9)) * r.Seconds() / steps
+		}
+		return int(math.Max(0, math.Round(steady-ramp)))
+	}
+	return one(&s.Data, sh[KindData]), one(&s.Voice, sh[KindVoice])
+}
+
+// survival returns the probability that a session lasts longer than d.
+func (ss *Session) survival(d time.Duration) float64 {
+	if ss.Length == nil {
+		if d < ss.MeanLength() {
+			return 1
+		}
+		return 0
+	}
+	n := 0
+	for i := range lengthGrid {
+		if ss.Length.Quantile((float64(i)+0.5)/lengthGrid) > d {
+			n++
+		}
+	}
+	return float64(n) / lengthGrid
 }
 
 // SUPI is a subscriber identity split into prefix and numeric part
