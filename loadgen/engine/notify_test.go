@@ -185,3 +185,29 @@ func TestNotificationsNeedADriverThatReceivesThem(t *testing.T) {
 		t.Fatal("no error")
 	}
 }
+
+// A notice reaches the worker that owns its flow, a prefill flow's too
+// (its index has the top bit set over an index dealt like the others).
+func TestNoticeRouting(t *testing.T) {
+	r := &noticeRouter{}
+	for range 3 {
+		r.workers = append(r.workers, &worker{notices: make(chan driver.Notice, 1)})
+	}
+	for _, c := range []struct {
+		flow uint64
+		want int
+	}{{7, 1}, {1<<63 | 4, 1}, {1<<63 | 5, 2}, {1 << 63, 0}} {
+		if !r.sink(driver.Notice{Flow: c.flow}) {
+			t.Fatalf("flow %#x: refused", c.flow)
+		}
+		for i, w := range r.workers {
+			select {
+			case <-w.notices:
+				if i != c.want {
+					t.Errorf("flow %#x went to worker %d, want %d", c.flow, i, c.want)
+				}
+			default:
+			}
+		}
+	}
+}
