@@ -211,3 +211,37 @@ func TestNoticeRouting(t *testing.T) {
 		}
 	}
 }
+
+// A notified session's side state lives only as long as the session: it
+// is dropped (and reused) when the flow ends, so w.side is bounded by
+// the open sessions.
+func TestNoticeSideState(t *testing.T) {
+	sc := scenario.Default()
+	sc.Subscribers.Count = 100
+	cfg := Config{Scenario: sc, Driver: nopDriver{}}
+	first, _ := scenario.ParseSUPI(sc.Subscribers.First)
+	start := time.Now()
+	agg := newAggregator(nil, start, 0, 0, time.Second)
+	w := newWorker(0, 1, &cfg, nopWorker{}, first, start, newSchedule(100, 0), agg, 0, time.Second)
+	w.live = map[uint64]*flow{}
+	f := w.getFlow()
+	f.id = 42
+	w.live[f.id] = f
+	w.notice(driver.Notice{Flow: 42, Received: start}, 1)
+	if !f.side || len(w.side) != 1 || w.nst.Received[NoticeReauth] != 1 {
+		t.Fatalf("after a notice: side %v, %d entries, received %v", f.side, len(w.side), w.nst.Received)
+	}
+	ns := w.side[42]
+	w.putFlow(f)
+	if f.side || len(w.side) != 0 || f.notice != noticeNone {
+		t.Fatalf("after the end: side %v, %d entries, notice %d", f.side, len(w.side), f.notice)
+	}
+	if w.nst.Stale[NoticeReauth] != 1 {
+		t.Fatalf("the pending notice of an ended session is not counted stale: %v", w.nst.Stale)
+	}
+	g := w.getFlow()
+	g.id = 43
+	if w.getSide(g) != ns || *ns != (noticeState{}) {
+		t.Fatal("the side state was not reset and reused")
+	}
+}
