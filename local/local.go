@@ -378,22 +378,31 @@ func (c *CHF) ready(ctx context.Context, ch *child) error {
 // 2-core machine does (20 M accounts in 45 s, 440,000/s).
 const ProvisionRate = 50_000
 
-// provision writes the accounts through the abm provisioning code,
-// straight into aslite, logging progress every 10%.
-func (c *CHF) provision(ctx context.Context) error {
+// dialAslite connects the official client to the local aslite.
+func (c *CHF) dialAslite() (*as.Client, error) {
 	host, port, err := net.SplitHostPort(c.cfg.Aerospike)
 	if err != nil {
-		return fmt.Errorf("cannot parse aslite address: %w", err)
+		return nil, fmt.Errorf("cannot parse aslite address: %w", err)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil {
-		return fmt.Errorf("cannot parse aslite port: %w", err)
+		return nil, fmt.Errorf("cannot parse aslite port: %w", err)
 	}
 	cp := as.NewClientPolicy()
 	cp.Timeout = 10 * time.Second
 	cl, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
 	if aerr != nil {
-		return fmt.Errorf("cannot connect to aslite at %s: %w", c.cfg.Aerospike, aerr)
+		return nil, fmt.Errorf("cannot connect to aslite at %s: %w", c.cfg.Aerospike, aerr)
+	}
+	return cl, nil
+}
+
+// provision writes the accounts through the abm provisioning code,
+// straight into aslite, logging progress every 10%.
+func (c *CHF) provision(ctx context.Context) error {
+	cl, err := c.dialAslite()
+	if err != nil {
+		return err
 	}
 	defer cl.Close()
 	start := time.Now()
@@ -426,19 +435,9 @@ type Plan struct {
 
 // provisionPlans writes the plans' accounts over the range's.
 func (c *CHF) provisionPlans(ctx context.Context) error {
-	host, port, err := net.SplitHostPort(c.cfg.Aerospike)
+	cl, err := c.dialAslite()
 	if err != nil {
-		return fmt.Errorf("cannot parse aslite address: %w", err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return fmt.Errorf("cannot parse aslite port: %w", err)
-	}
-	cp := as.NewClientPolicy()
-	cp.Timeout = 10 * time.Second
-	cl, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
-	if aerr != nil {
-		return fmt.Errorf("cannot connect to aslite at %s: %w", c.cfg.Aerospike, aerr)
+		return err
 	}
 	defer cl.Close()
 	for _, pl := range c.cfg.Plans {

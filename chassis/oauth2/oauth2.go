@@ -36,14 +36,14 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chf-testbed/testbed/chassis/sighup"
 )
 
 // Scope of Nchf_ConvergedCharging (TS 32.291).
@@ -195,28 +195,7 @@ func (v *Verifier) maybeReload(now int64) {
 
 // ReloadOnSIGHUP re-reads the key file whenever the process gets SIGHUP,
 // in addition to the modification time checks, until stop is called.
-func (v *Verifier) ReloadOnSIGHUP() (stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGHUP)
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		for {
-			select {
-			case <-ch:
-				v.Reload()
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		close(done)
-		<-exited
-	}
-}
+func (v *Verifier) ReloadOnSIGHUP() (stop func()) { return sighup.OnSIGHUP(v.Reload) }
 
 // New returns a Verifier with keys by key ID ("" for a key that any kid
 // may use).

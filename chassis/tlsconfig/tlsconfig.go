@@ -18,13 +18,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/sighup"
 )
 
 // CheckInterval is the least time between two checks of the files'
@@ -315,28 +314,7 @@ func (f *Files) ClientConfig(serverName string, nextProtos ...string) *tls.Confi
 
 // ReloadOnSIGHUP re-reads the files whenever the process gets SIGHUP, in
 // addition to the modification time checks, until stop is called.
-func (f *Files) ReloadOnSIGHUP() (stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGHUP)
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		for {
-			select {
-			case <-ch:
-				f.Reload()
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		close(done)
-		<-exited
-	}
-}
+func (f *Files) ReloadOnSIGHUP() (stop func()) { return sighup.OnSIGHUP(f.Reload) }
 
 // AddTo loads c's files now (nil, nil when c configures no TLS) and adds
 // their reload on SIGHUP to g.
