@@ -309,20 +309,29 @@ func testDiscovery(t *testing.T, cp *controlPlane, ns, network string, multus bo
 		}
 		return nil
 	})
-	slices0, _ := c.DiscoveryV1().EndpointSlices(ns).List(ctxT(t), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + deploy})
+	// The EndpointSlice controller marks the last endpoint terminating
+	// asynchronously: wait for it (listing once raced it on a loaded box).
 	terminatingServing := 0
-	for _, s := range slices0.Items {
-		for _, e := range s.Endpoints {
-			if e.Conditions.Terminating != nil && *e.Conditions.Terminating && e.Conditions.Serving != nil && *e.Conditions.Serving {
-				terminatingServing++
+	waitFor(t, "the slices list the terminating pod as serving", 30*time.Second, func() error {
+		slices0, err := c.DiscoveryV1().EndpointSlices(ns).List(ctxT(t), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + deploy})
+		if err != nil {
+			return err
+		}
+		terminatingServing = 0
+		for _, s := range slices0.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Terminating != nil && *e.Conditions.Terminating && e.Conditions.Serving != nil && *e.Conditions.Serving {
+					terminatingServing++
+				}
 			}
 		}
-	}
+		if terminatingServing != 1 {
+			return fmt.Errorf("%d serving+terminating endpoints, want 1", terminatingServing)
+		}
+		return nil
+	})
 	t.Logf("after scale to 0: %d serving+terminating endpoints in the slices", terminatingServing)
 	w.waitSet(t, "all terminating: serving fallback", []string{addrOf[last]})
-	if terminatingServing != 1 {
-		t.Errorf("slices list %d serving+terminating endpoints, want 1", terminatingServing)
-	}
 	if err := c.CoreV1().Pods(ns).Delete(ctxT(t), last, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatalf("cannot delete pod %s: %v", last, err)
 	}
