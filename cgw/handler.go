@@ -480,9 +480,7 @@ func (h *Handler) chargingData(x *Exchange) {
 // charge calls the Charger and answers failures; it reports whether the
 // request succeeded (x.resp then holds the answer).
 func (h *Handler) charge(ctx context.Context, x *Exchange) bool {
-	x.resp.Lines = x.resp.Lines[:0]
-	lines := x.resp.Lines
-	x.resp = chf.ChargeResponse{Lines: lines}
+	x.resp.Reset()
 	if err := h.charger.Charge(ctx, &x.req, &x.resp); err != nil {
 		h.chargerError(x, err)
 		return false
@@ -494,6 +492,22 @@ func (h *Handler) charge(ctx context.Context, x *Exchange) bool {
 	}
 	h.resultProblem(x, x.resp.Result, x.resp.Detail)
 	return false
+}
+
+// run calls the Charger with x.req for an operation that charges nothing
+// (balance, top-up, notifications) and answers failures; it reports
+// whether the request succeeded (x.resp then holds the answer).
+func (h *Handler) run(ctx context.Context, x *Exchange) bool {
+	x.resp.Reset()
+	if err := h.charger.Charge(ctx, &x.req, &x.resp); err != nil {
+		h.chargerError(x, err)
+		return false
+	}
+	if x.resp.Result != chf.ResultSuccess {
+		h.resultProblem(x, x.resp.Result, x.resp.Detail)
+		return false
+	}
+	return true
 }
 
 func (h *Handler) chargerError(x *Exchange, err error) {
@@ -581,13 +595,7 @@ func (h *Handler) balance(ctx context.Context, x *Exchange, supi string) {
 // answerAccount runs x.req (a balance inquiry or top-up) and answers the
 // account as it stands.
 func (h *Handler) answerAccount(ctx context.Context, x *Exchange, supi string) {
-	x.resp.Reset()
-	if err := h.charger.Charge(ctx, &x.req, &x.resp); err != nil {
-		h.chargerError(x, err)
-		return
-	}
-	if x.resp.Result != chf.ResultSuccess {
-		h.resultProblem(x, x.resp.Result, x.resp.Detail)
+	if !h.run(ctx, x) {
 		return
 	}
 	x.Status = http.StatusOK

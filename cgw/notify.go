@@ -208,13 +208,7 @@ func (h *Handler) notifyAccount(ctx context.Context, x *Exchange, supi, typ stri
 		op = chf.OpAbortSessions // bars the sessions from further updates
 	}
 	x.req = chf.ChargeRequest{Op: op, SUPI: supi, Lines: x.req.Lines[:0]}
-	x.resp.Reset()
-	if err := h.charger.Charge(ctx, &x.req, &x.resp); err != nil {
-		h.chargerError(x, err)
-		return
-	}
-	if x.resp.Result != chf.ResultSuccess {
-		h.resultProblem(x, x.resp.Result, x.resp.Detail)
+	if !h.run(ctx, x) {
 		return
 	}
 	x.Status, x.ContentType = 200, contentJSON
