@@ -3,7 +3,8 @@ package report
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/chf-testbed/testbed/loadgen/engine"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
@@ -120,12 +121,7 @@ func (r *Result) writeNotifications(w io.Writer) {
 		fmt.Fprintf(w, " %d refused (no room)", n.Refused)
 	}
 	fmt.Fprintln(w)
-	names := make([]string, 0, len(n.ByType))
-	for k := range n.ByType {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(n.ByType)) {
 		t := n.ByType[k]
 		fmt.Fprintf(w, "  %-16s received %d answered %d failed %d stale %d merged %d  notice→answer %s\n",
 			k, t.Received, t.Answered, t.Failed, t.Stale, t.Merged, ms(t.LatencyMs))
@@ -147,12 +143,7 @@ func (r *Result) writeNotificationsMarkdown(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\n| notification | received | answered | failed | stale | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|---:|---:|\n")
-	names := make([]string, 0, len(n.ByType))
-	for k := range n.ByType {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(n.ByType)) {
 		t := n.ByType[k]
 		p50, p99 := "n/a", "n/a"
 		if t.LatencyMs != nil {
