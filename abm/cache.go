@@ -99,9 +99,25 @@ func (c *accountCache) store(supi string, fromGen uint32, now int64, acc *accoun
 	}
 	e.gen, e.at = gen, now
 	e.balance, e.debited, e.currency = acc.balance, acc.debited, acc.currency
-	e.blob = append(e.blob[:0], blob...)
+	e.blob = reuseBlob(e.blob, blob)
 	sh.mu.Unlock()
 }
+
+// reuseBlob copies blob into dst's array when it fits and dst is not far
+// larger than needed; otherwise into a new array of blob's size. Without
+// the second condition an entry would keep the largest record it ever held
+// (entries are reused across accounts), so the cache's memory would ratchet
+// up to cache size x the largest record seen instead of following the
+// records it holds.
+func reuseBlob(dst, blob []byte) []byte {
+	if cap(dst) >= len(blob) && cap(dst) <= 2*len(blob)+blobSlack {
+		return append(dst[:0], blob...)
+	}
+	return append(make([]byte, 0, len(blob)), blob...)
+}
+
+// blobSlack is how many bytes beyond twice its content an entry may keep.
+const blobSlack = 256
 
 // drop forgets supi.
 func (c *accountCache) drop(supi string) {

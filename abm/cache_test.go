@@ -117,6 +117,33 @@ func TestCacheChurnAllocatesNothing(t *testing.T) {
 	}
 }
 
+// TestCacheMemoryFollowsRecords: an entry that once held a large record
+// does not keep its array when it holds small ones (entries are reused
+// across accounts), so the cache's retained bytes follow what it holds
+// instead of ratcheting up to its size times the largest record seen.
+func TestCacheMemoryFollowsRecords(t *testing.T) {
+	c := newAccountCache(cacheShards, int64(1<<62)) // one entry per shard
+	big, small := make([]byte, 64<<10), make([]byte, 100)
+	var acc account
+	for i := range 4 * cacheShards {
+		b := small
+		if i < cacheShards { // every entry holds a large record once
+			b = big
+		}
+		c.store(fmt.Sprintf("imsi-00101%010d", i), 1, 1, &acc, b)
+	}
+	held, stored := 0, 0
+	for i := range c.shards {
+		for _, e := range c.shards[i].m {
+			held += cap(e.blob)
+			stored += len(e.blob)
+		}
+	}
+	if stored == 0 || held > 2*stored+cacheShards*blobSlack {
+		t.Errorf("cache keeps %d bytes of arrays for %d bytes of records", held, stored)
+	}
+}
+
 // BenchmarkCacheStoreChurn: stores into a full cache over more accounts
 // than it holds (each store evicts).
 func BenchmarkCacheStoreChurn(b *testing.B) {
