@@ -11,7 +11,7 @@ const (
 	// DefaultBatchInFlight is the most batches in flight per peer
 	// operation; how many are allowed at a time adapts between 1 and it
 	// (see Batcher). --batch-inflight 1 keeps one batch at a time.
-	DefaultBatchInFlight = 1
+	DefaultBatchInFlight = 4
 	DefaultBatchItems    = 64
 )
 
