@@ -3,6 +3,7 @@ package chassis
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -84,9 +85,10 @@ type Batcher[T any] struct {
 
 	mu      sync.Mutex
 	queue   []*batchCall[T]
-	queued  int // items in queue
-	active  int // batches out
-	limit   int // batches allowed out, 1..maxLimit
+	queued  int          // items in queue
+	active  int          // batches out
+	limit   int          // batches allowed out, 1..maxLimit
+	limitA  atomic.Int32 // limit, for InFlightLimit without the lock
 	probe   inflight
 	calls   sync.Pool
 	scratch sync.Pool // *batchScratch[T]
@@ -217,6 +219,7 @@ type batchScratch[T any] struct {
 // NewBatcher returns a Batcher that sends batches with send.
 func NewBatcher[T any](cfg BatchConfig, send func(ctx context.Context, items []T)) *Batcher[T] {
 	b := &Batcher[T]{send: send, maxLimit: cfg.MaxInFlight, maxItems: cfg.MaxItems, limit: 1}
+	b.limitA.Store(1)
 	if b.maxLimit == 0 {
 		b.maxLimit = DefaultBatchInFlight
 	}
@@ -329,7 +332,10 @@ func (b *Batcher[T]) lead(sc *batchScratch[T]) {
 	b.mu.Lock()
 	b.active--
 	if b.maxLimit > 1 {
-		b.limit = b.probe.sample(len(sc.items), end, b.limit, b.maxLimit, b.queued >= b.maxItems)
+		if l := b.probe.sample(len(sc.items), end, b.limit, b.maxLimit, b.queued >= b.maxItems); l != b.limit {
+			b.limit = l
+			b.limitA.Store(int32(l))
+		}
 	}
 	// The queued calls leave as the next batch, unless the limit shrank
 	// below the batches still out (one of them starts it when it returns;
@@ -359,9 +365,7 @@ func (b *Batcher[T]) Queued() int {
 }
 
 // InFlightLimit returns how many batches may be out at once now, for
-// metrics.
+// metrics; it takes no lock.
 func (b *Batcher[T]) InFlightLimit() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.limit
+	return int(b.limitA.Load())
 }

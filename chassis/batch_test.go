@@ -170,6 +170,7 @@ func TestBatcherDisabledAndMany(t *testing.T) {
 func (b *Batcher[T]) setLimit(n int) {
 	b.mu.Lock()
 	b.limit = n
+	b.limitA.Store(int32(n))
 	b.mu.Unlock()
 }
 
