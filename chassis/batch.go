@@ -3,32 +3,40 @@ package chassis
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Batch defaults.
 const (
 	// DefaultBatchInFlight is the most batches in flight per peer
-	// operation (how many are allowed at a time adapts between 1 and it,
-	// see Batcher). 1 until the limit shrinks reliably for a peer that
-	// serves one batch at a time (BenchmarkBatcher/serial: +52% time per
-	// call with 4); --batch-inflight 4 turns the adaptive limit on.
-	DefaultBatchInFlight = 1
+	// operation; how many are allowed at a time adapts between 1 and it
+	// (see Batcher). --batch-inflight 1 keeps one batch at a time.
+	DefaultBatchInFlight = 4
 	DefaultBatchItems    = 64
 )
 
-// Parameters of the in-flight limit (TCP Vegas on batch round trips).
+// Parameters of the in-flight limit: a hill climb on the items per
+// second the peer carries, each step tried and kept only if it paid.
 const (
-	// vegasAlpha and vegasBeta bound the batches estimated to wait at the
-	// peer (limit × (1 − baseRTT/rtt)): below alpha the limit may grow,
-	// above beta it shrinks.
-	vegasAlpha = 0.5
-	vegasBeta  = 1.5
-	// baseWindow is how many round trips the no-queueing RTT (their
-	// minimum) is taken over; the minimum of the previous window is used
-	// while the next one fills, so the base follows a peer that slows.
-	baseWindow = 1024
+	// probeGain: limit k is kept over k−1 only if the items per second
+	// carried at k reach probeGain times those at k−1. A peer that serves
+	// one batch at a time carries no more with a second batch out (it
+	// only waits there, and the batches get smaller), so its limit stays
+	// at 1; a peer with room carries about k times as much.
+	probeGain = 1.1
+	// holdMin and holdMax bound the round trips during which a step in
+	// the same direction is not tried again after one that did not pay
+	// (or, after a step was kept, before the step back is tried); the
+	// hold doubles with each step in a row that did not pay.
+	holdMin = 128
+	holdMax = 16384
 )
+
+// rateWindow is how many round trips items per second are measured over
+// at a limit, after skipping as many as the limit (batches sent before it
+// changed).
+func rateWindow(limit int) int { return 16*limit + 32 }
 
 // BatchConfig configures a Batcher.
 type BatchConfig struct {
@@ -55,14 +63,11 @@ type BatchConfig struct {
 // So only full batches are pipelined: below that, a batch per round trip
 // carries everything (the fewest system calls per call, which is where
 // the CPU goes), and more in flight would only split it. The limit of
-// batches in flight adapts between 1 and MaxInFlight, as TCP Vegas does
-// its window: from each round trip it estimates how many of its batches
-// wait at the peer, limit × (1 − base/rtt), base being the least round
-// trip of the last window (1024 batches). The limit grows by one (at most
-// once per limit round trips) while a full batch waits here and fewer
-// than half a batch waits there — pipelining pays: the peer answers as
-// fast with more out — and shrinks by one when more than one and a half
-// wait there: more out only queues at the peer.
+// batches in flight adapts between 1 and MaxInFlight by a hill climb on
+// the items per second the peer carries (see inflight): a step up is
+// tried while full batches wait here, a step down while none do, and a
+// step is kept only if it paid — for a peer that serves one batch at a
+// time a second batch out only waits there, so its limit stays at 1.
 //
 // The caller whose call starts a batch sends it from its own goroutine (no
 // hand-off to a sender goroutine); when a batch returns and calls are
@@ -80,57 +85,120 @@ type Batcher[T any] struct {
 
 	mu      sync.Mutex
 	queue   []*batchCall[T]
-	queued  int // items in queue
-	active  int // batches out
-	limit   int // batches allowed out, 1..maxLimit
-	vegas   vegas
+	queued  int          // items in queue
+	active  int          // batches out
+	limit   int          // batches allowed out, 1..maxLimit
+	limitA  atomic.Int32 // limit, for InFlightLimit without the lock
+	probe   inflight
 	calls   sync.Pool
 	scratch sync.Pool // *batchScratch[T]
 }
 
-// vegas is the state of the in-flight limit; guarded by Batcher.mu.
-type vegas struct {
-	base    time.Duration // least RTT of the last full window (0 = none yet)
-	winMin  time.Duration // least RTT of the window filling
-	winN    int           // RTTs in it
-	since   int           // round trips since the limit last changed
-	changes uint64        // limit changes, for tests and metrics
+// inflight is the state of the in-flight limit; guarded by Batcher.mu.
+//
+// The limit is measured in items per second over windows of round trips
+// at each limit. After a window at limit k, if full batches were waiting
+// here in at least an eighth of its round trips (more out could carry
+// them), k+1 is tried; otherwise, if k > 1, k−1 is tried. The window at
+// the new limit decides: the step is kept if k+1 carried at least
+// probeGain times what k did, or k−1 more than 1/probeGain of it; else the
+// limit goes back to k, and the same step is not tried for a hold that
+// doubles each time it fails. A step kept starts the hold of the step
+// back at holdMin. So a peer that serves one batch at a time keeps 1, a
+// peer with room climbs while each added batch pays, and a limit no
+// longer needed (demand fell, the peer saturated) comes back down.
+type inflight struct {
+	n      int       // round trips in the window filling (< 0: skipping)
+	start  time.Time // the window's start (the return of its first round trip)
+	items  int       // items returned since then
+	demand int       // round trips in it that came back with a full batch queued
+
+	probe    int     // the step being tried: +1, −1, or 0 for none
+	before   float64 // items/s at the limit the step left
+	hold     [2]int  // round trips before a step up [0] or down [1] may be tried
+	backoff  [2]int  // the next hold after a failed step up or down (0 = holdMin)
+	changes  uint64  // limit changes, for tests
+	tried    uint64  // steps tried
+	undone   uint64  // steps undone because they did not pay
+	lastRate float64 // items/s of the last full window, for tests
 }
 
-// sample takes the round trip of one batch, with the limit at its
-// sending and whether calls were queued when it came back, and returns
+// sample takes one batch of items that returned at end, with the limit
+// now and whether a full batch was queued when it came back, and returns
 // the new limit.
-func (v *vegas) sample(rtt time.Duration, limit, maxLimit int, demand bool) int {
-	if rtt <= 0 {
-		rtt = 1
+func (v *inflight) sample(items int, end time.Time, limit, maxLimit int, demand bool) int {
+	for i := range v.hold {
+		if v.hold[i] > 0 {
+			v.hold[i]--
+		}
 	}
-	if v.winN == 0 || rtt < v.winMin {
-		v.winMin = rtt
-	}
-	v.winN++
-	if v.base == 0 || v.winMin < v.base {
-		v.base = v.winMin
-	}
-	if v.winN >= baseWindow {
-		v.base, v.winN = v.winMin, 0
-	}
-	v.since++
-	if v.since < limit {
+	switch v.n++; {
+	case v.n <= 0: // a batch sent before the limit changed
+		return limit
+	case v.n == 1:
+		v.start, v.items, v.demand = end, 0, 0
 		return limit
 	}
-	// Batches waiting at the peer: limit × (1 − base/rtt).
-	waiting := float64(limit) * (1 - float64(v.base)/float64(rtt))
+	v.items += items
+	if demand {
+		v.demand++
+	}
+	if v.n <= rateWindow(limit) {
+		return limit
+	}
+	el := end.Sub(v.start)
+	if el <= 0 {
+		el = 1
+	}
+	rate := float64(v.items) / el.Seconds()
+	v.lastRate = rate
+	v.n, v.start, v.items = 1, end, 0
+	waiting := v.demand*8 >= rateWindow(limit)
+	v.demand = 0
+	if p := v.probe; p != 0 {
+		v.probe = 0
+		dir := 0
+		if p < 0 {
+			dir = 1
+		}
+		// k = the larger of the two limits compared.
+		var paid bool
+		if p > 0 {
+			paid = rate >= probeGain*v.before
+		} else {
+			paid = rate*probeGain > v.before
+		}
+		if !paid {
+			if v.backoff[dir] == 0 {
+				v.backoff[dir] = holdMin
+			}
+			v.hold[dir] = v.backoff[dir]
+			v.backoff[dir] = min(2*v.backoff[dir], holdMax)
+			v.undone++
+			return v.set(limit - p)
+		}
+		v.backoff[dir] = 0
+		v.hold[1-dir] = max(v.hold[1-dir], holdMin)
+		return limit
+	}
 	switch {
-	case waiting > vegasBeta && limit > 1:
-		limit--
-	case waiting < vegasAlpha && demand && limit < maxLimit:
-		limit++
+	case waiting && limit < maxLimit && v.hold[0] == 0:
+		v.probe = 1
+	case !waiting && limit > 1 && v.hold[1] == 0:
+		v.probe = -1
 	default:
 		return limit
 	}
-	v.since = 0
+	v.before = rate
+	v.tried++
+	return v.set(limit + v.probe)
+}
+
+// set changes the limit to l and restarts the measurement at it.
+func (v *inflight) set(l int) int {
 	v.changes++
-	return limit
+	v.n = -l
+	return l
 }
 
 type batchCall[T any] struct {
@@ -151,6 +219,7 @@ type batchScratch[T any] struct {
 // NewBatcher returns a Batcher that sends batches with send.
 func NewBatcher[T any](cfg BatchConfig, send func(ctx context.Context, items []T)) *Batcher[T] {
 	b := &Batcher[T]{send: send, maxLimit: cfg.MaxInFlight, maxItems: cfg.MaxItems, limit: 1}
+	b.limitA.Store(1)
 	if b.maxLimit == 0 {
 		b.maxLimit = DefaultBatchInFlight
 	}
@@ -194,11 +263,10 @@ func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
 		// Invariant: calls queue only while a batch is out, so the queue
 		// is empty here: a lone call leaves at once.
 		b.active++
-		limit := b.limit
 		b.mu.Unlock()
 		sc := b.scratch.Get().(*batchScratch[T])
 		sc.calls = append(sc.calls[:0], c)
-		b.lead(sc, limit)
+		b.lead(sc)
 		c.ctx, c.items = nil, nil
 		return
 	}
@@ -215,10 +283,7 @@ func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
 		sc.calls = append(sc.calls[:0], c.next...)
 		clear(c.next)
 		c.next = c.next[:0]
-		b.mu.Lock()
-		limit := b.limit
-		b.mu.Unlock()
-		b.lead(sc, limit)
+		b.lead(sc)
 	}
 	c.ctx, c.items = nil, nil
 }
@@ -243,10 +308,10 @@ func (b *Batcher[T]) startLocked() {
 }
 
 // lead sends the batch of sc.calls (sc.calls[0] is the caller's own call),
-// wakes the other callers of the batch, adapts the limit (which was limit
-// when the batch left) to its round trip, and hands the next batches, if
-// calls queued meanwhile, to the first caller of each.
-func (b *Batcher[T]) lead(sc *batchScratch[T], limit int) {
+// wakes the other callers of the batch, feeds the in-flight limit, and
+// hands the next batches, if calls queued meanwhile, to the first caller
+// of each.
+func (b *Batcher[T]) lead(sc *batchScratch[T]) {
 	ctx := sc.calls[0].ctx
 	earliest, has := ctx.Deadline()
 	sc.items = sc.items[:0]
@@ -256,14 +321,10 @@ func (b *Batcher[T]) lead(sc *batchScratch[T], limit int) {
 			ctx, earliest, has = c.ctx, d, true
 		}
 	}
-	var start time.Time
-	if b.maxLimit > 1 {
-		start = time.Now()
-	}
 	b.send(ctx, sc.items)
-	var rtt time.Duration
+	var end time.Time
 	if b.maxLimit > 1 {
-		rtt = time.Since(start)
+		end = time.Now()
 	}
 	for _, c := range sc.calls[1:] {
 		c.wake <- false
@@ -271,11 +332,16 @@ func (b *Batcher[T]) lead(sc *batchScratch[T], limit int) {
 	b.mu.Lock()
 	b.active--
 	if b.maxLimit > 1 {
-		b.limit = b.vegas.sample(rtt, limit, b.maxLimit, b.queued >= b.maxItems)
+		if l := b.probe.sample(len(sc.items), end, b.limit, b.maxLimit, b.queued >= b.maxItems); l != b.limit {
+			b.limit = l
+			b.limitA.Store(int32(l))
+		}
 	}
-	// The queued calls leave as the next batch; further full batches
-	// leave too while the limit allows.
-	if len(b.queue) > 0 {
+	// The queued calls leave as the next batch, unless the limit shrank
+	// below the batches still out (one of them starts it when it returns;
+	// with none out, active < limit); further full batches leave too
+	// while the limit allows.
+	if len(b.queue) > 0 && b.active < b.limit {
 		b.startLocked()
 	}
 	for b.active < b.limit && b.queued >= b.maxItems {
@@ -299,9 +365,7 @@ func (b *Batcher[T]) Queued() int {
 }
 
 // InFlightLimit returns how many batches may be out at once now, for
-// metrics.
+// metrics; it takes no lock.
 func (b *Batcher[T]) InFlightLimit() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.limit
+	return int(b.limitA.Load())
 }

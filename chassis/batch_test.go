@@ -170,6 +170,7 @@ func TestBatcherDisabledAndMany(t *testing.T) {
 func (b *Batcher[T]) setLimit(n int) {
 	b.mu.Lock()
 	b.limit = n
+	b.limitA.Store(int32(n))
 	b.mu.Unlock()
 }
 
@@ -179,47 +180,91 @@ func (b *Batcher[T]) active0() int {
 	return b.active
 }
 
-// TestVegasLimit: the in-flight limit grows while calls queue and the
-// round trip stays at its base (the peer answers as fast with more out),
-// not without demand, shrinks when the round trip grows with the limit
-// (batches wait at the peer), and never leaves 1..max.
-func TestVegasLimit(t *testing.T) {
-	const ms = time.Millisecond
-	run := func(v *vegas, limit, max, n int, demand bool, rtt func(limit int) time.Duration) int {
-		t.Helper()
-		for range n {
-			limit = v.sample(rtt(limit), limit, max, demand)
-			if limit < 1 || limit > max {
-				t.Fatalf("limit %d outside 1..%d", limit, max)
-			}
+// simPeer drives v as a Batcher would with limit batches always out at a
+// peer: rtt(limit) is each batch's round trip and items(limit) its size;
+// the limit batches return evenly spread over one round trip. It runs n
+// round trips from limit, checking the limit stays in 1..max, and returns
+// the limit then and in how many of those round trips it was at want.
+func simPeer(t *testing.T, v *inflight, now *time.Time, limit, max, n, want int, demand bool, rtt func(limit int) time.Duration, items func(limit int) int) (int, int) {
+	t.Helper()
+	at := 0
+	for range n {
+		*now = now.Add(rtt(limit) / time.Duration(limit))
+		limit = v.sample(items(limit), *now, limit, max, demand)
+		if limit < 1 || limit > max {
+			t.Fatalf("limit %d outside 1..%d", limit, max)
 		}
-		return limit
+		if limit == want {
+			at++
+		}
 	}
+	return limit, at
+}
+
+// TestInflightLimit: the in-flight limit climbs while full batches wait
+// here and each step pays in items per second (a peer with room answers
+// as fast with more out), not without demand; it stays at 1 for a peer
+// that serves one batch at a time, whether the round trip grows with the
+// limit or the batches get smaller, with tries that get rarer; it settles
+// at 2 for a peer that serves two at once, and comes back to 1 when the
+// demand goes.
+func TestInflightLimit(t *testing.T) {
+	const ms = time.Millisecond
+	const n = 20000
+	now := time.Unix(0, 0)
+	full := func(int) int { return 64 }
 	flat := func(int) time.Duration { return ms }
 	// A peer with room: the round trip does not depend on the limit.
-	var v vegas
-	if got := run(&v, 1, 4, 100, true, flat); got != 4 {
-		t.Fatalf("flat RTT with demand: limit %d, want 4", got)
+	var v inflight
+	limit, at := simPeer(t, &v, &now, 1, 4, n, 4, true, flat, full)
+	if limit != 4 || at < n*98/100 || v.undone != 0 {
+		t.Fatalf("flat RTT with demand: limit %d, at 4 in %d of %d round trips, %d steps undone; want 4, ≥ 98%%, 0", limit, at, n, v.undone)
 	}
-	// No calls waiting here: nothing to gain, the limit stays.
-	v = vegas{}
-	if got := run(&v, 1, 4, 100, false, flat); got != 1 {
-		t.Fatalf("flat RTT without demand: limit %d, want 1", got)
+	// The demand falls to what one batch out carries (64 items per
+	// round trip, split between the batches out): the limit comes back
+	// to 1.
+	if limit, _ = simPeer(t, &v, &now, limit, 4, n, 1, false, flat, func(l int) int { return 64 / l }); limit != 1 {
+		t.Fatalf("flat RTT after the demand went: limit %d, want 1", limit)
+	}
+	// No full batch waiting here: nothing to gain, the limit stays.
+	v = inflight{}
+	if limit, at = simPeer(t, &v, &now, 1, 4, n, 1, false, flat, full); limit != 1 || at != n || v.tried != 0 {
+		t.Fatalf("flat RTT without demand: limit %d, at 1 in %d of %d, %d steps tried; want 1, all, 0", limit, at, n, v.tried)
 	}
 	// A peer that serves one batch at a time: the round trip is the limit
-	// times the service time, every added batch only waits there.
-	v = vegas{}
+	// times the service time; every added batch only waits there. The
+	// step up is tried, found not to pay and undone, more and more rarely.
 	serial := func(limit int) time.Duration { return time.Duration(limit) * ms }
-	if got := run(&v, 1, 4, 100, true, serial); got > 2 {
-		t.Fatalf("serialising peer: limit %d, want at most 2", got)
+	v = inflight{}
+	limit, at = simPeer(t, &v, &now, 1, 4, n, 1, true, serial, full)
+	if at < n*97/100 || v.tried == 0 || v.undone+1 < v.tried || v.tried > 10 {
+		t.Fatalf("serial peer: at 1 in %d of %d round trips, %d steps tried, %d undone; want ≥ 97%%, all undone, ≤ 10", at, n, v.tried, v.undone)
 	}
-	// The base follows a peer that became slower for good: after a window
-	// at the new speed, the limit grows again.
-	v = vegas{}
-	run(&v, 1, 4, 10, true, flat)
-	slow := func(int) time.Duration { return 3 * ms }
-	if got := run(&v, 1, 4, 3*baseWindow, true, slow); got != 4 {
-		t.Fatalf("after the peer slowed for good: limit %d, want 4", got)
+	// Same, with batches that get smaller as more are out (the calls
+	// waiting here split between them) and a service time of 1 ms per
+	// batch plus 20 µs per item: items per second fall, the step is
+	// undone.
+	split := func(limit int) int { return 128 / (limit + 1) }
+	splitRTT := func(l int) time.Duration {
+		return time.Duration(l) * (ms + time.Duration(split(l))*20*time.Microsecond)
+	}
+	v = inflight{}
+	limit, at = simPeer(t, &v, &now, 1, 4, n, 1, true, splitRTT, split)
+	if at < n*97/100 || v.tried == 0 || v.undone+1 < v.tried {
+		t.Fatalf("serial peer, smaller batches: at 1 in %d of %d round trips, %d steps tried, %d undone; want ≥ 97%%, all undone", at, n, v.tried, v.undone)
+	}
+	// A peer that serves two batches at once: the limit settles at 2.
+	two := func(limit int) time.Duration { return time.Duration(max(2, limit)) * ms / 2 }
+	v = inflight{}
+	if limit, at = simPeer(t, &v, &now, 1, 4, n, 2, true, two, full); at < n*95/100 {
+		t.Fatalf("peer serving two at once: limit 2 in %d of %d round trips, want ≥ 95%%", at, n)
+	}
+	// A peer with room that then serves one batch at a time: the limit
+	// comes down (the steps down carry as much) to 1.
+	v = inflight{}
+	limit, _ = simPeer(t, &v, &now, 1, 4, 2000, 4, true, flat, full)
+	if limit, at = simPeer(t, &v, &now, limit, 4, n, 1, false, serial, full); limit != 1 || at < n*9/10 {
+		t.Fatalf("peer turned serial: limit %d, at 1 in %d of %d round trips; want 1, ≥ 90%%", limit, at, n)
 	}
 }
 
@@ -267,5 +312,65 @@ func TestBatcherPipelines(t *testing.T) {
 	}
 	if b.Queued() != 0 || b.active0() != 0 {
 		t.Fatalf("queued %d active %d after everything returned", b.Queued(), b.active0())
+	}
+}
+
+// TestBatcherLimitConverges: 128 callers through one Batcher (at most 4
+// batches out) to a fake peer whose round trip is a 1 ms wait plus 200 ns
+// of work per item. A peer with room for every batch ("parallel") has
+// the limit above 1 for most of the run; one that serves one batch at a
+// time ("serial", a mutex around the wait) has it at 1, apart from the
+// raises tried and undone.
+func TestBatcherLimitConverges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 2 × 1.5 s")
+	}
+	for _, peer := range []string{"parallel", "serial"} {
+		t.Run(peer, func(t *testing.T) {
+			var mu sync.Mutex
+			b := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {
+				if peer == "serial" {
+					mu.Lock()
+					defer mu.Unlock()
+				}
+				time.Sleep(time.Millisecond)
+				spin(time.Duration(len(its)) * 200 * time.Nanosecond)
+			})
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 128 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					it := &testItem{}
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+							b.Do(context.Background(), it)
+						}
+					}
+				}()
+			}
+			time.Sleep(500 * time.Millisecond) // converge
+			var at [5]int
+			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+				at[b.InFlightLimit()]++
+			}
+			close(stop)
+			wg.Wait()
+			b.mu.Lock()
+			v := b.probe
+			b.mu.Unlock()
+			n := at[1] + at[2] + at[3] + at[4]
+			t.Logf("%s: limit 1..4 in %v of %d samples; %d raises tried, %d undone", peer, at[1:], n, v.tried, v.undone)
+			switch {
+			case peer == "serial" && at[1] < n*8/10:
+				t.Fatalf("serial peer: limit 1 in %d of %d samples, want ≥ 80%%", at[1], n)
+			case peer == "parallel" && n-at[1] < n*8/10:
+				t.Fatalf("parallel peer: limit above 1 in %d of %d samples, want ≥ 80%%", n-at[1], n)
+			}
+		})
 	}
 }

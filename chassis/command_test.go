@@ -56,7 +56,7 @@ func TestParseCommand(t *testing.T) {
 	}
 	// String comes from the flag set: every flag, in name order, with the
 	// parsed values, the tracing flags included.
-	want := "count=7 discovery=static gomaxprocs=0 k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= sysmon-park=false trace-ratio=0.5"
+	want := "count=7 discovery=static gogc=0 gomaxprocs=0 k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= sysmon-park=false trace-ratio=0.5"
 	if got := cfg.String(); got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
@@ -181,17 +181,17 @@ func TestGroup(t *testing.T) {
 	}
 }
 
-// TestRuntimeFlags: --gomaxprocs and --sysmon-park are every service's,
-// a negative --gomaxprocs is refused naming the flag.
+// TestRuntimeFlags: --gomaxprocs, --sysmon-park and --gogc are every
+// service's; a negative --gomaxprocs or --gogc is refused naming the flag.
 func TestRuntimeFlags(t *testing.T) {
 	var b Base
 	b.Listen = "127.0.0.1:1"
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	b.RegisterFlags(fs, "listen")
-	if err := fs.Parse([]string{"--gomaxprocs", "1", "--sysmon-park"}); err != nil {
+	if err := fs.Parse([]string{"--gomaxprocs", "1", "--sysmon-park", "--gogc", "400"}); err != nil {
 		t.Fatal(err)
 	}
-	if b.Runtime.GOMAXPROCS != 1 || !b.Runtime.SysmonPark {
+	if b.Runtime.GOMAXPROCS != 1 || !b.Runtime.SysmonPark || b.Runtime.GOGC != 400 {
 		t.Fatalf("parsed %+v", b.Runtime)
 	}
 	if err := b.Validate(); err != nil {
@@ -200,5 +200,9 @@ func TestRuntimeFlags(t *testing.T) {
 	b.Runtime.GOMAXPROCS = -1
 	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "--gomaxprocs -1") {
 		t.Fatalf("Validate with --gomaxprocs -1 = %v, want an error naming the flag", err)
+	}
+	b.Runtime.GOMAXPROCS, b.Runtime.GOGC = 0, -5
+	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "--gogc -5") {
+		t.Fatalf("Validate with --gogc -5 = %v, want an error naming the flag", err)
 	}
 }

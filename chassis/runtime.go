@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 )
@@ -31,20 +32,28 @@ type Runtime struct {
 	// sysmon polling (at most every 10 ms when idle) instead, by
 	// re-executing the binary once with GODEBUG=schedtrace=2147483647.
 	SysmonPark bool
+	// GOGC is the GC's target heap growth in percent (debug.SetGCPercent);
+	// 0 = Go's default (the GOGC environment variable, else 100).
+	GOGC int
 }
 
-// RegisterFlags registers --gomaxprocs and --sysmon-park.
+// RegisterFlags registers --gomaxprocs, --sysmon-park and --gogc.
 func (r *Runtime) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&r.GOMAXPROCS, "gomaxprocs", r.GOMAXPROCS,
 		"Go's GOMAXPROCS for this service; 0 = Go's default (the CPUs of the affinity mask or the cgroup CPU limit rounded up, at least 2, whichever is less); in a pod set it from the CPU limit (the chart's downward-API CHF_GOMAXPROCS) or pin the pod")
 	fs.BoolVar(&r.SysmonPark, "sysmon-park", r.SysmonPark,
 		"let Go park its sysmon thread while the service is idle (Go's default); false keeps it polling, which spares every request at light load a thread wake-up (re-executes the binary once with GODEBUG=schedtrace=2147483647)")
+	fs.IntVar(&r.GOGC, "gogc", r.GOGC,
+		"the Go GC's heap growth target in percent for this service (as GOGC); higher = fewer collections and more memory; 0 = Go's default (the GOGC environment variable, else 100)")
 }
 
 // Validate checks --gomaxprocs.
 func (r *Runtime) Validate() error {
 	if r.GOMAXPROCS < 0 {
 		return fmt.Errorf("cannot use --gomaxprocs %d: want 0 (Go's default) or a positive number", r.GOMAXPROCS)
+	}
+	if r.GOGC < 0 {
+		return fmt.Errorf("cannot use --gogc %d: want 0 (Go's default) or a positive percentage", r.GOGC)
 	}
 	return nil
 }
@@ -74,5 +83,10 @@ func ApplyRuntime(r Runtime, log *slog.Logger) {
 	if r.GOMAXPROCS > 0 {
 		runtime.GOMAXPROCS(r.GOMAXPROCS)
 	}
-	log.Info("go runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", runtime.NumCPU(), "sysmon_park", r.SysmonPark)
+	gogc := debug.SetGCPercent(100)
+	if r.GOGC > 0 {
+		gogc = r.GOGC
+	}
+	debug.SetGCPercent(gogc)
+	log.Info("go runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", runtime.NumCPU(), "sysmon_park", r.SysmonPark, "gogc", gogc)
 }

@@ -27,6 +27,7 @@ import (
 //
 //	chf_rpc_client_duration_seconds{peer,result}  histogram: one call, queueing in the batcher included; result ok or error
 //	chf_rpc_client_batch_size{peer}  histogram: calls per round trip
+//	chf_rpc_client_inflight_limit{peer}  histogram: the batches allowed out (chassis.Batcher's adaptive limit) when each round trip left
 //	chf_rpc_server_batch_size{api}  histogram: requests per batch served
 var (
 	clientDuration = telemetry.NewHistogramVec("chf_rpc_client_duration_seconds",
@@ -34,6 +35,8 @@ var (
 		nil, "peer", "result")
 	clientBatch = telemetry.NewHistogramVec("chf_rpc_client_batch_size",
 		"Calls sent per internal RPC round trip, by peer.", telemetry.SizeBuckets, "peer")
+	clientLimit = telemetry.NewHistogramVec("chf_rpc_client_inflight_limit",
+		"Batches allowed in flight to the peer at once (the adaptive limit, 1..--batch-inflight) when each internal RPC round trip left, by peer.", telemetry.SizeBuckets, "peer")
 	serverBatch = telemetry.NewHistogramVec("chf_rpc_server_batch_size",
 		"Requests per internal RPC batch served, by API.", telemetry.SizeBuckets, "api")
 )
@@ -50,6 +53,7 @@ type BatchClient[R, P Message] struct {
 	calls, bufs   sync.Pool
 	ok, failed    prometheus.Observer // call latency
 	size          prometheus.Observer // calls per round trip
+	limit         prometheus.Observer // in-flight limit per round trip
 }
 
 // call is one request waiting in a batch.
@@ -65,7 +69,7 @@ type call[R, P Message] struct {
 func NewBatchClient[R, P Message](c *chassis.Client, bc chassis.BatchConfig, peer, single, batch string, wrap func(error) error) *BatchClient[R, P] {
 	cl := &BatchClient[R, P]{c: c, peer: peer, single: single, batch: batch, wrap: wrap,
 		ok: clientDuration.WithLabelValues(peer, "ok"), failed: clientDuration.WithLabelValues(peer, "error"),
-		size: clientBatch.WithLabelValues(peer)}
+		size: clientBatch.WithLabelValues(peer), limit: clientLimit.WithLabelValues(peer)}
 	cl.calls.New = func() any { return new(call[R, P]) }
 	cl.bufs.New = func() any { return new(clientScratch[R, P]) }
 	cl.b = chassis.NewBatcher(bc, cl.send)
@@ -127,6 +131,7 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 		}
 	}
 	c.size.Observe(float64(len(calls)))
+	c.limit.Observe(float64(c.b.InFlightLimit()))
 	var err error
 	path := c.single
 	if len(calls) == 1 {
