@@ -28,11 +28,15 @@
 //     it grows by the headroom the delay shows, smoothed:
 //     limit *= 1 + Smoothing*(min(2, threshold/delay) - 1), plus
 //     Smoothing*sqrt(limit) to probe. When it does not bind, an unused limit
-//     says nothing about capacity: it returns to InitialLimit (doubling per
-//     window) if it is below, so that a limit left low by an overload does
-//     not shed the bursts of normal load afterwards.
+//     says nothing about capacity: it returns towards InitialLimit (by
+//     1+Smoothing per window) if it is below, so that a limit left low by
+//     an overload does not shed the bursts of normal load afterwards. Growth
+//     is slow (x1.1 per window by default: from a tenth of InitialLimit back
+//     to it in about 2.5 s) because near the capacity a burst that fills a
+//     large limit drains slowly: every stall of the machine would then
+//     leave a standing queue of InitialLimit requests.
 //   - delay > threshold since Interval (default 200 ms) and the limit binds:
-//     a standing queue. limit *= max(0.5, threshold/delay) at once, every
+//     a standing queue. limit *= max(0.25, threshold/delay) at once, every
 //     window while the delay stays above (by Little's law, at the same
 //     throughput that concurrency gives a delay of threshold). A burst
 //     shorter than Interval (a stall of the machine, a GC pause) sheds
@@ -87,8 +91,8 @@ type Config struct {
 	// Tolerance: the threshold is at least Tolerance times the lowest
 	// window delay seen (default 2).
 	Tolerance float64
-	// Smoothing weighs the growth of the limit (default 0.5; 1 = grow by
-	// the whole headroom at once).
+	// Smoothing weighs the growth of the limit (default 0.1: at most
+	// x1.1 per window; 1 = grow by the whole headroom at once).
 	Smoothing float64
 	// Window is the shortest time between limit updates (default 100ms);
 	// MinSamples the fewest completions a window needs (default 50).
@@ -192,7 +196,7 @@ func New(cfg Config) *Limiter {
 		cfg.Tolerance = 2
 	}
 	if cfg.Smoothing <= 0 || cfg.Smoothing > 1 {
-		cfg.Smoothing = 0.5
+		cfg.Smoothing = 0.1
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = 100 * time.Millisecond
@@ -330,14 +334,14 @@ func (l *Limiter) update() {
 			g := math.Min(2, threshold/delay)
 			lim = lim*(1+l.cfg.Smoothing*(g-1)) + l.cfg.Smoothing*math.Sqrt(lim)
 		case lim < float64(l.cfg.InitialLimit):
-			lim = math.Min(float64(l.cfg.InitialLimit), 2*lim)
+			lim = math.Min(float64(l.cfg.InitialLimit), lim*(1+l.cfg.Smoothing))
 		}
 	} else {
 		if l.aboveSince.IsZero() {
 			l.aboveSince = start
 		}
 		if binds && now.Sub(l.aboveSince) >= l.cfg.Interval {
-			lim *= math.Max(0.5, threshold/delay)
+			lim *= math.Max(0.25, threshold/delay)
 		}
 	}
 	lim = math.Max(float64(l.cfg.MinLimit), math.Min(float64(l.cfg.MaxLimit), lim))
