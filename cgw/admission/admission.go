@@ -19,9 +19,11 @@
 //	threshold = max(Target, Tolerance * long)
 //
 // Target is the delay the operator accepts (default 5 ms); long is the
-// lowest window delay seen, creeping up slowly (the latency of the service
-// when it does not queue), so that a deployment whose unloaded latency is
-// above Target is not shed to MinLimit.
+// lowest delay of the lightly loaded windows (no refusal, less than an
+// eighth of the limit in use), creeping up
+// slowly (the latency of the service when it does not queue), so that a
+// deployment whose unloaded latency is above Target is not shed to
+// MinLimit.
 //
 //   - delay <= threshold: the core keeps up. When the limit binds (a request
 //     was refused in the window, or half the limit was in use on average)
@@ -308,25 +310,30 @@ func (l *Limiter) update() {
 			break
 		}
 	}
-	// long is the lowest window delay seen, creeping up by a factor of 2
-	// over about LongWindow*7 windows so that a lasting change of the
-	// service (a slower core) is learnt, but never so fast that a
-	// sustained overload passes for the usual latency.
-	if l.long == 0 || delay < l.long {
-		l.long = delay
-	} else {
-		l.long *= 1 + 0.1/float64(l.cfg.LongWindow)
+	lim := l.limitF
+	// The limit binds when it refused a request in the window or half of
+	// it was in use on average (Little's law: the latencies completed in
+	// the window over its length).
+	avg := float64(sum) / float64(dur)
+	binds := refused || avg >= lim/2
+	// long is the lowest delay of the lightly loaded windows (no refusal,
+	// less than an eighth of the limit in use on average): a service
+	// started into an overload, or a queue building up slowly, would
+	// otherwise pass for its usual latency. It creeps up by a factor of 2 over
+	// about LongWindow*7 windows so that a lasting change of the service
+	// (a slower core) is learnt, but never so fast that a sustained
+	// overload passes for the usual latency.
+	if !refused && avg < lim/8 {
+		if l.long == 0 || delay < l.long {
+			l.long = delay
+		} else {
+			l.long *= 1 + 0.1/float64(l.cfg.LongWindow)
+		}
 	}
 	threshold := math.Max(float64(l.cfg.Target), l.cfg.Tolerance*l.long)
 	l.lastDelay.Store(int64(delay))
 	l.lastMean.Store(sum / n)
 	l.lastThreshold.Store(int64(threshold))
-
-	lim := l.limitF
-	// The limit binds when it refused a request in the window or half of
-	// it was in use on average (Little's law: the latencies completed in
-	// the window over its length).
-	binds := refused || float64(sum)/float64(dur) >= lim/2
 	if delay <= threshold {
 		l.aboveSince = time.Time{}
 		switch {

@@ -184,7 +184,7 @@ func TestThresholdFollowsTolerance(t *testing.T) {
 	c := &fakeClock{t: time.Unix(0, 0)}
 	l := New(Config{InitialLimit: 100, MaxLimit: 100, MinSamples: 1, Now: c.now})
 	for range 5 {
-		window(l, c, -1, 8*time.Millisecond)
+		window(l, c, 10, 8*time.Millisecond)
 	}
 	st := l.Stats()
 	if st.Limit != 100 || st.ThresholdMs < 15 || st.ThresholdMs > 17 || st.DelayMs < 7.5 || st.DelayMs > 8.5 {

@@ -272,3 +272,28 @@ func TestSlowDeploymentNotShedToMinimum(t *testing.T) {
 		t.Errorf("threshold %.1f ms, want Tolerance x the unloaded 8 ms", st.ThresholdMs)
 	}
 }
+
+// TestOverloadWithStalls: a batching core stalled 30 ms every 700 ms,
+// started straight into an overload (no light load to learn from first)
+// at its capacity and at 1.5 times it. Goodput stays at capacity, the
+// admitted requests' median stays near the target, and their p99 is the
+// target plus the stalls, not the queue a limit of InitialLimit would
+// hold (p50 60-75 ms when the lowest delay was learnt from any window).
+func TestOverloadWithStalls(t *testing.T) {
+	for _, share := range []float64{1, 1.5} {
+		c := newClock()
+		l := New(cgwConfig(c))
+		s := batchingCore(l, c)
+		s.stalled = func(t time.Duration) bool { return t%(700*time.Millisecond) < 30*time.Millisecond }
+		s.run(share*s.capacity(), 3*time.Second)
+		o := s.run(share*s.capacity(), 10*time.Second)
+		st := l.Stats()
+		t.Logf("%.1fx capacity: goodput %.0f/s (%.0f%%), shed %.1f%%, p50 %s p99 %s, %+v", share, o.goodput(), 100*o.goodput()/s.capacity(), 100*o.shedShare(), o.p(0.5), o.p(0.99), st)
+		if o.goodput() < 0.9*s.capacity() {
+			t.Errorf("%.1fx capacity: goodput %.0f/s, want at least 90%% of %.0f/s", share, o.goodput(), s.capacity())
+		}
+		if p50, p99 := o.p(0.5), o.p(0.99); p50 > 10*time.Millisecond || p99 > 50*time.Millisecond {
+			t.Errorf("%.1fx capacity: admitted p50 %s p99 %s, want at most 10 and 50 ms", share, p50, p99)
+		}
+	}
+}
