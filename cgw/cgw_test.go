@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -553,5 +554,41 @@ func TestOverloadNeverShedsReleases(t *testing.T) {
 	}
 	if code, _ := serve(NchfBase+"/"+ref+"/release", body("", 2, "")); code != 204 {
 		t.Fatalf("release at the limit: %d, want 204", code)
+	}
+}
+
+// TestAdmissionFlags: the adaptive admission flags parse, and a bad
+// value is an error naming its flag.
+func TestAdmissionFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		err  string // "" = valid
+	}{
+		{nil, ""},
+		{[]string{"--admission-target", "2ms", "--admission-interval", "0", "--admission-tolerance", "1.5"}, ""},
+		{[]string{"--admission", "fixed"}, ""},
+		{[]string{"--admission", "gradient"}, "--admission \"gradient\""},
+		{[]string{"--admission-target", "0"}, "--admission-target"},
+		{[]string{"--admission-target", "-1ms"}, "--admission-target"},
+		{[]string{"--admission-target", "1m"}, "--admission-target"},
+		{[]string{"--admission-interval", "-1ms"}, "--admission-interval"},
+		{[]string{"--admission-interval", "11s"}, "--admission-interval"},
+		{[]string{"--admission-tolerance", "0.9"}, "--admission-tolerance"},
+		{[]string{"--admission-tolerance", "NaN"}, "--admission-tolerance"},
+		{[]string{"--admission-tolerance", "+Inf"}, "--admission-tolerance"},
+	} {
+		sc := DefaultServiceConfig()
+		fs := flag.NewFlagSet("cgw", flag.ContinueOnError)
+		sc.RegisterFlags(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		err := sc.Validate()
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%v: %v", c.args, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%v: error %v, want one naming %s", c.args, err, c.err)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path"
@@ -41,12 +42,15 @@ type ServiceConfig struct {
 	// AllowHosts and AllowRealms are comma-separated path.Match patterns.
 	AllowHosts, AllowRealms string
 	MaxBody, MaxInFlight    int
-	// Admission is "adaptive" (package admission's latency-driven
-	// concurrency limit under MaxInFlight) or "fixed" (MaxInFlight only);
-	// AdmissionTolerance is its Config.Tolerance.
-	Admission          string
-	AdmissionTolerance float64
-	CPUProfile         string
+	// Admission is "adaptive" (package admission's concurrency limit
+	// driven by the queueing delay, under MaxInFlight) or "fixed"
+	// (MaxInFlight only); AdmissionTarget, AdmissionInterval and
+	// AdmissionTolerance are its Config.Target, Interval (0 = at the first
+	// window above) and Tolerance.
+	Admission                          string
+	AdmissionTarget, AdmissionInterval time.Duration
+	AdmissionTolerance                 float64
+	CPUProfile                         string
 	// TLS of the Nchf front (--tls-*) and of the calls to the OCP
 	// (--peer-tls).
 	TLS tlsconfig.Config
@@ -67,7 +71,7 @@ func DefaultServiceConfig() ServiceConfig {
 		OriginRealm: "chf.test",
 		MaxBody:     64 << 10,
 		MaxInFlight: 4096,
-		Admission:   "adaptive", AdmissionTolerance: 2,
+		Admission:   "adaptive", AdmissionTarget: 5 * time.Millisecond, AdmissionInterval: 200 * time.Millisecond, AdmissionTolerance: 2,
 		TLS: tlsconfig.Default(),
 	}
 }
@@ -86,8 +90,10 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 		"comma-separated Origin-Realm patterns (path.Match) of the Diameter peers allowed to connect; a peer must match both lists; empty = any realm")
 	fs.IntVar(&c.MaxBody, "max-body", c.MaxBody, "largest Nchf request body in bytes; larger ones get 413 ProblemDetails")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "Nchf requests charged at once; beyond it requests get 503 (NF_CONGESTION) at once instead of queueing")
-	fs.StringVar(&c.Admission, "admission", c.Admission, "how Nchf and Gy requests are admitted under overload: adaptive (a concurrency limit that shrinks when the measured latency rises above --admission-tolerance times its usual level, so excess load is shed with 503 NF_CONGESTION + Retry-After / Gy 3004 instead of queueing; bounded by --max-inflight) or fixed (--max-inflight only)")
-	fs.Float64Var(&c.AdmissionTolerance, "admission-tolerance", c.AdmissionTolerance, "with --admission adaptive, how many times its usual latency a request may take before the limit shrinks, >= 1")
+	fs.StringVar(&c.Admission, "admission", c.Admission, "how Nchf and Gy requests are admitted under overload: adaptive (a concurrency limit that shrinks when requests queue behind the charging core, i.e. when the 10th percentile latency of each 100 ms window stays above --admission-target for --admission-interval, so excess load is shed with 503 NF_CONGESTION + Retry-After / Gy 3004 instead of queueing; bounded by --max-inflight) or fixed (--max-inflight only)")
+	fs.DurationVar(&c.AdmissionTarget, "admission-target", c.AdmissionTarget, "with --admission adaptive, the queueing delay (10th percentile latency of a 100 ms window) above which the limit shrinks; under overload admitted requests take about this plus the core's own spread; > 0, at most 10s")
+	fs.DurationVar(&c.AdmissionInterval, "admission-interval", c.AdmissionInterval, "with --admission adaptive, how long the delay must stay above --admission-target before the limit shrinks (shorter bursts, a stall or a GC pause, shed nothing); 0 = at the first window above; at most 10s")
+	fs.Float64Var(&c.AdmissionTolerance, "admission-tolerance", c.AdmissionTolerance, "with --admission adaptive, the threshold is at least this many times the lowest delay seen (for a core whose unloaded latency is above --admission-target), >= 1")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile of the whole run to this file (stopped at exit)")
 	c.TLS.RegisterFlags(fs, "OCP")
 	fs.StringVar(&c.OAuth2Keys, "oauth2-keys", c.OAuth2Keys,
@@ -140,8 +146,14 @@ func (c *ServiceConfig) Validate() error {
 	if c.Admission != "adaptive" && c.Admission != "fixed" {
 		return fmt.Errorf("cannot use --admission %q: want adaptive or fixed", c.Admission)
 	}
-	if c.AdmissionTolerance < 1 {
-		return fmt.Errorf("cannot use --admission-tolerance %g: must be at least 1", c.AdmissionTolerance)
+	if c.AdmissionTarget <= 0 || c.AdmissionTarget > 10*time.Second {
+		return fmt.Errorf("cannot use --admission-target %s: must be above 0 and at most 10s", c.AdmissionTarget)
+	}
+	if c.AdmissionInterval < 0 || c.AdmissionInterval > 10*time.Second {
+		return fmt.Errorf("cannot use --admission-interval %s: must be from 0 to 10s", c.AdmissionInterval)
+	}
+	if !(c.AdmissionTolerance >= 1) || math.IsInf(c.AdmissionTolerance, 0) {
+		return fmt.Errorf("cannot use --admission-tolerance %g: must be a number of at least 1", c.AdmissionTolerance)
 	}
 	if c.Diameter != "" {
 		if _, _, err := net.SplitHostPort(c.Diameter); err != nil {
@@ -225,7 +237,12 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	}, func(context.Context) error { client.Close(); return nil })
 	var lim *admission.Limiter
 	if c.Admission == "adaptive" {
-		lim = admission.New(admission.Config{MaxLimit: c.MaxInFlight, InitialLimit: c.MaxInFlight / 4, Tolerance: c.AdmissionTolerance})
+		interval := c.AdmissionInterval
+		if interval == 0 {
+			interval = -1 // at the first window above
+		}
+		lim = admission.New(admission.Config{MaxLimit: c.MaxInFlight, InitialLimit: c.MaxInFlight / 4,
+			Target: c.AdmissionTarget, Interval: interval, Tolerance: c.AdmissionTolerance})
 	}
 	var srv *Server
 	var notifier *Notifier

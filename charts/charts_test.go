@@ -832,6 +832,8 @@ func TestSchemaRejections(t *testing.T) {
 		{"bad external host", base, []string{"--set", "aerospike.external.hosts={nohostport}"}, "/aerospike/external/hosts/0"},
 		{"bad currency", base, []string{"--set", "provision.currency=euro"}, "/provision/currency"},
 		{"bad sweep duration", base, []string{"--set", "abm.reservationSweep=soon"}, "/abm/reservationSweep"},
+		{"bad admission mode", base, []string{"--set", "cgw.admission.mode=gradient"}, "/cgw/admission/mode"},
+		{"bad admission target", base, []string{"--set-string", "cgw.admission.target=5"}, "/cgw/admission/target"},
 		{"colliding ports", base, []string{"--set", "ocp.port=8080"}, "ports must not collide"},
 		{"pinned fractional cpu", pinned, []string{"--set", "ocp.resources.requests.cpu=1.5", "--set", "ocp.resources.limits.cpu=1.5"}, "integer number of CPUs in ocp.resources.limits.cpu"},
 		{"pinned burstable", pinned, []string{"--set", "abm.resources.requests.memory=1Gi"}, "abm.resources.requests.memory (1Gi) equal to limits.memory"},

@@ -19,87 +19,6 @@ func (c *fakeClock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// service is a simulated server with capacity requests served at once in
-// svc each; beyond that they queue. Its latency for a concurrency n is
-// svc * max(1, n/capacity) (Little's law).
-type service struct {
-	capacity int
-	svc      time.Duration
-}
-
-func (s service) latency(n int64) time.Duration {
-	if n <= int64(s.capacity) {
-		return s.svc
-	}
-	return time.Duration(float64(s.svc) * float64(n) / float64(s.capacity))
-}
-
-// drive offers `offered` concurrent requests per step for steps windows
-// and returns the admitted share of the last quarter and the mean latency
-// of the admitted requests then.
-func drive(l *Limiter, c *fakeClock, s service, offered, steps int) (admitted float64, meanLat time.Duration) {
-	var adm, tot int
-	var lat time.Duration
-	for i := 0; i < steps; i++ {
-		n := 0
-		for j := 0; j < offered; j++ {
-			if l.Acquire() {
-				n++
-			}
-		}
-		d := s.latency(int64(n))
-		c.add(l.cfg.Window)
-		for j := 0; j < n; j++ {
-			l.Done(d, true)
-		}
-		if i >= steps*3/4 {
-			adm += n
-			tot += offered
-			lat += d * time.Duration(n)
-		}
-	}
-	if adm == 0 {
-		return 0, 0
-	}
-	return float64(adm) / float64(tot), lat / time.Duration(adm)
-}
-
-// TestLimiterShedsOverloadAndRecovers: offered 4x what the service
-// serves without queueing, the limit converges near its capacity, so the
-// admitted requests' latency stays within the tolerance of the unloaded
-// one instead of growing with the offered load; when the load falls
-// back under capacity, everything is admitted again within a few
-// windows.
-func TestLimiterShedsOverloadAndRecovers(t *testing.T) {
-	c := &fakeClock{t: time.Unix(0, 0)}
-	l := New(Config{MinLimit: 4, MaxLimit: 4096, InitialLimit: 512, Tolerance: 2, MinSamples: 1, Now: c.now})
-	s := service{capacity: 100, svc: 2 * time.Millisecond}
-
-	// Warm up at half the capacity: latency is the unloaded one.
-	if share, lat := drive(l, c, s, 50, 200); share != 1 || lat != s.svc {
-		t.Fatalf("under capacity: admitted %.2f latency %s, want all at %s", share, lat, s.svc)
-	}
-	// 4x the capacity offered, every window.
-	share, lat := drive(l, c, s, 400, 400)
-	st := l.Stats()
-	if share > 0.6 || share < 0.1 {
-		t.Errorf("overload: admitted share %.2f (limit %d), want about the capacity's 0.25", share, st.Limit)
-	}
-	if lat > 3*s.svc {
-		t.Errorf("overload: admitted latency %s, want at most 3x the unloaded %s (without the limit: %s)", lat, s.svc, s.latency(400))
-	}
-	if st.Rejected == 0 || st.Limit > 400 {
-		t.Errorf("overload: %+v", st)
-	}
-	// Load back to half the capacity: all admitted within 20 windows.
-	if share, _ := drive(l, c, s, 50, 20); share != 1 {
-		t.Errorf("after overload: admitted share %.2f, want 1 (limit %d)", share, l.Stats().Limit)
-	}
-	if l.Stats().InFlight != 0 {
-		t.Errorf("in flight %d after every request ended", l.Stats().InFlight)
-	}
-}
-
 // TestLimiterBounds: the limit never leaves [MinLimit, MaxLimit].
 func TestLimiterBounds(t *testing.T) {
 	c := &fakeClock{t: time.Unix(0, 0)}
@@ -191,5 +110,98 @@ func TestAcquireReleaseIsNeverShed(t *testing.T) {
 	}
 	if !l.Acquire() {
 		t.Fatal("not admitted after every release was done")
+	}
+}
+
+// window runs one window on l: n requests admitted (n < 0: as many as
+// the limit takes, the last one refused), all done with latency lat,
+// Window of time, and the window closed. It returns the limit after it.
+func window(l *Limiter, c *fakeClock, n int, lat time.Duration) int64 {
+	k := 0
+	for (n < 0 || k < n) && l.Acquire() {
+		k++
+	}
+	for range k {
+		l.Done(lat, true)
+	}
+	c.add(l.cfg.Window)
+	l.update()
+	return l.Stats().Limit
+}
+
+// TestShrinkNeedsAStandingDelay: a delay above the target shrinks the
+// limit only once it has lasted Interval (two windows of 100 ms here),
+// then every window while it stays above; one slow window (a stall) does
+// nothing.
+func TestShrinkNeedsAStandingDelay(t *testing.T) {
+	c := &fakeClock{t: time.Unix(0, 0)}
+	l := New(Config{InitialLimit: 400, MaxLimit: 400, MinSamples: 1, Now: c.now})
+	for range 5 {
+		window(l, c, -1, time.Millisecond)
+	}
+	if got := window(l, c, -1, 50*time.Millisecond); got != 400 {
+		t.Fatalf("limit %d after one window above the target, want 400 unchanged", got)
+	}
+	if got := window(l, c, -1, time.Millisecond); got != 400 {
+		t.Fatalf("limit %d after a window back under the target, want 400", got)
+	}
+	if got := window(l, c, -1, 50*time.Millisecond); got != 400 {
+		t.Fatalf("limit %d after one window above the target, want 400 unchanged", got)
+	}
+	if got := window(l, c, -1, 10*time.Millisecond); got != 200 {
+		t.Errorf("limit %d after 200 ms at 10 ms, want 400 x max(0.5, 5/10) = 200", got)
+	}
+	if got := window(l, c, -1, 6250*time.Microsecond); got < 150 || got > 170 {
+		t.Errorf("limit %d after a third window at 6.25 ms, want about 200 x 5/6.25 = 160", got)
+	}
+}
+
+// TestNoShrinkWhenTheLimitDoesNotBind: a slow core at a concurrency far
+// below the limit (no refusal, less than half of it in use) leaves the
+// limit alone: it is not what queues.
+func TestNoShrinkWhenTheLimitDoesNotBind(t *testing.T) {
+	c := &fakeClock{t: time.Unix(0, 0)}
+	l := New(Config{InitialLimit: 400, MaxLimit: 400, MinSamples: 1, Now: c.now})
+	for range 5 {
+		window(l, c, 100, time.Millisecond)
+	}
+	for range 20 {
+		// 100 in flight, 50 ms each, in a 100 ms window: 50 on average.
+		if got := window(l, c, 100, 50*time.Millisecond); got != 400 {
+			t.Fatalf("limit %d at 100 in flight of 400, want 400", got)
+		}
+	}
+	// The same delay with the limit reached: it shrinks.
+	window(l, c, -1, 50*time.Millisecond)
+	if got := window(l, c, -1, 50*time.Millisecond); got >= 400 {
+		t.Errorf("limit %d with the limit reached at 50 ms, want it shrunk", got)
+	}
+}
+
+// TestThresholdFollowsTolerance: with an unloaded delay above Target/
+// Tolerance, the threshold is Tolerance times it.
+func TestThresholdFollowsTolerance(t *testing.T) {
+	c := &fakeClock{t: time.Unix(0, 0)}
+	l := New(Config{InitialLimit: 100, MaxLimit: 100, MinSamples: 1, Now: c.now})
+	for range 5 {
+		window(l, c, 10, 8*time.Millisecond)
+	}
+	st := l.Stats()
+	if st.Limit != 100 || st.ThresholdMs < 15 || st.ThresholdMs > 17 || st.DelayMs < 7.5 || st.DelayMs > 8.5 {
+		t.Errorf("at a steady 8 ms: %+v, want limit 100, delay 8 ms and threshold 16 ms", st)
+	}
+}
+
+// TestBuckets: every latency falls in a bucket whose middle is within
+// 7% of it.
+func TestBuckets(t *testing.T) {
+	for ns := int64(1 << minExp); ns < 1<<maxExp; ns = ns*9/8 + 7 {
+		v := bucketValue(bucketOf(ns))
+		if d := v/float64(ns) - 1; d > 0.07 || d < -0.07 {
+			t.Fatalf("latency %d ns: bucket %d value %.0f, %.1f%% off", ns, bucketOf(ns), v, 100*d)
+		}
+	}
+	if bucketOf(0) != 0 || bucketOf(-5) != 0 || bucketOf(1<<62) != nBuckets-1 {
+		t.Error("out-of-range latencies not in the end buckets")
 	}
 }
