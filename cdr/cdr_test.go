@@ -420,7 +420,9 @@ func BenchmarkRecorderSession(b *testing.B) {
 func TestRecorderReplaysAddNothing(t *testing.T) {
 	a, _, dirA := newRecorder(t, DefaultConfig())
 	b, _, dirB := newRecorder(t, DefaultConfig())
-	ok := func(c int64) *chf.ChargeResponse { return &chf.ChargeResponse{Result: chf.ResultSuccess, Charged: c, Currency: "EUR"} }
+	ok := func(c int64) *chf.ChargeResponse {
+		return &chf.ChargeResponse{Result: chf.ResultSuccess, Charged: c, Currency: "EUR"}
+	}
 	replay := func(c int64) *chf.ChargeResponse {
 		return &chf.ChargeResponse{Result: chf.ResultSuccess, Charged: c, Currency: "EUR", Replayed: true}
 	}
