@@ -159,6 +159,12 @@ type message struct {
 	charged    int64
 	hasCharged bool
 	wantGrant  bool // parse the grant into the outcome
+	// sent is the 3gpp-Sbi-Sender-Timestamp value of the request (owned
+	// by stamp, valid until the next build)
+	sent  []byte
+	stamp stamp
+	// fields are the h2c request's own header fields (the timestamp)
+	fields [1]h2c.Field
 }
 
 // resetAnswer clears the answer fields, keeping the buffers.
@@ -172,6 +178,7 @@ func (d *Driver) build(m *message, c *driver.Charge) {
 	m.resetAnswer()
 	m.get = false
 	m.wantGrant = c.WantGrant
+	m.sent = m.stamp.at(time.Now())
 	m.body = m.body[:0]
 	switch c.Op {
 	case driver.ChargeBalance:
