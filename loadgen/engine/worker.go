@@ -305,7 +305,7 @@ func (w *worker) run(ctx context.Context) {
 		}
 		for len(w.retryQ) > 0 && w.retryQ[0].retryAt <= now {
 			r := heap.Pop(&w.retryQ).(*request)
-			w.resend(r.f, true)
+			w.resend(r.f, retryFlagged(r.f.op))
 		}
 		if w.queued {
 			w.queued = false
@@ -756,6 +756,16 @@ func (w *worker) resend(f *flow, flagged bool) {
 	}
 	w.queue(f)
 }
+
+// retryFlagged tells whether a retry of op carries the retransmission
+// flag. Updates and releases do: the session and sequence number identify
+// them. A create or event is repeated exactly (same invocation time) but
+// unflagged: a flagged one may be matched by its identity without the
+// invocation time (Nchf lets a retransmission carry a new one), which is
+// ambiguous for a client that numbers every create and event 0, as this
+// one does and SMFs do: a retry of an event whose first attempt never
+// landed would be answered as an earlier event of the subscriber.
+func retryFlagged(op Op) bool { return op == OpUpdate || op == OpRelease }
 
 // retry schedules f's request, which got no definitive answer, to be sent
 // again (Scenario.RetryErrors) and reports whether it did: not for shed

@@ -245,7 +245,8 @@ type Scenario struct {
 	// RetryErrors is how many times, at most, a create, update, release or
 	// event that got no definitive answer (a timeout, a lost connection, a
 	// 5xx answer other than the overload 503, Gy's 5012 and the like) is
-	// sent again with the same identity and the retransmission flag, as
+	// sent again with the same identity (an update or release with the
+	// retransmission flag, a create or event exactly as first sent), as
 	// an SMF does: the first retry RetryBackoff after the failure, each
 	// next one after twice the previous wait, while it can finish before
 	// the run's drain bound. The first answer that resolves it is the
