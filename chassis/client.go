@@ -349,11 +349,14 @@ func (c *Client) do(ctx context.Context, path string, body, dst []byte, idempote
 		tp = telemetry.AppendTraceparent(tpBuf[:0], sc)
 	}
 
-	var err error
+	var err, doubt error
 	var prev *endpoint
 	for attempt := 1; ; attempt++ {
 		var retryable bool
 		dst, prev, retryable, err = c.attempt(ctx, path, body, dst, deadline, prev, tp, idempotent)
+		if err != nil && doubt == nil && !notSent(err) && !IsOverload(err) {
+			doubt = err // this attempt may have been processed
+		}
 		if err == nil || !retryable || attempt >= c.cfg.Retry.MaxAttempts || !time.Now().Before(deadline) {
 			break
 		}
@@ -365,6 +368,12 @@ func (c *Client) do(ctx context.Context, path string, body, dst []byte, idempote
 		if span != nil {
 			span.AddEvent("retry")
 		}
+	}
+	if err != nil && doubt != nil {
+		// A later attempt refused for overload (or never sent) must not
+		// make the call look refused: an earlier one may have been
+		// processed, so the outcome is unknown.
+		err = doubt
 	}
 	code := statusOf(err)
 	rs.observe(code, time.Since(start))

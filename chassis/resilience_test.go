@@ -334,3 +334,46 @@ func TestDoIdempotentRetriesLostConnections(t *testing.T) {
 		t.Fatalf("no idempotent call reached the dropping endpoint: the retry is untested")
 	}
 }
+
+// TestRetryKeepsTheDoubt: when an attempt that may have been processed (the
+// connection lost after the request was sent) is retried and the retry is
+// refused for overload, the call fails with the first attempt's error, not
+// as an overload: the caller must not take it as refused (not charged).
+func TestRetryKeepsTheDoubt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 4096)
+				conn.Read(buf)
+				conn.Close()
+			}()
+		}
+	}()
+	busy := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.Error("overloaded", 503)
+		ctx.Response.Header.Set(OverloadHeader, "1")
+	}})
+	c := newClient(t, ClientConfig{
+		Source:   discovery.Static(ln.Addr().String(), busy.Addr()),
+		Balancer: balancer.Config{ConsecutiveFailures: -1},
+		Retry:    RetryConfig{MinBudget: 100},
+	})
+	// Every call tries both endpoints (an overload refusal is always
+	// retried): whichever came first, the dropped attempt leaves it in
+	// doubt.
+	for i := range 40 {
+		_, err := c.DoIdempotent(context.Background(), "/x", []byte("b"), nil)
+		if err == nil || IsOverload(err) {
+			t.Fatalf("call %d: err %v, want the lost connection's error (in doubt), not an overload", i, err)
+		}
+	}
+}

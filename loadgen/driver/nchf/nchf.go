@@ -231,8 +231,12 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 	o.Reset()
 	o.Received = rx
 	o.Charged, o.HasCharged = m.charged, m.hasCharged
-	// a server error may or may not have applied the charge
-	o.Resolved = m.status < 500
+	// A server error may or may not have applied the charge; a 503
+	// (NF_CONGESTION: shed, or the core refused it for overload) did not:
+	// the CHF answers it only for a request none of its instances
+	// processed (chassis.Client keeps an earlier attempt's doubt over a
+	// later refusal).
+	o.Resolved = m.status < 500 || m.status == http.StatusServiceUnavailable
 	var ok bool
 	switch op {
 	case driver.ChargeBalance, driver.ChargeUpdate:
