@@ -40,8 +40,8 @@ func TestAbortBarsUpdates(t *testing.T) {
 	a = &b
 	a.balance = 998
 	do(chf.ApplyRequest{Op: chf.OpUpdate, Session: "s", Seq: 1, Lines: []chf.RatedLine{dataLine(2_000_000, 10_000_000)}})
-	if resp.Result != chf.ResultSuccess || resp.Charged != 0 {
-		t.Fatalf("retry of the update answered before the abort: %+v", resp)
+	if resp.Result != chf.ResultSuccess || !resp.Replayed || resp.Charged != 2 || a.balance != 998 {
+		t.Fatalf("retry of the update answered before the abort (a replay of its charge of 2, balance 998 untouched): %+v, balance %d", resp, a.balance)
 	}
 	do(chf.ApplyRequest{Op: chf.OpUpdate, Session: "s", Seq: 2, Lines: []chf.RatedLine{dataLine(2_000_000, 10_000_000)}})
 	if resp.Result != chf.ResultEndUserServiceDenied || resp.Charged != 0 || a.balance != 998 {

@@ -200,7 +200,7 @@ func (a *account) remember(req *chf.ApplyRequest, session []byte, resp *chf.Char
 	r.key, r.loose, r.digest, r.op = req.Key, req.Loose, req.Digest, req.Op
 	r.expires = now + lim.closedTTL
 	r.session = append(r.session, session...)
-	r.result = resp.Result
+	r.result, r.charged = resp.Result, resp.Charged
 	r.lines = append(r.lines, resp.Lines...)
 }
 
@@ -399,7 +399,7 @@ func (a *account) openSessions() int {
 // resp.Lines is reused.
 func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf.ChargeResponse) (write bool) {
 	write = a.expire(now)
-	resp.Result, resp.Detail, resp.Charged = chf.ResultSuccess, "", 0
+	resp.Result, resp.Detail, resp.Charged, resp.Replayed = chf.ResultSuccess, "", 0, false
 	resp.Lines = resp.Lines[:0]
 	resp.Offline = 0
 	resp.Buckets = resp.Buckets[:0]
@@ -439,13 +439,15 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	if req.Op == chf.OpCreate || req.Op == chf.OpEvent {
 		if k := a.findRecent(req); k >= 0 {
 			// The same create or event again (a retransmission, or a
-			// retry after a timeout): the first answer, charged once.
+			// retry after a timeout): the first answer with what it
+			// charged, marked as a replay, charged once.
 			r := &a.recent[k]
 			if r.digest != req.Digest {
 				resp.Result, resp.Detail = chf.ResultReplayMismatch, "a request with this identity was answered with other content"
 				return write
 			}
 			resp.Result, resp.Detail = r.result, replayDetail(r.result)
+			resp.Charged, resp.Replayed = r.charged, true
 			resp.Lines = append(resp.Lines, r.lines...)
 			if req.Op == chf.OpCreate && len(r.session) > 0 {
 				resp.Session = string(r.session)
@@ -473,8 +475,10 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 			resp.Result, resp.Detail = chf.ResultReplayMismatch, "a request with this sequence number was answered with other content"
 			return write
 		case req.Seq == s.lastSeq:
-			// A retry: answer what was answered, charge nothing.
+			// A retry: answer what was answered with what it charged,
+			// marked as a replay; charge nothing.
 			resp.Result = s.result
+			resp.Charged, resp.Replayed = s.charged, true
 			resp.Lines = append(resp.Lines, s.lines...)
 			resp.Detail = replayDetail(s.result)
 			return write
@@ -529,7 +533,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	if s != nil {
 		s.lastSeq = req.Seq
 		s.op, s.digest = req.Op, req.Digest
-		s.result = resp.Result
+		s.result, s.charged = resp.Result, resp.Charged
 		s.lines = append(s.lines[:0], resp.Lines...)
 		if req.Op == chf.OpEvent || req.Op == chf.OpRelease || resp.Result != chf.ResultSuccess {
 			a.closeSession(s, now, lim)

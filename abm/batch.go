@@ -62,6 +62,7 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 		errs[0] = s.Apply(ctx, reqs[0], resps[0])
 		return
 	}
+	defer s.countReplays(resps, errs)
 	bs := batchPool.Get().(*batchState)
 	defer bs.release()
 	timeout := s.cfg.Timeout

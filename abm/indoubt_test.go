@@ -271,10 +271,11 @@ func TestWriteInDoubtIsSettled(t *testing.T) {
 				if got := before[s] - r.Balance; got != 7 {
 					t.Fatalf("%s: balance moved by %d, answered charged 7", s, got)
 				}
-				// The event again: a replay, charged once.
+				// The event again: a replay reporting the first charge,
+				// charged once.
 				var again chf.ChargeResponse
-				if err := svc.Apply(ctx, reqs[i], &again); err != nil || again.Charged != 0 || again.Result != chf.ResultSuccess {
-					t.Fatalf("%s: replay %+v %v", s, again, err)
+				if err := svc.Apply(ctx, reqs[i], &again); err != nil || again.Charged != 7 || !again.Replayed || again.Result != chf.ResultSuccess || again.Balance != r.Balance {
+					t.Fatalf("%s: replay %+v %v, want charged 7 replayed at balance %d", s, again, err, r.Balance)
 				}
 			}
 		})

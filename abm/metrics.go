@@ -47,6 +47,10 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}
+	replays, err := m.Int64ObservableCounter("abm_replays", metric.WithDescription("answers repeating one already given (a retransmission or a retry with the same identity): the first answer with its charge, nothing charged again"))
+	if err != nil {
+		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
 	landed := metric.WithAttributes(attribute.String("outcome", "landed"))
 	lost := metric.WithAttributes(attribute.String("outcome", "lost"))
 	unknown := metric.WithAttributes(attribute.String("outcome", "unknown"))
@@ -61,8 +65,9 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 		o.ObserveInt64(inDoubt, int64(st.InDoubtLanded), landed)
 		o.ObserveInt64(inDoubt, int64(st.InDoubtLost), lost)
 		o.ObserveInt64(inDoubt, int64(st.InDoubtLeft), unknown)
+		o.ObserveInt64(replays, int64(st.Replays))
 		return nil
-	}, applied, conflicts, expired, hits, stale, overage, inDoubt)
+	}, applied, conflicts, expired, hits, stale, overage, inDoubt, replays)
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}

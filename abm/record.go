@@ -12,9 +12,10 @@ import (
 // decoded.
 var ErrCorruptRecord = errors.New("abm: corrupt account session blob")
 
-// blobVersion is the first byte of every session blob written; version 1
-// blobs (no overage, operations, digests or recent identities) are read.
-const blobVersion = 3
+// blobVersion is the first byte of every session blob written; older
+// blobs are read (version 1: no overage, operations, digests or recent
+// identities; before 4: no charge of the last answers, replayed as 0).
+const blobVersion = 4
 
 // Bin names of an account record (Aerospike limits them to 15 bytes).
 const (
@@ -60,6 +61,9 @@ type session struct {
 	digest uint64
 	result chf.Result
 	lines  []chf.GrantLine
+	// charged is what the last answer debited (minor units), reported
+	// again by its replays.
+	charged int64
 	// notify is the notifyUri the create named (empty: none).
 	notify []byte
 	// aborted: the operator aborted the session (OpAbortSessions); it
@@ -77,6 +81,7 @@ type recent struct {
 	session            []byte // the session a create opened
 	result             chf.Result
 	lines              []chf.GrantLine
+	charged            int64 // what the answer debited, reported again by its replays
 }
 
 // account is an account record decoded for one read-modify-write. Its
@@ -119,7 +124,7 @@ func (a *account) newRecent() *recent {
 		a.recent = append(a.recent, recent{})
 	}
 	r := &a.recent[len(a.recent)-1]
-	r.session, r.lines = r.session[:0], r.lines[:0]
+	r.session, r.lines, r.charged = r.session[:0], r.lines[:0], 0
 	return r
 }
 
@@ -133,7 +138,7 @@ func (a *account) newSession(id string) *session {
 	}
 	s := &a.sessions[len(a.sessions)-1]
 	s.id = append(s.id[:0], id...)
-	s.lastSeq, s.closed, s.expires, s.result, s.op, s.digest = 0, false, 0, chf.ResultSuccess, 0, 0
+	s.lastSeq, s.closed, s.expires, s.result, s.op, s.digest, s.charged = 0, false, 0, chf.ResultSuccess, 0, 0, 0
 	s.aborted = false
 	s.res = s.res[:0]
 	s.lines = s.lines[:0]
@@ -151,7 +156,7 @@ func (a *account) removeSession(i int) {
 
 // Session blob layout (all integers varints as encoding/binary writes them):
 //
-//	version byte (3)
+//	version byte (4)
 //	varint overage (minor units)
 //	(version 3) varint credit limit, varint offline total, varint credited,
 //	  uvarint bucket count, then per bucket: byte service, uvarint units
@@ -166,12 +171,17 @@ func (a *account) removeSession(i int) {
 //	    (version 3) uvarint bucket units held, byte service
 //	  ... the last answer, operation and digest (below), then
 //	  (version 3) uvarint notifyUri length, notifyUri bytes
+//	  (version 4) varint what the last answer charged (minor units)
 //	  byte result of the last answer
 //	  uvarint answer line count, then per line:
 //	    uvarint rating group, byte result,
 //	    byte flags (bit 0 final unit; bits 1-5: time, total, uplink,
 //	      downlink, service-specific units present), the present units as
 //	      uvarints, uvarint validity time, uvarint quota holding time
+//	(version 2) uvarint recent identity count, then per identity:
+//	  uvarint key, uvarint loose key, uvarint digest, varint expiry,
+//	  byte operation, uvarint session length, session bytes, byte result,
+//	  the answer lines (as above), (version 4) varint what it charged
 //
 // An empty blob is an account without sessions.
 
@@ -227,6 +237,7 @@ func (a *account) appendSessions(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, s.digest)
 		dst = binary.AppendUvarint(dst, uint64(len(s.notify)))
 		dst = append(dst, s.notify...)
+		dst = binary.AppendVarint(dst, s.charged)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(a.recent)))
 	for i := range a.recent {
@@ -240,6 +251,7 @@ func (a *account) appendSessions(dst []byte) []byte {
 		dst = append(dst, r.session...)
 		dst = append(dst, byte(r.result))
 		dst = appendLines(dst, r.lines)
+		dst = binary.AppendVarint(dst, r.charged)
 	}
 	return dst
 }
@@ -428,6 +440,9 @@ func (a *account) decodeSessions(blob []byte) error {
 		if v >= 3 {
 			s.notify = append(s.notify[:0], r.bytes(r.uvarint())...)
 		}
+		if v >= 4 {
+			s.charged = r.varint()
+		}
 	}
 	if v >= 2 {
 		n = r.count(7)
@@ -439,6 +454,9 @@ func (a *account) decodeSessions(blob []byte) error {
 			e.session = append(e.session, r.bytes(r.uvarint())...)
 			e.result = chf.Result(r.byte())
 			e.lines = r.lines(e.lines)
+			if v >= 4 {
+				e.charged = r.varint()
+			}
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {

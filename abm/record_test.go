@@ -18,7 +18,7 @@ func sampleAccount() *account {
 		chf.GrantLine{RatingGroup: 10, Granted: chf.Units{TotalVolume: 10_000_000}, ValidityTime: 1800, QuotaHoldingTime: 300, FinalUnit: true},
 		chf.GrantLine{RatingGroup: 99, Result: chf.ResultRatingFailed},
 		chf.GrantLine{RatingGroup: 20, Granted: chf.Units{Time: 300, UplinkVolume: 1, DownlinkVolume: 2, ServiceSpecific: 3}})
-	s.op, s.digest = chf.OpUpdate, 0xfeedface12345678
+	s.op, s.digest, s.charged = chf.OpUpdate, 0xfeedface12345678, 42
 	c := a.newSession("closed")
 	c.closed, c.lastSeq, c.expires, c.result, c.op = true, 3, 1_800_000_600, chf.ResultQuotaLimitReached, chf.OpRelease
 	a.reserved = 310
@@ -27,6 +27,7 @@ func sampleAccount() *account {
 	r.key, r.loose, r.digest, r.expires, r.op = 1<<63+5, 77, 99, 1_800_000_600, chf.OpCreate
 	r.session = append(r.session, "0123456789abcdef"...)
 	r.lines = append(r.lines, chf.GrantLine{RatingGroup: 10, Granted: chf.Units{TotalVolume: 10_000_000}, ValidityTime: 1800})
+	r.charged = 3
 	e := a.newRecent()
 	e.key, e.op, e.result = 3, chf.OpEvent, chf.ResultQuotaLimitReached
 	return a
@@ -55,8 +56,18 @@ func TestSessionBlobRoundTrip(t *testing.T) {
 	if s.op != chf.OpUpdate || s.digest != 0xfeedface12345678 || b.overage != 12345 || len(b.recent) != 2 {
 		t.Fatalf("decoded op %d digest %x overage %d recent %d", s.op, s.digest, b.overage, len(b.recent))
 	}
-	if r := b.recent[0]; r.key != 1<<63+5 || r.loose != 77 || r.digest != 99 || string(r.session) != "0123456789abcdef" || len(r.lines) != 1 || r.lines[0].ValidityTime != 1800 {
+	if r := b.recent[0]; r.key != 1<<63+5 || r.loose != 77 || r.digest != 99 || string(r.session) != "0123456789abcdef" || len(r.lines) != 1 || r.lines[0].ValidityTime != 1800 || r.charged != 3 {
 		t.Fatalf("recent %+v", r)
+	}
+	if s.charged != 42 || b.sessions[1].charged != 0 {
+		t.Fatalf("charges of the last answers %d, %d; want 42, 0", s.charged, b.sessions[1].charged)
+	}
+	// A version 3 blob (before the answers' charges) reads with charges 0.
+	v3 := []byte{3, 0, 0, 0, 0, 0, 1, 2, 'i', 'd', 4, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 3, 0, 0, 0, 0, 0}
+	var old account
+	if err := old.decodeSessions(v3); err != nil || len(old.sessions) != 1 || old.sessions[0].lastSeq != 4 || old.sessions[0].charged != 0 ||
+		len(old.recent) != 1 || old.recent[0].key != 1 || old.recent[0].charged != 0 {
+		t.Fatalf("version 3 blob: %v %+v %+v", err, old.sessions, old.recent)
 	}
 	// A version 1 blob (before overage, digests and identities) still reads.
 	var v1 account
@@ -203,24 +214,30 @@ func TestRecentIdentityWindow(t *testing.T) {
 	}
 	var resp chf.ChargeResponse
 	now := int64(1_800_000_000)
+	// charge returns what the balance lost; a replay reports the first
+	// answer's charge (Replayed) and debits nothing.
 	charge := func(r *chf.ApplyRequest) int64 {
 		t.Helper()
+		b := a.balance
 		a.apply(r, now, &lim, &resp)
-		return resp.Charged
+		if resp.Replayed && resp.Charged != 5 {
+			t.Fatalf("replay reports charged %d, want the first answer's 5", resp.Charged)
+		}
+		return b - a.balance
 	}
-	if c := charge(ev(1, 7)); c != 5 {
-		t.Fatalf("first event charged %d", c)
+	if c := charge(ev(1, 7)); c != 5 || resp.Replayed {
+		t.Fatalf("first event charged %d replayed %v", c, resp.Replayed)
 	}
-	if c := charge(ev(1, 7)); c != 0 || resp.Result != chf.ResultSuccess {
-		t.Fatalf("repeated event charged %d result %d", c, resp.Result)
+	if c := charge(ev(1, 7)); c != 0 || resp.Result != chf.ResultSuccess || !resp.Replayed {
+		t.Fatalf("repeated event debited %d result %d replayed %v", c, resp.Result, resp.Replayed)
 	}
 	if charge(ev(1, 8)); resp.Result != chf.ResultReplayMismatch {
 		t.Fatalf("repeat with other content: result %d", resp.Result)
 	}
 	flagged := ev(100, 7)
 	flagged.Loose, flagged.Retransmission = 2, true // key 1's loose key
-	if c := charge(flagged); c != 0 {
-		t.Fatalf("flagged retransmission with a new timestamp charged %d", c)
+	if c := charge(flagged); c != 0 || !resp.Replayed {
+		t.Fatalf("flagged retransmission with a new timestamp debited %d replayed %v", c, resp.Replayed)
 	}
 	for k := uint64(2); k <= MaxRecent+1; k++ {
 		charge(ev(k*10, 7))

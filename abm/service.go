@@ -134,6 +134,9 @@ type Stats struct {
 	// (applied again on the fresh record), left in doubt (the deadline
 	// passed first; answered as an error).
 	InDoubtLanded, InDoubtLost, InDoubtLeft uint64
+	// Replays counts the answers that repeated one already given
+	// (ChargeResponse.Replayed): nothing charged again.
+	Replays uint64
 }
 
 // Service applies charging events to account records. It is safe for
@@ -156,6 +159,7 @@ type Service struct {
 	overage                     atomic.Uint64
 	inDoubtLanded, inDoubtLost  atomic.Uint64
 	inDoubtLeft                 atomic.Uint64
+	replays                     atomic.Uint64
 }
 
 // New returns a Service on client. The client stays owned by the caller.
@@ -217,7 +221,8 @@ func batchWritePolicy() as.BatchWritePolicy {
 func (s *Service) Stats() Stats {
 	return Stats{Applied: s.applied.Load(), Conflicts: s.conflicts.Load(), Expired: s.expired.Load(),
 		CacheHits: s.cacheHits.Load(), CacheStale: s.cacheStale.Load(), Overage: s.overage.Load(),
-		InDoubtLanded: s.inDoubtLanded.Load(), InDoubtLost: s.inDoubtLost.Load(), InDoubtLeft: s.inDoubtLeft.Load()}
+		InDoubtLanded: s.inDoubtLanded.Load(), InDoubtLost: s.inDoubtLost.Load(), InDoubtLeft: s.inDoubtLeft.Load(),
+		Replays: s.replays.Load()}
 }
 
 // Ready reports whether the Aerospike cluster is reachable.
@@ -256,7 +261,22 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
-	return s.rmw(ctx, key, req, resp, sc)
+	if err := s.rmw(ctx, key, req, resp, sc); err != nil {
+		return err
+	}
+	if resp.Replayed {
+		s.replays.Add(1)
+	}
+	return nil
+}
+
+// countReplays adds the replayed answers among resps to the counter.
+func (s *Service) countReplays(resps []*chf.ChargeResponse, errs []error) {
+	for i, r := range resps {
+		if errs[i] == nil && r.Replayed {
+			s.replays.Add(1)
+		}
+	}
 }
 
 // rmw is the generation-checked read-modify-write loop. With the account

@@ -223,22 +223,26 @@ func TestRecorderSessionsAndEvents(t *testing.T) {
 	ok := func(charged int64) *chf.ChargeResponse {
 		return &chf.ChargeResponse{Result: chf.ResultSuccess, Charged: charged, Currency: "EUR"}
 	}
+	// A replay reports the first answer's charge, marked Replayed.
+	replay := func(charged int64) *chf.ChargeResponse {
+		return &chf.ChargeResponse{Result: chf.ResultSuccess, Charged: charged, Currency: "EUR", Replayed: true}
+	}
 	// A session: create, two updates (one repeated), release (repeated).
 	r.Charged(apply(chf.OpCreate, "imsi-1", "s1", 0, data(0)), ok(0))
-	r.Charged(apply(chf.OpCreate, "imsi-1", "s1", 0, data(0)), &chf.ChargeResponse{Result: chf.ResultSuccess, Session: "s1"})
+	r.Charged(apply(chf.OpCreate, "imsi-1", "s1", 0, data(0)), &chf.ChargeResponse{Result: chf.ResultSuccess, Session: "s1", Replayed: true})
 	clk.Add(10 * time.Second)
 	r.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 1, data(3_000_000)), ok(3))
-	r.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 1, data(3_000_000)), ok(0)) // retransmission
+	r.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 1, data(3_000_000)), replay(3)) // retransmission
 	clk.Add(10 * time.Second)
 	r.Charged(apply(chf.OpRelease, "imsi-1", "s1", 2, data(2_500_000)), ok(2))
-	r.Charged(apply(chf.OpRelease, "imsi-1", "s1", 2, data(2_500_000)), ok(0)) // retransmission
+	r.Charged(apply(chf.OpRelease, "imsi-1", "s1", 2, data(2_500_000)), replay(2)) // retransmission
 	// Refused requests write nothing.
 	r.Charged(apply(chf.OpCreate, "imsi-2", "s2", 0, data(0)), &chf.ChargeResponse{Result: chf.ResultQuotaLimitReached})
 	r.Charged(apply(chf.OpUpdate, "imsi-2", "s9", 1, data(1)), &chf.ChargeResponse{Result: chf.ResultSessionUnknown})
 	// An event, and its repeat.
 	sms := chf.RatedLine{RatingGroup: 30, Service: chf.ServiceSMS, UsedUnits: 2, UsedCost: 10}
 	r.Charged(apply(chf.OpEvent, "imsi-3", "", 0, sms), ok(10))
-	r.Charged(apply(chf.OpEvent, "imsi-3", "", 0, sms), ok(0))
+	r.Charged(apply(chf.OpEvent, "imsi-3", "", 0, sms), replay(10))
 	// A session still open at Close.
 	r.Charged(apply(chf.OpCreate, "imsi-4", "s4", 0, data(0)), ok(0))
 	r.Charged(apply(chf.OpUpdate, "imsi-4", "s4", 1, data(7_000_000)), ok(7))
@@ -405,4 +409,56 @@ func BenchmarkRecorderSession(b *testing.B) {
 	r.Close(context.Background())
 	st := r.Writer().Stats()
 	b.ReportMetric(float64(st.Bytes)/float64(st.Records), "B/record")
+}
+
+// TestRecorderReplaysAddNothing: replays (answers marked Replayed, which
+// report the first answer's charge) are recorded by no recorder, whether
+// it saw the first answer (pod a) or not (pod b, where a retry landed);
+// a replayed release closes the record pod b holds for the session, with
+// what b recorded itself. The money of the records is what the ABM
+// debited: once.
+func TestRecorderReplaysAddNothing(t *testing.T) {
+	a, _, dirA := newRecorder(t, DefaultConfig())
+	b, _, dirB := newRecorder(t, DefaultConfig())
+	ok := func(c int64) *chf.ChargeResponse {
+		return &chf.ChargeResponse{Result: chf.ResultSuccess, Charged: c, Currency: "EUR"}
+	}
+	replay := func(c int64) *chf.ChargeResponse {
+		return &chf.ChargeResponse{Result: chf.ResultSuccess, Charged: c, Currency: "EUR", Replayed: true}
+	}
+	a.Charged(apply(chf.OpCreate, "imsi-1", "s1", 0, data(0)), ok(0))
+	a.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 1, data(3_000_000)), ok(3))
+	// the answer to update 1 was lost on its way back: the retry reached b
+	b.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 1, data(3_000_000)), replay(3))
+	b.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 2, data(1_000_000)), ok(1))
+	b.Charged(apply(chf.OpRelease, "imsi-1", "s1", 3, data(2_000_000)), ok(2))
+	// and the release again, answered from the record, on both
+	a.Charged(apply(chf.OpRelease, "imsi-1", "s1", 3, data(2_000_000)), replay(2))
+	b.Charged(apply(chf.OpRelease, "imsi-1", "s1", 3, data(2_000_000)), replay(2))
+	// an event and its retry on the other pod
+	sms := chf.RatedLine{RatingGroup: 30, Service: chf.ServiceSMS, UsedUnits: 1, UsedCost: 5}
+	a.Charged(apply(chf.OpEvent, "imsi-2", "", 0, sms), ok(5))
+	b.Charged(apply(chf.OpEvent, "imsi-2", "", 0, sms), replay(5))
+	for _, r := range []*Recorder{a, b} {
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ra, rb := decodeDir(t, dirA), decodeDir(t, dirB)
+	var charged int64
+	var volume int64
+	for _, r := range append(ra, rb...) {
+		charged += r.Charged
+		for _, u := range r.Usage {
+			volume += u.Volume
+		}
+	}
+	if charged != 3+1+2+5 || volume != 3_000_000+1_000_000+2_000_000 {
+		t.Fatalf("records charge %d for %d octets, want 11 for 6000000 (each request once): a %+v, b %+v", charged, volume, ra, rb)
+	}
+	// a: the session's record (closed by the replayed release) and the
+	// event; b: its share of the session, closed by its release.
+	if len(ra) != 2 || len(rb) != 1 || rb[0].Cause != int64(CauseNormalRelease) || ra[0].Cause != int64(CauseNormalRelease) {
+		t.Fatalf("records a %+v, b %+v", ra, rb)
+	}
 }

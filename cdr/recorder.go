@@ -108,17 +108,11 @@ type Recorder struct {
 
 const shardCount = 32
 
-// closedTTL is how long a released session is remembered (by the 64-bit
-// hash of its key, about 30 bytes each), so a repeated release (a
-// retransmission) does not open a new record.
-const closedTTL = time.Minute
-
 type key struct{ supi, session string }
 
 type shard struct {
-	mu     sync.Mutex
-	open   map[key]*session
-	closed map[uint64]time.Time // hash of the key → when it was released
+	mu   sync.Mutex
+	open map[key]*session
 }
 
 // session is the open record of one charging session.
@@ -164,7 +158,6 @@ func NewRecorder(cfg Config, now func() time.Time, log *slog.Logger) (*Recorder,
 	r.pool.New = func() any { return &session{usage: make([]Usage, 0, cfg.PartialContainers)} }
 	for i := range r.shards {
 		r.shards[i].open = map[key]*session{}
-		r.shards[i].closed = map[uint64]time.Time{}
 	}
 	go r.loop()
 	return r, nil
@@ -179,8 +172,17 @@ func hashKey(k key) uint64 {
 
 func (r *Recorder) shard(k key) *shard { return &r.shards[hashKey(k)%shardCount] }
 
-// Charged implements Sink.
+// Charged implements Sink. A replayed answer (resp.Replayed: a request
+// repeated with the identity of one already answered) adds nothing: its
+// usage and charge belong to the first answer. A replayed release still
+// closes the session's open record here.
 func (r *Recorder) Charged(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
+	if resp.Replayed {
+		if ar.Op == chf.OpRelease && resp.Result == chf.ResultSuccess {
+			r.closeReplayed(ar)
+		}
+		return
+	}
 	switch ar.Op {
 	case chf.OpEvent:
 		r.event(ar, resp)
@@ -189,11 +191,9 @@ func (r *Recorder) Charged(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	}
 }
 
-// event writes the record of a one-time event the ABM charged. A
-// repeated event (answered from the record: nothing charged though the
-// lines cost something) was recorded the first time.
+// event writes the record of a one-time event the ABM charged.
 func (r *Recorder) event(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
-	if resp.Result != chf.ResultSuccess || (resp.Charged == 0 && cost(ar) > 0) {
+	if resp.Result != chf.ResultSuccess {
 		return
 	}
 	now := r.now()
@@ -209,14 +209,6 @@ func (r *Recorder) event(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	r.write(&rec)
 }
 
-func cost(ar *chf.ApplyRequest) int64 {
-	var c int64
-	for i := range ar.Lines {
-		c += ar.Lines[i].UsedCost
-	}
-	return c
-}
-
 // session adds a session request's usage and debit to the session's
 // open record, closing it on a release or a partial-record limit.
 func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
@@ -224,8 +216,6 @@ func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	switch {
 	case ar.Op == chf.OpCreate && resp.Result != chf.ResultSuccess:
 		return // no session opened
-	case ar.Op == chf.OpCreate && resp.Session != "":
-		return // a repeated create, answered from the record
 	case resp.Result == chf.ResultSessionUnknown || resp.Result == chf.ResultInvalid ||
 		resp.Result == chf.ResultStaleSequence || resp.Result == chf.ResultSequenceReused ||
 		resp.Result == chf.ResultReplayMismatch || resp.Result == chf.ResultUserUnknown:
@@ -240,14 +230,13 @@ func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	defer sh.mu.Unlock()
 	s := sh.open[k]
 	if s == nil {
-		if _, ok := sh.closed[hashKey(k)]; ok && resp.Charged == 0 {
-			return // a repeat of a request of a session already closed here
-		}
 		s = r.pool.Get().(*session)
 		s.k = key{strings.Clone(ar.SUPI), strings.Clone(ar.Session)}
 		s.opened = now
 		sh.open[k] = s
 	}
+	// The ABM marks repeats Replayed (dropped above); a sequence number
+	// not after the last one seen here is a repeat all the same.
 	repeat := s.seen && ar.Seq <= s.lastSeq && ar.Op != chf.OpCreate
 	if !repeat {
 		s.lastSeq, s.seen = ar.Seq, true
@@ -279,6 +268,19 @@ func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	}
 }
 
+// closeReplayed closes the open record of the session a replayed release
+// names, if this recorder holds one (the first answer to the release
+// reached another recorder, or none), adding nothing to it.
+func (r *Recorder) closeReplayed(ar *chf.ApplyRequest) {
+	k := key{ar.SUPI, ar.Session}
+	sh := r.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s := sh.open[k]; s != nil {
+		r.closeLocked(sh, s, CauseNormalRelease, r.now(), true)
+	}
+}
+
 // closeLocked writes s's record with cause; final removes s (remembering
 // the session as closed), otherwise s starts its next partial record.
 func (r *Recorder) closeLocked(sh *shard, s *session, cause Cause, now time.Time, final bool) {
@@ -290,7 +292,6 @@ func (r *Recorder) closeLocked(sh *shard, s *session, cause Cause, now time.Time
 	s.opened, s.usage, s.charged, s.volume = now, s.usage[:0], 0, 0
 	if final {
 		delete(sh.open, s.k)
-		sh.closed[hashKey(s.k)] = now
 		*s = session{usage: s.usage[:0]}
 		r.pool.Put(s)
 	}
@@ -323,8 +324,7 @@ func (r *Recorder) loop() {
 }
 
 // sweep closes partial records of sessions open beyond PartialTime (all
-// open sessions when all is set, with managementIntervention) and forgets
-// sessions released more than closedTTL ago.
+// open sessions when all is set, with managementIntervention).
 func (r *Recorder) sweep(now time.Time, all bool) {
 	for i := range r.shards {
 		sh := &r.shards[i]
@@ -344,11 +344,6 @@ func (r *Recorder) sweep(now time.Time, all bool) {
 				r.pool.Put(s)
 			default:
 				r.closeLocked(sh, s, CauseTimeLimit, now, false)
-			}
-		}
-		for k, at := range sh.closed {
-			if now.Sub(at) > closedTTL {
-				delete(sh.closed, k)
 			}
 		}
 		sh.mu.Unlock()

@@ -229,7 +229,15 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		if client, err = chassis.NewClient(chassis.ClientConfig{Peer: "ocp", Source: src, TLS: peerTLS, Logger: log}); err != nil {
+		// A round trip whose requests all carry an identity the ABM
+		// keeps (chf.ChargeRequest.Repeatable) is retried on another OCP
+		// after a failure that may have reached the first (an OCP killed
+		// mid-call, 502/503/504), within the request's deadline: the ABM
+		// answers the repeat as the first (Replayed, with its charge),
+		// charging once. A burst of up to retryBurst retries (the round
+		// trips in flight to an instance that dies), then 10% of calls.
+		if client, err = chassis.NewClient(chassis.ClientConfig{Peer: "ocp", Source: src, TLS: peerTLS, Logger: log,
+			Retry: chassis.RetryConfig{MinBudget: retryBurst}}); err != nil {
 			return fmt.Errorf("cannot create OCP client: %w", err)
 		}
 		charger = ocp.NewClient(client, c.Batch)
@@ -346,3 +354,7 @@ func peerReady(c *chassis.Client, tlsCfg *tls.Config) func(ctx context.Context) 
 		return last
 	}
 }
+
+// retryBurst is the retry budget of the OCP client at rest: enough for the
+// round trips in flight to one OCP when it dies.
+const retryBurst = 100

@@ -297,6 +297,20 @@ func (c *Client) Endpoints() []string {
 // Timeout from now; the remaining budget travels in DeadlineHeader. body is
 // not modified or retained. Do does not allocate in the steady state.
 func (c *Client) Do(ctx context.Context, path string, body, dst []byte) ([]byte, error) {
+	return c.do(ctx, path, body, dst, c.cfg.Retry.Idempotent)
+}
+
+// DoIdempotent is Do for a call the caller declares safe to repeat (the
+// peer answers a repeat of body as it answered the first, doing nothing
+// twice): a call that failed after being sent (transport error, the
+// connection lost, 502, 503, 504) is retried on another endpoint, with the
+// same body, within the deadline and the retry budget, as
+// RetryConfig.Idempotent does for every call.
+func (c *Client) DoIdempotent(ctx context.Context, path string, body, dst []byte) ([]byte, error) {
+	return c.do(ctx, path, body, dst, true)
+}
+
+func (c *Client) do(ctx context.Context, path string, body, dst []byte, idempotent bool) ([]byte, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(c.cfg.Timeout)
@@ -335,11 +349,14 @@ func (c *Client) Do(ctx context.Context, path string, body, dst []byte) ([]byte,
 		tp = telemetry.AppendTraceparent(tpBuf[:0], sc)
 	}
 
-	var err error
+	var err, doubt error
 	var prev *endpoint
 	for attempt := 1; ; attempt++ {
 		var retryable bool
-		dst, prev, retryable, err = c.attempt(ctx, path, body, dst, deadline, prev, tp)
+		dst, prev, retryable, err = c.attempt(ctx, path, body, dst, deadline, prev, tp, idempotent)
+		if err != nil && doubt == nil && !notSent(err) && !IsOverload(err) {
+			doubt = err // this attempt may have been processed
+		}
 		if err == nil || !retryable || attempt >= c.cfg.Retry.MaxAttempts || !time.Now().Before(deadline) {
 			break
 		}
@@ -351,6 +368,12 @@ func (c *Client) Do(ctx context.Context, path string, body, dst []byte) ([]byte,
 		if span != nil {
 			span.AddEvent("retry")
 		}
+	}
+	if err != nil && doubt != nil {
+		// A later attempt refused for overload (or never sent) must not
+		// make the call look refused: an earlier one may have been
+		// processed, so the outcome is unknown.
+		err = doubt
 	}
 	code := statusOf(err)
 	rs.observe(code, time.Since(start))
@@ -367,7 +390,7 @@ func (c *Client) Do(ctx context.Context, path string, body, dst []byte) ([]byte,
 
 // attempt makes one call on an endpoint other than avoid if possible and
 // returns the endpoint used and whether a failure may be retried.
-func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, deadline time.Time, avoid *endpoint, traceparent []byte) ([]byte, *endpoint, bool, error) {
+func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, deadline time.Time, avoid *endpoint, traceparent []byte, idempotent bool) ([]byte, *endpoint, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return dst, nil, false, fmt.Errorf("cannot call %s: %w", c.cfg.Peer, err)
 	}
@@ -400,12 +423,12 @@ func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, dea
 	var retryable bool
 	if err != nil {
 		c.bal.Done(ep, false)
-		retryable = notSent(err) || c.cfg.Retry.Idempotent
+		retryable = notSent(err) || idempotent
 		err = fmt.Errorf("cannot call %s at %s: %w", c.cfg.Peer, ep.Addr, err)
 	} else if code := resp.StatusCode(); code < 200 || code > 299 {
 		overload := code == fasthttp.StatusServiceUnavailable && len(resp.Header.Peek(OverloadHeader)) > 0
 		c.bal.Done(ep, code < 500 || overload)
-		retryable = overload || (c.cfg.Retry.Idempotent && (code == 502 || code == 503 || code == 504))
+		retryable = overload || (idempotent && (code == 502 || code == 503 || code == 504))
 		b := resp.Body()
 		if len(b) > 512 {
 			b = b[:512]

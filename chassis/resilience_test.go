@@ -3,6 +3,7 @@ package chassis
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -268,5 +269,111 @@ func TestRequestContext(t *testing.T) {
 	}
 	if r := <-res; r.hasDeadline {
 		t.Fatalf("deadline without a budget header")
+	}
+}
+
+// TestDoIdempotentRetriesLostConnections: an endpoint that reads the
+// request and drops the connection without answering (a peer killed
+// mid-call) fails plain calls to a non-idempotent peer; DoIdempotent
+// repeats them on the other endpoint with the same body, so every one is
+// answered.
+func TestDoIdempotentRetriesLostConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var dropped atomic.Int64
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					if _, err := conn.Read(buf); err != nil {
+						break
+					}
+					dropped.Add(1)
+					conn.Close()
+				}
+			}()
+		}
+	}()
+	var bodies atomic.Int64
+	ok := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.PostBody()) == "same" {
+			bodies.Add(1)
+		}
+		ctx.SetBodyString("ok")
+	}})
+	c := newClient(t, ClientConfig{
+		Source:   discovery.Static(ln.Addr().String(), ok.Addr()),
+		Balancer: balancer.Config{ConsecutiveFailures: -1},
+		Retry:    RetryConfig{MinBudget: 100},
+	})
+	failed := 0
+	for range 40 {
+		if _, err := c.Do(context.Background(), "/x", []byte("same"), nil); err != nil {
+			failed++
+		}
+	}
+	if failed == 0 || dropped.Load() == 0 {
+		t.Fatalf("plain calls: %d failed, %d dropped; want some lost with the connection", failed, dropped.Load())
+	}
+	before := dropped.Load()
+	for i := range 40 {
+		out, err := c.DoIdempotent(context.Background(), "/x", []byte("same"), nil)
+		if err != nil || string(out) != "ok" {
+			t.Fatalf("idempotent call %d: %q %v", i, out, err)
+		}
+	}
+	if dropped.Load() == before {
+		t.Fatalf("no idempotent call reached the dropping endpoint: the retry is untested")
+	}
+}
+
+// TestRetryKeepsTheDoubt: when an attempt that may have been processed (the
+// connection lost after the request was sent) is retried and the retry is
+// refused for overload, the call fails with the first attempt's error, not
+// as an overload: the caller must not take it as refused (not charged).
+func TestRetryKeepsTheDoubt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 4096)
+				conn.Read(buf)
+				conn.Close()
+			}()
+		}
+	}()
+	busy := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.Error("overloaded", 503)
+		ctx.Response.Header.Set(OverloadHeader, "1")
+	}})
+	c := newClient(t, ClientConfig{
+		Source:   discovery.Static(ln.Addr().String(), busy.Addr()),
+		Balancer: balancer.Config{ConsecutiveFailures: -1},
+		Retry:    RetryConfig{MinBudget: 100},
+	})
+	// Every call tries both endpoints (an overload refusal is always
+	// retried): whichever came first, the dropped attempt leaves it in
+	// doubt.
+	for i := range 40 {
+		_, err := c.DoIdempotent(context.Background(), "/x", []byte("b"), nil)
+		if err == nil || IsOverload(err) {
+			t.Fatalf("call %d: err %v, want the lost connection's error (in doubt), not an overload", i, err)
+		}
 	}
 }

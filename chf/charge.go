@@ -316,9 +316,16 @@ type ChargeResponse struct {
 	Detail string      `msg:"d"` // human-readable reason when Result != Success
 	Lines  []GrantLine `msg:"l"`
 	// Charged is what this request debited from the balance, in minor
-	// units (0 on a repeated request answered from the record). The fronts
-	// report it so a load generator can reconcile balances.
+	// units. A repeated request answered from the record (Replayed) reports
+	// what its first transmission debited, charging nothing again. The
+	// fronts report it so a load generator can reconcile balances.
 	Charged int64 `msg:"c"`
+	// Replayed is set when the answer is a repeat of one already given
+	// (a retransmission or a retry with the same identity, answered from
+	// the account record): its Charged and Lines are the first answer's and
+	// nothing was debited or reserved again. Recorders (CDRs) and counters
+	// must not count it a second time.
+	Replayed bool `msg:"rp"`
 	// Balance is filled for OpBalance (and after every charge, as it
 	// stands after the request).
 	Balance  int64  `msg:"b"` // minor units, reservations not subtracted

@@ -715,6 +715,12 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Charged")
 				return
 			}
+		case "rp":
+			z.Replayed, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Replayed")
+				return
+			}
 		case "b":
 			z.Balance, err = dc.ReadInt64()
 			if err != nil {
@@ -855,9 +861,9 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 16
+	// map header, size 17
 	// write "r"
-	err = en.Append(0xde, 0x0, 0x10, 0xa1, 0x72)
+	err = en.Append(0xde, 0x0, 0x11, 0xa1, 0x72)
 	if err != nil {
 		return
 	}
@@ -901,6 +907,16 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 	err = en.WriteInt64(z.Charged)
 	if err != nil {
 		err = msgp.WrapError(err, "Charged")
+		return
+	}
+	// write "rp"
+	err = en.Append(0xa2, 0x72, 0x70)
+	if err != nil {
+		return
+	}
+	err = en.WriteBool(z.Replayed)
+	if err != nil {
+		err = msgp.WrapError(err, "Replayed")
 		return
 	}
 	// write "b"
@@ -1059,9 +1075,9 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 16
+	// map header, size 17
 	// string "r"
-	o = append(o, 0xde, 0x0, 0x10, 0xa1, 0x72)
+	o = append(o, 0xde, 0x0, 0x11, 0xa1, 0x72)
 	o = msgp.AppendUint8(o, uint8(z.Result))
 	// string "d"
 	o = append(o, 0xa1, 0x64)
@@ -1079,6 +1095,9 @@ func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "c"
 	o = append(o, 0xa1, 0x63)
 	o = msgp.AppendInt64(o, z.Charged)
+	// string "rp"
+	o = append(o, 0xa2, 0x72, 0x70)
+	o = msgp.AppendBool(o, z.Replayed)
 	// string "b"
 	o = append(o, 0xa1, 0x62)
 	o = msgp.AppendInt64(o, z.Balance)
@@ -1191,6 +1210,12 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			z.Charged, bts, err = msgp.ReadInt64Bytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Charged")
+				return
+			}
+		case "rp":
+			z.Replayed, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Replayed")
 				return
 			}
 		case "b":
@@ -1338,7 +1363,7 @@ func (z *ChargeResponse) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Int64Size + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Session) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.ArrayHeaderSize
+	s += 2 + msgp.Int64Size + 3 + msgp.BoolSize + 2 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Currency) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.StringPrefixSize + len(z.Session) + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.Int64Size + 3 + msgp.ArrayHeaderSize
 	for za0002 := range z.Buckets {
 		s += z.Buckets[za0002].Msgsize()
 	}

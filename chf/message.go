@@ -9,3 +9,25 @@ package chf
 func (r *ChargeResponse) Reset() {
 	*r = ChargeResponse{Lines: r.Lines[:0], Buckets: r.Buckets[:0], Targets: r.Targets[:0]}
 }
+
+// Repeatable reports whether r may be sent again as it is: the ABM
+// answers a repeat from the account record as it answered the first,
+// charging once (a create or event with a Key or a Session, an update or
+// release of a session, by its Seq), or it changes nothing (inquiries). A
+// top-up or an abort carries no identity and is not repeatable.
+func (r *ChargeRequest) Repeatable() bool { return repeatable(r.Op, r.Key, r.Session) }
+
+// Repeatable is ChargeRequest.Repeatable for the rated request.
+func (r *ApplyRequest) Repeatable() bool { return repeatable(r.Op, r.Key, r.Session) }
+
+func repeatable(op Op, key uint64, session string) bool {
+	switch op {
+	case OpCreate, OpEvent:
+		return key != 0 || session != ""
+	case OpUpdate, OpRelease:
+		return session != ""
+	case OpBalance, OpSessions:
+		return true
+	}
+	return false
+}

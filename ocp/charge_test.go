@@ -62,6 +62,16 @@ func want(t testing.TB, step string, r chf.ChargeResponse, result chf.Result, ch
 	}
 }
 
+// wantReplay checks a replayed answer: the first answer's charge, marked
+// Replayed, and the account as the first answer left it.
+func wantReplay(t testing.TB, step string, r chf.ChargeResponse, result chf.Result, charged, balance, reserved int64) {
+	t.Helper()
+	if !r.Replayed {
+		t.Fatalf("%s: not marked Replayed: %+v", step, r)
+	}
+	want(t, step, r, result, charged, balance, reserved)
+}
+
 func wantLine(t testing.TB, step string, r chf.ChargeResponse, i int, result chf.Result, granted chf.Units, final bool) {
 	t.Helper()
 	if i >= len(r.Lines) {
@@ -130,7 +140,7 @@ func TestVoiceAndSMS(t *testing.T) {
 	}
 	// A retried event charges once.
 	r = e.charge(chf.ChargeRequest{Op: chf.OpEvent, SUPI: supi, Session: "sms2", Seq: 1, Lines: sms})
-	want(t, "sms retry", r, chf.ResultSuccess, 0, 820, 0)
+	wantReplay(t, "sms retry", r, chf.ResultSuccess, 5, 820, 0)
 	wantLine(t, "sms retry", r, 0, chf.ResultSuccess, chf.Units{ServiceSpecific: 1}, false)
 	// Several messages in one event, used units reported.
 	r = e.charge(chf.ChargeRequest{Op: chf.OpEvent, SUPI: supi, Lines: []chf.UsageLine{{RatingGroup: 30, Used: chf.Units{ServiceSpecific: 4}}}})
@@ -194,12 +204,12 @@ func TestRetriesChargeOnce(t *testing.T) {
 	e.provision(supi, 1000)
 	create := chf.ChargeRequest{Op: chf.OpCreate, SUPI: supi, Session: "r", Seq: 1, Lines: []chf.UsageLine{data(0, true)}}
 	want(t, "create", e.charge(create), chf.ResultSuccess, 0, 1000, 10)
-	want(t, "create retry", e.charge(create), chf.ResultSuccess, 0, 1000, 10)
+	wantReplay(t, "create retry", e.charge(create), chf.ResultSuccess, 0, 1000, 10)
 	upd := chf.ChargeRequest{Op: chf.OpUpdate, SUPI: supi, Session: "r", Seq: 2, Lines: []chf.UsageLine{data(4_000_000, true)}}
 	r1 := e.charge(upd)
 	want(t, "update", r1, chf.ResultSuccess, 4, 996, 10)
 	r2 := e.charge(upd)
-	want(t, "update retry", r2, chf.ResultSuccess, 0, 996, 10)
+	wantReplay(t, "update retry", r2, chf.ResultSuccess, 4, 996, 10)
 	if len(r2.Lines) != 1 || r2.Lines[0] != r1.Lines[0] {
 		t.Fatalf("retry answered %+v, first answer %+v", r2.Lines, r1.Lines)
 	}
@@ -209,7 +219,7 @@ func TestRetriesChargeOnce(t *testing.T) {
 	}
 	rel := chf.ChargeRequest{Op: chf.OpRelease, SUPI: supi, Session: "r", Seq: 3, Lines: []chf.UsageLine{data(1_000_000, false)}}
 	want(t, "release", e.charge(rel), chf.ResultSuccess, 1, 995, 0)
-	want(t, "release retry", e.charge(rel), chf.ResultSuccess, 0, 995, 0)
+	wantReplay(t, "release retry", e.charge(rel), chf.ResultSuccess, 1, 995, 0)
 	// After the release anything but the release itself is unknown.
 	r = e.charge(chf.ChargeRequest{Op: chf.OpRelease, SUPI: supi, Session: "r", Seq: 2})
 	if r.Result != chf.ResultSessionUnknown {

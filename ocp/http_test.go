@@ -73,7 +73,7 @@ func TestThroughHTTP(t *testing.T) {
 	wantLine(t, "create", r, 0, chf.ResultSuccess, chf.Units{TotalVolume: 10_000_000}, false)
 	upd := chf.ChargeRequest{Op: chf.OpUpdate, SUPI: supi, Session: "h", Seq: 2, Lines: []chf.UsageLine{data(7_000_000, true)}}
 	want(t, "update", charge(upd), chf.ResultSuccess, 7, 993, 10)
-	want(t, "update retry", charge(upd), chf.ResultSuccess, 0, 993, 10)
+	wantReplay(t, "update retry", charge(upd), chf.ResultSuccess, 7, 993, 10)
 	want(t, "release", charge(chf.ChargeRequest{Op: chf.OpRelease, SUPI: supi, Session: "h", Seq: 3, Lines: []chf.UsageLine{data(1, false)}}), chf.ResultSuccess, 1, 992, 0)
 	r = charge(chf.ChargeRequest{Op: chf.OpBalance, SUPI: supi})
 	want(t, "inquiry", r, chf.ResultSuccess, 0, 992, 0)

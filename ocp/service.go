@@ -101,9 +101,13 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		}
 		client, err = chassis.NewClient(chassis.ClientConfig{
 			Peer: "abm", Source: src, TLS: c.TLS.Client(files), Logger: log,
-			// Only calls that never reached an ABM are retried: a repeated
-			// event is charged once but answered with Charged = 0, which would
-			// hide the debit from the front's X-Chf-Charged reconciliation.
+			// A round trip whose requests all carry an identity the ABM
+			// keeps (chf.ApplyRequest.Repeatable) is retried on another
+			// ABM after a failure that may have reached the first (the
+			// connection lost, 502/503/504), within the caller's deadline:
+			// the ABM answers a repeat as the first (Replayed, with its
+			// charge), charging once. Others only when never sent.
+			Retry: chassis.RetryConfig{MinBudget: retryBurst},
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create ABM client: %w", err)
@@ -152,3 +156,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
 	return nil
 }
+
+// retryBurst is the retry budget of the ABM client at rest: enough for the
+// round trips in flight to one ABM when it dies.
+const retryBurst = 100

@@ -67,13 +67,22 @@ func NewTLSRequestTemplate(method, authority, contentType string, extra ...strin
 	return t
 }
 
-// ClientRequest is one request. Path is sent as a never-indexed literal.
-// The Conn reads Path during the call and Body until the response
-// completes; neither may be modified before then.
+// ClientRequest is one request. Path is sent as a never-indexed literal,
+// and so are the Fields of this request alone (values that change from
+// request to request, such as a timestamp, would only churn the HPACK
+// table). The Conn reads Path and Fields during the call and Body until
+// the response completes; none may be modified before then.
 type ClientRequest struct {
 	Template *RequestTemplate
 	Path     []byte
 	Body     []byte
+	Fields   []Field
+}
+
+// Field is a header field of one request: a lowercase name and its value.
+type Field struct {
+	Name  string
+	Value []byte
 }
 
 // ClientResponse receives a response. Body is appended to (reset it with
@@ -405,6 +414,9 @@ func (c *Conn) start(req *ClientRequest, resp *ClientResponse, cb func(*ClientRe
 	l.encodeLocked(":path", bstr(req.Path), true)
 	for _, f := range fields[3:] {
 		l.enc.WriteField(f)
+	}
+	for _, f := range req.Fields {
+		l.encodeLocked(f.Name, bstr(f.Value), true)
 	}
 	end := len(req.Body) == 0
 	if !end {

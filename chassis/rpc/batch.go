@@ -119,3 +119,13 @@ type Message interface {
 	UnmarshalMsg([]byte) ([]byte, error)
 	Reset()
 }
+
+// Repeatable is implemented by requests that can say whether they are
+// safe to send again: the peer answers a repeat as it answered the first
+// (the CHF's requests carry an identity the ABM keeps). A round trip whose
+// every request is repeatable is retried by the chassis after failures
+// that may have reached the peer (chassis.Client.DoIdempotent); any other
+// only when it never reached it.
+type Repeatable interface {
+	Repeatable() bool
+}

@@ -149,7 +149,11 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 		fail(fmt.Errorf("cannot encode request: %w", err))
 		return
 	}
-	sc.reply, err = c.c.Do(ctx, path, sc.body, sc.reply[:0])
+	if repeatable(calls) {
+		sc.reply, err = c.c.DoIdempotent(ctx, path, sc.body, sc.reply[:0])
+	} else {
+		sc.reply, err = c.c.Do(ctx, path, sc.body, sc.reply[:0])
+	}
 	if err != nil {
 		fail(err)
 		return
@@ -170,6 +174,16 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 	if err != nil {
 		fail(fmt.Errorf("cannot decode batch response: %w", err))
 	}
+}
+
+// repeatable reports whether every request of calls is Repeatable.
+func repeatable[R, P Message](calls []*call[R, P]) bool {
+	for _, cl := range calls {
+		if r, ok := any(cl.req).(Repeatable); !ok || !r.Repeatable() {
+			return false
+		}
+	}
+	return true
 }
 
 // exchange is the pooled memory of one call served by a BatchHandler.

@@ -73,6 +73,8 @@ type runFlags struct {
 	noDefThresh    bool
 	tariffFile     string
 	retransmit     float64
+	retryErrors    int
+	retryBackoff   time.Duration
 	reauthorize    float64
 	abortShare     float64
 	notifyListen   string
@@ -137,6 +139,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noDefThresh, "no-default-thresholds", false, "do not apply the default thresholds 'tps>0' and 'errors<=1%'")
 	fs.StringVar(&f.tariffFile, "tariff", "", "tariff file the audit rates every charge with, independently of what the CHF reports (the same YAML/JSON file the OCP loads with --tariff); empty = the built-in default tariff")
 	fs.Float64Var(&f.retransmit, "retransmit", 0, "share 0..1 of creates, updates, releases and events sent twice with the same identity (some flagged as retransmissions, some after a timeout); the audit must still reconcile exactly; overrides the scenario's retransmit")
+	fs.IntVar(&f.retryErrors, "retry-errors", scenario.DefaultRetryErrors, fmt.Sprintf("times 0..%d a create, update, release or event that got no definitive answer (timeout, lost connection, 5xx other than the overload 503; Gy 5012...) is sent again with the same identity (updates and releases with the retransmission flag, creates and events exactly as first sent), as an SMF does, --retry-backoff after the failure and doubling, while it can finish before the drain bound; the answer that resolves it is what the audit counts, and the report counts the retries (retried); shed requests are not retried; 0 = never; overrides the scenario's retry_errors", scenario.MaxRetryErrors))
+	fs.DurationVar(&f.retryBackoff, "retry-backoff", scenario.DefaultRetryBackoff, "wait before the first --retry-errors retry, doubled before each next one; overrides the scenario's retry_backoff")
 	fs.Float64Var(&f.reauthorize, "reauthorize", 0, "share 0..1 of sessions the loadgen has the CHF re-authorise during the run (POST /chf/v1/accounts/{supi}/reauthorize, halfway to the session's next request): the CHF notifies the session (Nchf ChargingNotify REAUTHORIZATION to the notifyUri the loadgen serves, Gy RAR), the loadgen answers with an update, and the report gives the round trip; overrides the scenario's notifications.reauthorize")
 	fs.Float64Var(&f.abortShare, "abort", 0, "share 0..1 of sessions the loadgen has the CHF abort (POST .../abort: ABORT_CHARGING or a Gy ASR, answered by releasing the session); overrides the scenario's notifications.abort")
 	fs.StringVar(&f.notifyListen, "notify-listen", "", "host:port the Nchf driver serves its notifyUri on (HTTP/2 cleartext; every create then carries notifyUri http://HOST:PORT/notify/<flow>, and notifications are answered as an SMF would); the host must be one the CHF reaches; empty = off, or 127.0.0.1:0 when the scenario triggers notifications")
@@ -152,6 +156,7 @@ var flagOfField = map[string]string{
 	"phases.warm_up": "warmup", "phases.ramp_up": "ramp-up", "subscribers.count": "subscribers",
 	"subscribers.first": "first", "max_in_flight": "max-inflight", "timeout": "timeout",
 	"notifications.reauthorize": "reauthorize", "notifications.abort": "abort",
+	"retry_errors": "retry-errors", "retry_backoff": "retry-backoff",
 }
 
 // fieldError turns a scenario validation error into a usage error naming
@@ -215,6 +220,12 @@ func (f *runFlags) scenario() (sc scenario.Scenario, hash string, err error) {
 	}
 	if set["retransmit"] {
 		sc.Retransmit = f.retransmit
+	}
+	if set["retry-errors"] {
+		sc.RetryErrors = f.retryErrors
+	}
+	if set["retry-backoff"] {
+		sc.RetryBackoff = scenario.Duration(f.retryBackoff)
 	}
 	if set["reauthorize"] {
 		sc.Notifications.Reauthorize = f.reauthorize

@@ -198,6 +198,11 @@ type Stats struct {
 	// whose answer reported another charge than the first answer.
 	Retransmits          int64
 	RetransmitMismatches int64
+	// Retried counts the retries sent for requests without a definitive
+	// answer (Scenario.RetryErrors), RetryResolved the requests one of
+	// them resolved (the rest stay in Unresolved).
+	Retried       int64
+	RetryResolved int64
 	// Notices are the CHF-initiated notifications of the run (all
 	// phases); zero when the driver delivers none.
 	Notices NoticeStats
@@ -368,6 +373,8 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		st.Abandoned += w.abandoned
 		st.Retransmits += w.retransmits
 		st.RetransmitMismatches += w.retxMismatch
+		st.Retried += w.retried
+		st.RetryResolved += w.retryResolved
 		st.SessionLimited += w.sessLimited
 		st.Interrupted = st.Interrupted || w.interrupted
 		st.Notices.merge(&w.nst)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,5 +53,51 @@ func TestRetransmissions(t *testing.T) {
 	}
 	if expected != st.Ledger.ExpectedTotal || debited <= expected {
 		t.Fatalf("fake debited %d, expected %d (total %d): want duplicates charged twice by a CHF without deduplication", debited, expected, st.Ledger.ExpectedTotal)
+	}
+}
+
+// With retries, a request whose answer was lost after the CHF charged it
+// (a 500 from the fake, which then answers repeats as the first, as the
+// CHF's replays do) is sent again with its identity and resolved by the
+// replay: nothing is left unresolved and the ledger, counting the final
+// answers, equals what the fake debited and the independent expectation.
+// Without retries the same faults leave requests unresolved and the
+// ledger short of the debits.
+func TestRetryErrorsResolveLostAnswers(t *testing.T) {
+	checkGoroutines(t)
+	run := func(retries int) (*Stats, int64) {
+		t.Helper()
+		var n atomic.Int64
+		fake := startFake(t, fakechf.Options{Lose: func() bool { return n.Add(1)%5 == 0 }})
+		d := newDriver(t, "h2c", fake.Addr())
+		sc := scenario.Default()
+		sc.Subscribers.Count = 100
+		sc.Load = scenario.Load{TPS: 300}
+		sc.RetryErrors, sc.RetryBackoff = retries, scenario.Duration(10*time.Millisecond)
+		sc.Data.ThinkTime = scenario.Duration(50 * time.Millisecond)
+		sc.Voice.ThinkTime = scenario.Duration(50 * time.Millisecond)
+		sc.Phases = scenario.Phases{Duration: scenario.Duration(time.Second)}
+		st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Rater: fakeRater{}})
+		first, _ := scenario.ParseSUPI(sc.Subscribers.First)
+		var debited int64
+		for i := range sc.Subscribers.Count {
+			b, _, _ := fake.Balance(first.String(i))
+			debited += 1_000_000 - b
+		}
+		return st, debited
+	}
+	st, debited := run(scenario.DefaultRetryErrors)
+	if st.Retried == 0 || st.RetryResolved != st.Retried || st.Unresolved != 0 {
+		t.Fatalf("retried %d, resolved by a retry %d, unresolved %d: want every lost answer resolved by one retry", st.Retried, st.RetryResolved, st.Unresolved)
+	}
+	if st.Ledger.Total == 0 || st.Ledger.Total != debited || st.Ledger.ExpectedTotal != debited {
+		t.Fatalf("ledger %d, expected %d, fake debited %d: want all equal", st.Ledger.Total, st.Ledger.ExpectedTotal, debited)
+	}
+	if st.Errors["http_500"] == 0 {
+		t.Fatalf("errors %v: the first attempts' failures must stay counted", st.Errors)
+	}
+	st, debited = run(0)
+	if st.Retried != 0 || st.Unresolved == 0 || st.Ledger.Total >= debited {
+		t.Fatalf("without retries: retried %d, unresolved %d, ledger %d, debited %d; want requests left unresolved", st.Retried, st.Unresolved, st.Ledger.Total, debited)
 	}
 }

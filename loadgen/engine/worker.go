@@ -70,6 +70,24 @@ type request struct {
 	counted  bool  // the logical request's outcome is in the ledger
 	hasChg0  bool
 	charged0 int64 // what the first attempt reported charging
+	// retries of a request without a definitive answer (Scenario.RetryErrors)
+	tries   uint8 // retries scheduled so far
+	retryAt int64 // ns since start: when the scheduled retry leaves
+}
+
+// retryQueue holds the requests waiting to be retried, earliest first.
+type retryQueue []*request
+
+func (q retryQueue) Len() int           { return len(q) }
+func (q retryQueue) Less(i, j int) bool { return q[i].retryAt < q[j].retryAt }
+func (q retryQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *retryQueue) Push(x any)        { *q = append(*q, x.(*request)) }
+func (q *retryQueue) Pop() any {
+	old := *q
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return r
 }
 
 const (
@@ -117,6 +135,13 @@ type worker struct {
 	lateDrop   int64
 	pacing     int64
 	retransmit float64
+	// retries (Scenario.RetryErrors): at most retryMax, the first
+	// retryBackoff after the failure, doubling; none that could not
+	// finish by retryLimit
+	retryMax     int
+	retryBackoff int64
+	retryLimit   int64
+	retryQ       retryQueue
 
 	heap        flowHeap
 	backlog     []*flow // FIFO; head at bhead
@@ -157,6 +182,8 @@ type worker struct {
 	abandoned      int64
 	retransmits    int64
 	retxMismatch   int64
+	retried        int64 // retries sent
+	retryResolved  int64 // requests a retry resolved
 	ledger         *Ledger
 	stoppedEarly   bool
 	stopTime       time.Time
@@ -210,6 +237,14 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 	}
 	think := max(sc.Data.ThinkTime.D(), sc.Voice.ThinkTime.D())
 	w.drainLimit = w.stopAt + int64(think) + 2*w.timeout + int64(time.Second)
+	if sc.RetryErrors > 0 {
+		// room for a request's whole chain of retries after the stop
+		w.retryMax, w.retryBackoff = sc.RetryErrors, int64(sc.RetryBackoff)
+		for k := range sc.RetryErrors {
+			w.drainLimit += w.retryBackoff<<k + w.timeout
+		}
+		w.retryLimit = w.drainLimit - int64(time.Second)
+	}
 	for i := range w.ops {
 		w.ops[i].Latency = histogram.New()
 		w.ops[i].Service = histogram.New()
@@ -268,11 +303,15 @@ func (w *worker) run(ctx context.Context) {
 			f := heap.Pop(&w.heap).(*flow)
 			w.ready(f, now)
 		}
+		for len(w.retryQ) > 0 && w.retryQ[0].retryAt <= now {
+			r := heap.Pop(&w.retryQ).(*request)
+			w.resend(r.f, retryFlagged(r.f.op))
+		}
 		if w.queued {
 			w.queued = false
 			w.dw.Flush()
 		}
-		idle := w.genDone && w.pk >= w.pTotal && len(w.heap) == 0 && w.bhead == len(w.backlog)
+		idle := w.genDone && w.pk >= w.pTotal && len(w.heap) == 0 && w.bhead == len(w.backlog) && len(w.retryQ) == 0
 		if idle && w.inflight == 0 {
 			w.flush()
 			return
@@ -288,6 +327,9 @@ func (w *worker) run(ctx context.Context) {
 		}
 		if len(w.heap) > 0 && w.heap[0].due < next {
 			next = w.heap[0].due
+		}
+		if len(w.retryQ) > 0 && w.retryQ[0].retryAt < next {
+			next = w.retryQ[0].retryAt
 		}
 		if w.cfg.Operator != nil {
 			next = w.nextTrigger(next)
@@ -341,12 +383,16 @@ func (w *worker) interrupt(now int64) {
 		f.due = now
 	}
 	heap.Init(&w.heap)
+	for _, r := range w.retryQ {
+		r.retryAt = now // the last try, within the grace period
+		r.tries = uint8(w.retryMax)
+	}
 }
 
 // abandon gives up on every request in flight or waiting (the run was
 // interrupted, or the drain outlived its bound).
 func (w *worker) abandon() {
-	w.abandoned += int64(w.inflight + len(w.backlog) - w.bhead + len(w.heap))
+	w.abandoned += int64(w.inflight + len(w.backlog) - w.bhead + len(w.heap) + len(w.retryQ))
 	w.inflight = 0
 }
 
@@ -658,7 +704,7 @@ func (w *worker) send(f *flow, now int64) {
 	if r == nil {
 		r = w.getReq(f)
 	}
-	r.attempt, r.dup, r.counted = 0, dupNone, false
+	r.attempt, r.dup, r.counted, r.tries = 0, dupNone, false, 0
 	w.fillCharge(f)
 	if w.retransmit > 0 && f.op != OpBalance && w.rng.Float64() < w.retransmit {
 		r.dup = dupFlagged
@@ -694,7 +740,8 @@ func (w *worker) queue(f *flow) {
 
 // resend sends f's current request again with the same identity (same
 // sequence number, timestamp and content); flagged sets the protocol's
-// retransmission flag.
+// retransmission flag. A scheduled retry (r.tries > 0) counts as retried,
+// anything else as a retransmission.
 func (w *worker) resend(f *flow, flagged bool) {
 	r := f.r
 	r.charged0, r.hasChg0 = r.out.Charged, r.out.HasCharged
@@ -702,8 +749,41 @@ func (w *worker) resend(f *flow, flagged bool) {
 	r.charge.Retransmit = flagged
 	r.charge.Session = f.ref
 	r.sent = w.now()
-	w.retransmits++
+	if r.tries > 0 {
+		w.retried++
+	} else {
+		w.retransmits++
+	}
 	w.queue(f)
+}
+
+// retryFlagged tells whether a retry of op carries the retransmission
+// flag. Updates and releases do: the session and sequence number identify
+// them. A create or event is repeated exactly (same invocation time) but
+// unflagged: a flagged one may be matched by its identity without the
+// invocation time (Nchf lets a retransmission carry a new one), which is
+// ambiguous for a client that numbers every create and event 0, as this
+// one does and SMFs do: a retry of an event whose first attempt never
+// landed would be answered as an earlier event of the subscriber.
+func retryFlagged(op Op) bool { return op == OpUpdate || op == OpRelease }
+
+// retry schedules f's request, which got no definitive answer, to be sent
+// again (Scenario.RetryErrors) and reports whether it did: not for shed
+// requests (refused before charging), past the retries allowed, or when
+// the retry could not finish before the drain bound.
+func (w *worker) retry(f *flow) bool {
+	r := f.r
+	if r.out.Shed || int(r.tries) >= w.retryMax {
+		return false
+	}
+	at := w.now() + w.retryBackoff<<r.tries
+	if at+w.timeout > w.retryLimit {
+		return false
+	}
+	r.tries++
+	r.retryAt = at
+	heap.Push(&w.retryQ, r)
+	return true
 }
 
 // drainBacklog sends queued requests while the pool has room, dropping new
@@ -793,6 +873,10 @@ func (w *worker) completed(f *flow) {
 		switch {
 		case r.out.Resolved:
 			w.account(f)
+		case w.retry(f):
+			// no definitive answer: sent again later, as an SMF would
+			w.drainBacklog(w.now())
+			return
 		case w.retransmit > 0:
 			// no answer: send it again, flagged, as an NF would
 			w.resend(f, true)
@@ -819,7 +903,13 @@ func (w *worker) retransmitted(f *flow) {
 	r.attempt = 0
 	switch {
 	case !r.counted && r.out.Resolved:
+		if r.tries > 0 {
+			w.retryResolved++
+		}
 		w.account(f)
+	case !r.counted && w.retry(f):
+		w.drainBacklog(w.now())
+		return
 	case !r.counted:
 		w.unresolved++
 	case r.out.Resolved && r.out.HasCharged && r.hasChg0 && r.out.Charged != r.charged0:

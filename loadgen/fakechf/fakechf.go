@@ -43,6 +43,21 @@ type Options struct {
 	// ShedDelay.
 	Shed      func() bool
 	ShedDelay time.Duration
+	// Lose, when set, tells for each charging request applied whether to
+	// lose its answer, as a CHF whose instance dies after the write does:
+	// the request is charged and answered 500. With Lose set the fake
+	// also answers a repeat of a request it applied (same path,
+	// subscriber, invocationSequenceNumber and invocationTimeStamp) as it
+	// answered the first, its X-Chf-Charged included, charging nothing
+	// again, as the CHF's replays do.
+	Lose func() bool
+}
+
+// answer is what the fake answered a request it applied (Options.Lose).
+type answer struct {
+	charged int64
+	status  int
+	session string
 }
 
 type account struct {
@@ -61,6 +76,7 @@ type Server struct {
 	capNext  time.Time
 	srv      *http.Server
 	ln       net.Listener
+	answers  map[string]answer // by request identity, with Options.Lose
 	// Requests counts every request served.
 	Requests atomic.Int64
 }
@@ -146,6 +162,7 @@ type cdr struct {
 	SUPI    string `json:"subscriberIdentifier"`
 	OneTime bool   `json:"oneTimeEvent"`
 	Seq     uint32 `json:"invocationSequenceNumber"`
+	Stamp   string `json:"invocationTimeStamp"`
 	MUU     []struct {
 		RG        uint32  `json:"ratingGroup"`
 		Requested *units  `json:"requestedUnit"`
@@ -233,6 +250,15 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, ref string, rele
 		http.Error(w, `{"cause":"USER_UNKNOWN"}`, http.StatusNotFound)
 		return
 	}
+	var id string
+	if s.opts.Lose != nil {
+		id = fmt.Sprintf("%s|%s|%d|%s", r.URL.Path, supi, req.Seq, req.Stamp)
+		if an, ok := s.answers[id]; ok {
+			s.mu.Unlock()
+			s.answer(w, r, &req, supi, an)
+			return
+		}
+	}
 	if ref != "" {
 		if _, ok := a.reserved[session]; !ok {
 			s.mu.Unlock()
@@ -266,18 +292,37 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, ref string, rele
 		delete(a.reserved, session)
 		status = http.StatusNoContent
 	}
-	s.mu.Unlock()
-	w.Header().Set("X-Chf-Charged", strconv.FormatInt(charged, 10))
-	if status == http.StatusCreated && !req.OneTime {
-		w.Header().Set("Location", "http://"+r.Host+"/nchf-convergedcharging/v3/chargingdata/"+supi+"."+session)
+	an := answer{charged: charged, status: status, session: session}
+	lose := false
+	if s.opts.Lose != nil {
+		if s.answers == nil {
+			s.answers = map[string]answer{}
+		}
+		s.answers[id] = an
+		lose = s.opts.Lose()
 	}
+	s.mu.Unlock()
+	if lose {
+		http.Error(w, `{"status":500,"cause":"SYSTEM_FAILURE"}`, http.StatusInternalServerError)
+		return
+	}
+	s.answer(w, r, &req, supi, an)
+}
+
+// answer writes an applied request's answer.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *cdr, supi string, an answer) {
+	w.Header().Set("X-Chf-Charged", strconv.FormatInt(an.charged, 10))
+	if an.status == http.StatusCreated && !req.OneTime {
+		w.Header().Set("Location", "http://"+r.Host+"/nchf-convergedcharging/v3/chargingdata/"+supi+"."+an.session)
+	}
+	status := an.status
 	if status == http.StatusNoContent {
 		w.WriteHeader(status)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"invocationSequenceNumber":%d,"multipleUnitInformation":[{"resultCode":"SUCCESS","ratingGroup":%d}]}`, req.Seq, rg(req))
+	fmt.Fprintf(w, `{"invocationSequenceNumber":%d,"multipleUnitInformation":[{"resultCode":"SUCCESS","ratingGroup":%d}]}`, req.Seq, rg(*req))
 }
 
 func rg(r cdr) uint32 {

@@ -297,6 +297,8 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 		out.Audit.Reserved += a.Reserved
 		out.Audit.Unreadable += a.Unreadable
 		out.Audit.Unresolved += a.Unresolved
+		out.Retried += r.Retried
+		out.RetryResolved += r.RetryResolved
 		out.Audit.NoHeader += a.NoHeader
 		for _, e := range a.Examples {
 			if len(out.Audit.Examples) < 10 {

@@ -113,6 +113,12 @@ type Result struct {
 	// Retransmits counts the duplicates the scenario's retransmit share
 	// sent (same identity as a request already sent).
 	Retransmits int64 `json:"retransmits"`
+	// Retried counts the retries sent for requests that got no
+	// definitive answer (--retry-errors: same identity, retransmission
+	// flag); RetryResolved the requests a retry resolved (the audit counts
+	// that answer; the rest are in audit.unresolved_requests).
+	Retried       int64 `json:"retried"`
+	RetryResolved int64 `json:"retry_resolved"`
 	// Incomplete lists what the result lacks (a CPU source lost, a shard
 	// missing from a merge); empty when nothing is.
 	Incomplete []string `json:"incomplete,omitempty"`
@@ -184,6 +190,8 @@ func Build(st *engine.Stats, sc scenario.Scenario, targets []string, proto strin
 		Audit:         au,
 		Abandoned:     st.Abandoned,
 		Retransmits:   st.Retransmits,
+		Retried:       st.Retried,
+		RetryResolved: st.RetryResolved,
 		Series:        series,
 		CPUSeconds:    cpuSeconds,
 		Ops:           map[string]Op{},

@@ -88,6 +88,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if r.Retransmits > 0 || r.Abandoned > 0 {
 		fmt.Fprintf(w, "retransmissions sent %d, requests abandoned %d\n", r.Retransmits, r.Abandoned)
 	}
+	if r.Retried > 0 {
+		fmt.Fprintf(w, "retries of requests without a definitive answer %d, requests they resolved %d\n", r.Retried, r.RetryResolved)
+	}
 	for _, e := range a.Examples {
 		fmt.Fprintf(w, "  %s\n", e)
 	}

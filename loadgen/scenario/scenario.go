@@ -242,6 +242,19 @@ type Scenario struct {
 	// retransmission flag); with it set, a request that got no answer is
 	// sent again, flagged.
 	Retransmit float64 `yaml:"retransmit" json:"retransmit"`
+	// RetryErrors is how many times, at most, a create, update, release or
+	// event that got no definitive answer (a timeout, a lost connection, a
+	// 5xx answer other than the overload 503, Gy's 5012 and the like) is
+	// sent again with the same identity (an update or release with the
+	// retransmission flag, a create or event exactly as first sent), as
+	// an SMF does: the first retry RetryBackoff after the failure, each
+	// next one after twice the previous wait, while it can finish before
+	// the run's drain bound. The first answer that resolves it is the
+	// one the ledger and the audit count; the first attempt's error stays
+	// in the error counts. Shed requests (503 with Retry-After, Gy 3004:
+	// refused before charging) are not retried. 0 = never.
+	RetryErrors  int      `yaml:"retry_errors" json:"retry_errors"`
+	RetryBackoff Duration `yaml:"retry_backoff" json:"retry_backoff"`
 	// Notifications are the CHF-initiated notifications the run triggers
 	// (see notify.go).
 	Notifications Notifications `yaml:"notifications,omitempty" json:"notifications,omitzero"`
@@ -287,8 +300,20 @@ func Default() Scenario {
 		LateDrop:        Duration(time.Second),
 		Seed:            1,
 		MaxOpenSessions: DefaultMaxOpenSessions,
+		RetryErrors:     DefaultRetryErrors,
+		RetryBackoff:    Duration(DefaultRetryBackoff),
 	}
 }
+
+// The defaults of RetryErrors and RetryBackoff: retries 0.25, 0.75, 1.75
+// and 3.75 s after the first failure (plus the attempts' own time), which
+// outlast a store or instance restart of a couple of seconds.
+const (
+	DefaultRetryErrors  = 4
+	DefaultRetryBackoff = 250 * time.Millisecond
+	// MaxRetryErrors bounds RetryErrors (the backoff doubles each time).
+	MaxRetryErrors = 8
+)
 
 // Open reads the scenario arg names: a built-in one (loadgen/scenarios,
 // e.g. "busy-hour": a name without '.', '/' or '\\') or a YAML file.
@@ -421,6 +446,12 @@ func (s *Scenario) Validate() error {
 	}
 	if s.Retransmit < 0 || s.Retransmit > 1 || math.IsNaN(s.Retransmit) {
 		return bad("retransmit", "must be a share 0..1, got %v", s.Retransmit)
+	}
+	if s.RetryErrors < 0 || s.RetryErrors > MaxRetryErrors {
+		return bad("retry_errors", "must be 0..%d, got %d", MaxRetryErrors, s.RetryErrors)
+	}
+	if s.RetryErrors > 0 && (s.RetryBackoff <= 0 || s.RetryBackoff > Duration(10*time.Second)) {
+		return bad("retry_backoff", "must be above 0 and at most 10s with retry_errors set, got %v", time.Duration(s.RetryBackoff))
 	}
 	if _, err := ParseSUPI(s.Subscribers.First); err != nil {
 		return bad("subscribers.first", "%v", err)

@@ -98,7 +98,8 @@ func (m *message) fill(hr *h2c.ClientResponse) {
 
 // request returns the h2c request of m to t.
 func (t *h2Target) request(m *message) h2c.ClientRequest {
-	cr := h2c.ClientRequest{Template: t.post, Path: m.path, Body: m.body}
+	m.fields[0] = h2c.Field{Name: SenderTimestampHeader, Value: m.sent}
+	cr := h2c.ClientRequest{Template: t.post, Path: m.path, Body: m.body, Fields: m.fields[:]}
 	if m.get {
 		cr.Template, cr.Body = t.get, nil
 	}

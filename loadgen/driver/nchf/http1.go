@@ -66,6 +66,7 @@ func (d *http1Transport) do(ctx context.Context, target int, m *message) error {
 	fr.SetRequestURIBytes(m.path)
 	fr.Header.SetHost(c.Addr)
 	fr.Header.SetBytesV("3gpp-Sbi-Max-Rsp-Time", d.maxRsp)
+	fr.Header.SetBytesV("3gpp-Sbi-Sender-Timestamp", m.sent)
 	if c.IsTLS {
 		fr.URI().SetScheme("https")
 	}

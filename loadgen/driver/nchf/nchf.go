@@ -159,6 +159,12 @@ type message struct {
 	charged    int64
 	hasCharged bool
 	wantGrant  bool // parse the grant into the outcome
+	// sent is the 3gpp-Sbi-Sender-Timestamp value of the request (owned
+	// by stamp, valid until the next build)
+	sent  []byte
+	stamp stamp
+	// fields are the h2c request's own header fields (the timestamp)
+	fields [1]h2c.Field
 }
 
 // resetAnswer clears the answer fields, keeping the buffers.
@@ -172,6 +178,7 @@ func (d *Driver) build(m *message, c *driver.Charge) {
 	m.resetAnswer()
 	m.get = false
 	m.wantGrant = c.WantGrant
+	m.sent = m.stamp.at(time.Now())
 	m.body = m.body[:0]
 	switch c.Op {
 	case driver.ChargeBalance:
@@ -224,8 +231,12 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 	o.Reset()
 	o.Received = rx
 	o.Charged, o.HasCharged = m.charged, m.hasCharged
-	// a server error may or may not have applied the charge
-	o.Resolved = m.status < 500
+	// A server error may or may not have applied the charge; a 503
+	// (NF_CONGESTION: shed, or the core refused it for overload) did not:
+	// the CHF answers it only for a request none of its instances
+	// processed (chassis.Client keeps an earlier attempt's doubt over a
+	// later refusal).
+	o.Resolved = m.status < 500 || m.status == http.StatusServiceUnavailable
 	var ok bool
 	switch op {
 	case driver.ChargeBalance, driver.ChargeUpdate:

@@ -71,7 +71,9 @@ func TestClassify(t *testing.T) {
 		{driver.ChargeCreate, 201, "", `{}`, "no_location", "", true, false},
 		{driver.ChargeCreate, 201, "/nchf-convergedcharging/v3/chargingdata/r1", `{"resultCode":"QUOTA_LIMIT_REACHED"}`, "rg_QUOTA_LIMIT_REACHED", "r1", true, false},
 		{driver.ChargeUpdate, 404, "", ``, "http_404", "", true, true},
-		{driver.ChargeUpdate, 503, "", ``, "http_503", "", false, false},
+		{driver.ChargeUpdate, 503, "", ``, "http_503", "", true, false}, // refused: not charged
+		{driver.ChargeUpdate, 504, "", ``, "http_504", "", false, false},
+		{driver.ChargeUpdate, 500, "", ``, "http_500", "", false, false},
 		{driver.ChargeRelease, 204, "", ``, "", "", true, false},
 	} {
 		m.resetAnswer()
