@@ -842,6 +842,12 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 					}
 				}
 			}
+		case "ba":
+			z.Barred, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Barred")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -855,9 +861,9 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 16
+	// map header, size 17
 	// write "r"
-	err = en.Append(0xde, 0x0, 0x10, 0xa1, 0x72)
+	err = en.Append(0xde, 0x0, 0x11, 0xa1, 0x72)
 	if err != nil {
 		return
 	}
@@ -1053,15 +1059,25 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 			return
 		}
 	}
+	// write "ba"
+	err = en.Append(0xa2, 0x62, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteBool(z.Barred)
+	if err != nil {
+		err = msgp.WrapError(err, "Barred")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 16
+	// map header, size 17
 	// string "r"
-	o = append(o, 0xde, 0x0, 0x10, 0xa1, 0x72)
+	o = append(o, 0xde, 0x0, 0x11, 0xa1, 0x72)
 	o = msgp.AppendUint8(o, uint8(z.Result))
 	// string "d"
 	o = append(o, 0xa1, 0x64)
@@ -1131,6 +1147,9 @@ func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 		o = append(o, 0xa1, 0x75)
 		o = msgp.AppendString(o, z.Targets[za0003].URI)
 	}
+	// string "ba"
+	o = append(o, 0xa2, 0x62, 0x61)
+	o = msgp.AppendBool(o, z.Barred)
 	return
 }
 
@@ -1320,6 +1339,12 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 				}
 			}
+		case "ba":
+			z.Barred, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Barred")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1346,6 +1371,7 @@ func (z *ChargeResponse) Msgsize() (s int) {
 	for za0003 := range z.Targets {
 		s += 1 + 3 + msgp.StringPrefixSize + len(z.Targets[za0003].Session) + 2 + msgp.StringPrefixSize + len(z.Targets[za0003].URI)
 	}
+	s += 3 + msgp.BoolSize
 	return
 }
 

@@ -55,7 +55,14 @@ type OperatorCalls struct {
 	Statuses     map[string]int64 `json:"statuses,omitempty"`
 	Notified     int64            `json:"notified"`
 	NotifyFailed int64            `json:"notify_failed"`
-	LastError    string           `json:"last_error,omitempty"`
+	// An abort bars the account; the loadgen unbars it at once:
+	// Unbarred and UnbarFailed count those calls. Barred counts the
+	// creates, events and updates refused (Nchf 403, Gy 4010) while a
+	// bar of the run held (not errors).
+	Unbarred    int64  `json:"unbarred"`
+	UnbarFailed int64  `json:"unbar_failed"`
+	Barred      int64  `json:"barred"`
+	LastError   string `json:"last_error,omitempty"`
 	// CallMs is the operator call's own latency (it returns once the
 	// CHF's notifications are settled); ToNoticeMs from the call to the
 	// notification's arrival for the session it was made for; RoundTripMs
@@ -87,6 +94,7 @@ func BuildNotifications(n *engine.NoticeStats, op *operator.Stats) *Notification
 	if op != nil {
 		oc := &OperatorCalls{Triggered: map[string]int64{}, Refused: n.TriggerRefused + op.Dropped,
 			OK: op.OK, Failed: op.Failed, Notified: op.Notified, NotifyFailed: op.NotifyFailed, LastError: op.LastError,
+			Unbarred: op.Unbarred, UnbarFailed: op.UnbarFailed, Barred: n.Barred,
 			CallMs: latencyOrNil(op.Latency), ToNoticeMs: latencyOrNil(n.TriggerLatency), RoundTripMs: latencyOrNil(n.RoundTrip)}
 		for k, name := range engine.NoticeNames {
 			oc.Triggered[name] = n.Triggered[k]
@@ -129,6 +137,9 @@ func (r *Result) writeNotifications(w io.Writer) {
 	if o := n.Operator; o != nil {
 		fmt.Fprintf(w, "  operator calls   reauthorize %d abort %d refused %d ok %d failed %d (CHF notified %d, failed %d)\n",
 			o.Triggered[engine.NoticeNames[engine.NoticeReauth]], o.Triggered[engine.NoticeNames[engine.NoticeAbort]], o.Refused, o.OK, o.Failed, o.Notified, o.NotifyFailed)
+		if o.Unbarred+o.UnbarFailed+o.Barred > 0 {
+			fmt.Fprintf(w, "    unbar ok %d failed %d; requests refused while barred %d (not errors)\n", o.Unbarred, o.UnbarFailed, o.Barred)
+		}
 		fmt.Fprintf(w, "    call %s\n    call→notice %s\n    call→answer %s\n", ms(o.CallMs), ms(o.ToNoticeMs), ms(o.RoundTripMs))
 		if o.LastError != "" {
 			fmt.Fprintf(w, "    last error: %s\n", o.LastError)
@@ -152,7 +163,7 @@ func (r *Result) writeNotificationsMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s | %s |\n", k, t.Received, t.Answered, t.Failed, t.Stale, p50, p99)
 	}
 	if o := n.Operator; o != nil {
-		fmt.Fprintf(w, "\nOperator calls: %d ok, %d failed, %d refused; call %s; call→notice %s; call→answer %s.\n",
-			o.OK, o.Failed, o.Refused, ms(o.CallMs), ms(o.ToNoticeMs), ms(o.RoundTripMs))
+		fmt.Fprintf(w, "\nOperator calls: %d ok, %d failed, %d refused; unbar %d ok, %d failed; %d requests refused while barred; call %s; call→notice %s; call→answer %s.\n",
+			o.OK, o.Failed, o.Refused, o.Unbarred, o.UnbarFailed, o.Barred, ms(o.CallMs), ms(o.ToNoticeMs), ms(o.RoundTripMs))
 	}
 }
