@@ -36,8 +36,10 @@ type NoticeType struct {
 	Stale  int64 `json:"stale"`
 	Merged int64 `json:"merged"`
 	// LatencyMs is from the notification's arrival to the answer of the
-	// update or release.
-	LatencyMs *Latency `json:"latency_ms,omitempty"`
+	// update or release; LatencyHist the same, HdrHistogram V2
+	// compressed base64, so that merge combines it exactly.
+	LatencyMs   *Latency `json:"latency_ms,omitempty"`
+	LatencyHist string   `json:"latency_hist,omitempty"`
 }
 
 // OperatorCalls are the operator API calls the run made for a share of
@@ -70,6 +72,10 @@ type OperatorCalls struct {
 	CallMs      *Latency `json:"call_ms,omitempty"`
 	ToNoticeMs  *Latency `json:"to_notice_ms,omitempty"`
 	RoundTripMs *Latency `json:"round_trip_ms,omitempty"`
+	// The same three as histograms (as LatencyHist), for merge.
+	CallHist      string `json:"call_hist,omitempty"`
+	ToNoticeHist  string `json:"to_notice_hist,omitempty"`
+	RoundTripHist string `json:"round_trip_hist,omitempty"`
 }
 
 func latencyOrNil(h *histogram.Histogram) *Latency {
@@ -78,6 +84,19 @@ func latencyOrNil(h *histogram.Histogram) *Latency {
 	}
 	l := latencyOf(h.Summary())
 	return &l
+}
+
+// histOrEmpty encodes h; "" when it is empty or cannot be encoded (merge
+// then notes the latency it could not combine).
+func histOrEmpty(h *histogram.Histogram) string {
+	if h == nil || h.Count() == 0 {
+		return ""
+	}
+	s, err := h.Encode()
+	if err != nil {
+		return ""
+	}
+	return s
 }
 
 // BuildNotifications summarises a run's notices and, when op is set, its
@@ -89,13 +108,14 @@ func BuildNotifications(n *engine.NoticeStats, op *operator.Stats) *Notification
 	out := &Notifications{ByType: map[string]NoticeType{}, Refused: n.Refused}
 	for k, name := range engine.NoticeNames {
 		out.ByType[name] = NoticeType{Received: n.Received[k], Answered: n.Answered[k], Failed: n.Failed[k],
-			Stale: n.Stale[k], Merged: n.Merged[k], LatencyMs: latencyOrNil(n.Latency[k])}
+			Stale: n.Stale[k], Merged: n.Merged[k], LatencyMs: latencyOrNil(n.Latency[k]), LatencyHist: histOrEmpty(n.Latency[k])}
 	}
 	if op != nil {
 		oc := &OperatorCalls{Triggered: map[string]int64{}, Refused: n.TriggerRefused + op.Dropped,
 			OK: op.OK, Failed: op.Failed, Notified: op.Notified, NotifyFailed: op.NotifyFailed, LastError: op.LastError,
 			Unbarred: op.Unbarred, UnbarFailed: op.UnbarFailed, Barred: n.Barred,
-			CallMs: latencyOrNil(op.Latency), ToNoticeMs: latencyOrNil(n.TriggerLatency), RoundTripMs: latencyOrNil(n.RoundTrip)}
+			CallMs: latencyOrNil(op.Latency), ToNoticeMs: latencyOrNil(n.TriggerLatency), RoundTripMs: latencyOrNil(n.RoundTrip),
+			CallHist: histOrEmpty(op.Latency), ToNoticeHist: histOrEmpty(n.TriggerLatency), RoundTripHist: histOrEmpty(n.RoundTrip)}
 		for k, name := range engine.NoticeNames {
 			oc.Triggered[name] = n.Triggered[k]
 		}
