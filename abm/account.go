@@ -406,6 +406,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	defer func() {
 		resp.Balance, resp.Reserved, resp.Currency, resp.Debited, resp.Overage = a.balance, a.reserved, a.currency, a.debited, a.overage
 		resp.OfflineTotal, resp.Credited, resp.CreditLimit = a.offline, a.credited, a.creditLimit
+		resp.Barred = a.barred
 	}()
 	if req.Op == opExpire {
 		return write
@@ -419,6 +420,10 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	if req.Op == chf.OpSessions || req.Op == chf.OpAbortSessions {
 		resp.Targets = resp.Targets[:0]
 		marked := false
+		if req.Op == chf.OpAbortSessions && !a.barred {
+			// The account too: no new session or event until OpUnbar.
+			a.barred, marked = true, true
+		}
 		for i := range a.sessions {
 			if s := &a.sessions[i]; !s.closed {
 				resp.Targets = append(resp.Targets, chf.NotifyTarget{Session: string(s.id), URI: string(s.notify)})
@@ -432,6 +437,14 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	if req.Op == chf.OpTopUp {
 		a.topUp(&req.TopUp, now)
 		a.fillBuckets(resp, now)
+		return true
+	}
+	if req.Op == chf.OpUnbar {
+		a.fillBuckets(resp, now)
+		if !a.barred {
+			return write
+		}
+		a.barred = false
 		return true
 	}
 
@@ -493,6 +506,12 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	case chf.OpCreate, chf.OpEvent:
 		if si >= 0 {
 			resp.Result, resp.Detail = chf.ResultInvalid, "session already exists"
+			return write
+		}
+		if a.barred {
+			// After the replays above: a create or event answered before
+			// the abort still gets its answer.
+			resp.Result, resp.Detail = chf.ResultEndUserServiceDenied, "account barred by the operator (abort): unbar it first"
 			return write
 		}
 		if req.Op == chf.OpCreate && a.openSessions() >= lim.maxSessions {

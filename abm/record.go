@@ -105,11 +105,15 @@ type account struct {
 	offline     int64
 	credited    int64
 	buckets     []bucket
+	// barred: the operator aborted the account (OpAbortSessions): it
+	// takes no create and no event until OpUnbar. In the blob.
+	barred bool
 }
 
 func (a *account) reset() {
 	a.balance, a.debited, a.reserved, a.overage, a.overNew, a.currency = 0, 0, 0, 0, 0, ""
 	a.creditLimit, a.offline, a.credited = 0, 0, 0
+	a.barred = false
 	a.sessions = a.sessions[:0]
 	a.recent = a.recent[:0]
 	a.buckets = a.buckets[:0]
@@ -161,6 +165,7 @@ func (a *account) removeSession(i int) {
 //	(version 3) varint credit limit, varint offline total, varint credited,
 //	  uvarint bucket count, then per bucket: byte service, uvarint units
 //	  left, varint expiry (unix seconds, 0 = never)
+//	(version 4) byte account flags (bit 0: barred by the operator)
 //	uvarint session count, then per session:
 //	  uvarint id length, id bytes
 //	  uvarint last answered sequence number
@@ -207,6 +212,11 @@ func (a *account) appendSessions(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, b.units)
 		dst = binary.AppendVarint(dst, b.expires)
 	}
+	var af byte
+	if a.barred {
+		af |= 1
+	}
+	dst = append(dst, af)
 	dst = binary.AppendUvarint(dst, uint64(len(a.sessions)))
 	for i := range a.sessions {
 		s := &a.sessions[i]
@@ -384,6 +394,7 @@ func (a *account) decodeSessions(blob []byte) error {
 	a.buckets = a.buckets[:0]
 	a.reserved, a.overage, a.overNew = 0, 0, 0
 	a.creditLimit, a.offline, a.credited = 0, 0, 0
+	a.barred = false
 	if len(blob) == 0 {
 		return nil
 	}
@@ -404,6 +415,9 @@ func (a *account) decodeSessions(blob []byte) error {
 		if a.creditLimit < 0 {
 			r.err = ErrCorruptRecord
 		}
+	}
+	if v >= 4 {
+		a.barred = r.byte()&1 != 0
 	}
 	n := r.count(6)
 	for i := 0; i < n && r.err == nil; i++ {

@@ -43,6 +43,11 @@ const (
 	// of the account that named a notifyUri (operator API, POST, no body).
 	ReauthorizeSuffix = "/reauthorize"
 	AbortSuffix       = "/abort"
+	// UnbarSuffix after AccountsBase{supi} lifts the bar an abort put on
+	// the account (POST, no body): until then it takes no create and no
+	// event (403 END_USER_REQUEST_DENIED, Gy 4010). Answers the balance
+	// inquiry's object. A top-up does not lift it.
+	UnbarSuffix = "/unbar"
 	// ChargedHeader carries ChargeResponse.Charged (minor units) on every
 	// Nchf charging response so a load generator can reconcile balances.
 	ChargedHeader = "X-Chf-Charged"
@@ -348,6 +353,21 @@ func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, bo
 			return
 		}
 		h.notifyAccount(ctx, x, string(supi), typ)
+	case hasPrefix(path, AccountsBase) && hasSuffix(path, UnbarSuffix) && len(path) > len(AccountsBase)+len(UnbarSuffix):
+		if string(method) != http.MethodPost {
+			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on "+AccountsBase+"{supi}"+UnbarSuffix, "", "")
+			return
+		}
+		if !h.authorized(x) {
+			return
+		}
+		supi := string(path[len(AccountsBase) : len(path)-len(UnbarSuffix)])
+		if len(supi) > 128 {
+			h.problem(x, http.StatusNotFound, "USER_UNKNOWN", "no such subscriber", "", "")
+			return
+		}
+		x.req = chf.ChargeRequest{Op: chf.OpUnbar, SUPI: supi, Lines: x.req.Lines[:0]}
+		h.answerAccount(ctx, x, supi)
 	case hasPrefix(path, AccountsBase) && hasSuffix(path, TopUpSuffix) && len(path) > len(AccountsBase)+len(TopUpSuffix):
 		if string(method) != http.MethodPost {
 			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on "+AccountsBase+"{supi}"+TopUpSuffix, "", "")
@@ -690,7 +710,8 @@ func (h *Handler) topUp(ctx context.Context, x *Exchange, supi string, body []by
 
 // AppendBalance appends the balance inquiry JSON object for resp to dst:
 // {"supi","balance","reserved","available","currency","debited","overage",
-// "offline","credited","creditLimit"} and, when the account has any,
+// "offline","credited","creditLimit"}, "barred":true while an abort bars
+// the account, and, when it has any,
 // "buckets":[{"service","units","held","expires"}]; integer minor units;
 // debited is the account's running total of debits, overage that of usage
 // reported beyond what the balance could pay, offline that of offline
@@ -716,6 +737,9 @@ func AppendBalance(dst []byte, supi string, resp *chf.ChargeResponse) []byte {
 	dst = strconv.AppendInt(dst, resp.Credited, 10)
 	dst = append(dst, `,"creditLimit":`...)
 	dst = strconv.AppendInt(dst, resp.CreditLimit, 10)
+	if resp.Barred {
+		dst = append(dst, `,"barred":true`...)
+	}
 	if len(resp.Buckets) > 0 {
 		dst = append(dst, `,"buckets":[`...)
 		for i, b := range resp.Buckets {

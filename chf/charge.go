@@ -37,8 +37,13 @@ const (
 	// OpAbortSessions lists them as OpSessions does and bars each from
 	// further charging (the operator's abort): an update of an aborted
 	// session is refused with ResultEndUserServiceDenied; its release
-	// still reports the final usage and frees its reservations.
+	// still reports the final usage and frees its reservations. It also
+	// bars the account: a create or an event is refused with
+	// ResultEndUserServiceDenied (nothing charged) until OpUnbar.
 	OpAbortSessions Op = 8
+	// OpUnbar lifts the bar OpAbortSessions put on the account (the
+	// operator's unbar); a top-up does not.
+	OpUnbar Op = 9
 )
 
 // NotifyTarget is an open session of an account and the notifyUri its
@@ -355,6 +360,9 @@ type ChargeResponse struct {
 	Buckets []Bucket `msg:"bk"`
 	// Targets are the account's open sessions (answered to OpSessions).
 	Targets []NotifyTarget `msg:"tg"`
+	// Barred is set while the operator's abort bars the account (until
+	// OpUnbar): it takes no create and no event.
+	Barred bool `msg:"ba"`
 }
 
 // Charger is the charging core as the fronts see it. The OCP's client

@@ -848,6 +848,12 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 					}
 				}
 			}
+		case "ba":
+			z.Barred, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Barred")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -1069,6 +1075,16 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 			return
 		}
 	}
+	// write "ba"
+	err = en.Append(0xa2, 0x62, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteBool(z.Barred)
+	if err != nil {
+		err = msgp.WrapError(err, "Barred")
+		return
+	}
 	return
 }
 
@@ -1150,6 +1166,9 @@ func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 		o = append(o, 0xa1, 0x75)
 		o = msgp.AppendString(o, z.Targets[za0003].URI)
 	}
+	// string "ba"
+	o = append(o, 0xa2, 0x62, 0x61)
+	o = msgp.AppendBool(o, z.Barred)
 	return
 }
 
@@ -1345,6 +1364,12 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 				}
 			}
+		case "ba":
+			z.Barred, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Barred")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1371,6 +1396,7 @@ func (z *ChargeResponse) Msgsize() (s int) {
 	for za0003 := range z.Targets {
 		s += 1 + 3 + msgp.StringPrefixSize + len(z.Targets[za0003].Session) + 2 + msgp.StringPrefixSize + len(z.Targets[za0003].URI)
 	}
+	s += 3 + msgp.BoolSize
 	return
 }
 

@@ -288,6 +288,7 @@ type bal struct {
 	Offline, Credited            int64
 	CreditLimit                  int64
 	Currency                     string
+	Barred                       bool
 	Buckets                      []struct {
 		Service     string
 		Units, Held uint64

@@ -247,3 +247,103 @@ func TestGyReAuthAndAbort(t *testing.T) {
 		t.Fatalf("balance %+v", b)
 	}
 }
+
+// unbar posts the operator's unbar with the given bearer token ("" =
+// none) and decodes the balance it answers.
+func (c *client) unbar(s, token string) (int, bal) {
+	c.t.Helper()
+	req, _ := http.NewRequest("POST", c.base+cgw.AccountsBase+s+cgw.UnbarSuffix, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out bal
+	if resp.StatusCode == 200 {
+		if err := json.Unmarshal(b, &out); err != nil {
+			c.t.Fatalf("unbar answer %s: %v", b, err)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+// TestAbortBarsAccount: the operator's abort bars the account as well as
+// its open sessions: a new create or event is refused (Nchf 403
+// END_USER_REQUEST_DENIED, Gy 4010) and charges nothing, a retransmitted
+// create answered before the abort still gets its first answer, a top-up
+// does not lift the bar, the operator's unbar does. Every Nchf exchange is
+// validated against the spec (client.do).
+func TestAbortBarsAccount(t *testing.T) {
+	e := startCHF(t)
+	c := clients(t, e)[0]
+	g := startGy(t, e)
+	s := supi(12)
+	imsi := imsiOf(12)
+	create := req(s, 0, `{"ratingGroup":10,"requestedUnit":{}}`)
+	ref, _ := c.create(create)
+	if st, m := c.operator(s, cgw.AbortSuffix); st != 200 || m["sessions"] != 1 {
+		t.Fatalf("abort: %d %v", st, m)
+	}
+	b0 := c.balance(s)
+	if !b0.Barred {
+		t.Fatalf("balance after the abort: %+v", b0)
+	}
+	refused := func(what string, r reply) {
+		t.Helper()
+		if r.status != 403 || !strings.Contains(string(r.body), "END_USER_REQUEST_DENIED") || !strings.Contains(string(r.body), "barred") || r.charged != 0 {
+			t.Fatalf("%s on a barred account: %d charged %d %s", what, r.status, r.charged, r.body)
+		}
+	}
+	refused("create", c.do("POST", cgw.NchfBase, req(s, 0, `{"ratingGroup":10,"requestedUnit":{}}`)))
+	refused("event", c.do("POST", cgw.NchfBase, req(s, 0, `{"ratingGroup":30,"requestedUnit":{"serviceSpecificUnits":1}}`, `"oneTimeEvent":true`, `"oneTimeEventType":"IEC"`)))
+	// The create answered before the abort, sent again: its first answer.
+	if r := c.do("POST", cgw.NchfBase, create); r.status != 201 || !strings.HasSuffix(r.header.Get("Location"), ref) {
+		t.Fatalf("retransmitted create: %d %s %s", r.status, r.header.Get("Location"), r.body)
+	}
+	// Gy: CCR-I and CCR-E refused with 4010, nothing charged.
+	gyDo(t, g, &gy.Request{SessionID: g.NewSessionID(), Type: wire.RequestInitial, IMSI: imsi, Services: []gy.Service{{RatingGroup: 10, Request: true}}}, wire.ResultEndUserServiceDenied)
+	gyDo(t, g, &gy.Request{SessionID: g.NewSessionID(), Type: gy.Event, IMSI: imsi, Action: gy.DirectDebiting, HasAction: true,
+		Services: []gy.Service{{RatingGroup: 30, Request: true, Requested: chf.Units{ServiceSpecific: 1}}}}, wire.ResultEndUserServiceDenied)
+	// A top-up credits but does not lift the bar.
+	if st, b := c.topUp(s, operatorToken, `{"amount":10}`); st != 200 || !b.Barred {
+		t.Fatalf("top-up: %d %+v", st, b)
+	}
+	refused("create after a top-up", c.do("POST", cgw.NchfBase, req(s, 0, `{"ratingGroup":10,"requestedUnit":{}}`)))
+	if b := c.balance(s); b.Debited != b0.Debited || b.Reserved != b0.Reserved || b.Balance != b0.Balance+10 {
+		t.Fatalf("refused requests charged: %+v, before %+v", b, b0)
+	}
+	// The unbar needs the operator token; then the account takes new
+	// sessions and events on both fronts.
+	if st, _ := c.unbar(s, ""); st != 401 {
+		t.Fatalf("unbar without a token: %d", st)
+	}
+	if st, b := c.unbar(s, operatorToken); st != 200 || b.Barred || b.SUPI != s {
+		t.Fatalf("unbar: %d %+v", st, b)
+	}
+	ref2, _ := c.create(req(s, 0, `{"ratingGroup":10,"requestedUnit":{}}`))
+	sid := g.NewSessionID()
+	gyDo(t, g, &gy.Request{SessionID: sid, Type: wire.RequestInitial, IMSI: imsi, Services: []gy.Service{{RatingGroup: 10, Request: true}}}, wire.ResultSuccess)
+	gyDo(t, g, &gy.Request{SessionID: g.NewSessionID(), Type: gy.Event, IMSI: imsi, Action: gy.DirectDebiting, HasAction: true,
+		Services: []gy.Service{{RatingGroup: 30, Request: true, Requested: chf.Units{ServiceSpecific: 1}}}}, wire.ResultSuccess)
+	// The session open before the abort stays barred from updates; all
+	// three release.
+	if r := c.do("POST", ref+"/update", req("", 1, `{"ratingGroup":10,"requestedUnit":{}}`)); r.status != 403 {
+		t.Fatalf("update of the aborted session after the unbar: %d %s", r.status, r.body)
+	}
+	for i, r := range []string{ref, ref2} {
+		if r := c.do("POST", r+"/release", req("", 2, "")); r.status != 204 {
+			t.Fatalf("release %d: %d %s", i, r.status, r.body)
+		}
+	}
+	gyDo(t, g, &gy.Request{SessionID: sid, Type: wire.RequestTermination, Number: 1, IMSI: imsi, Services: []gy.Service{{RatingGroup: 10}}}, wire.ResultSuccess)
+	if b := c.balance(s); b.Reserved != 0 || b.Debited != b0.Debited+5 || b.Barred {
+		t.Fatalf("after the releases: %+v (event 5)", b)
+	}
+	if st, _ := c.unbar("imsi-999999999999999", operatorToken); st != 404 {
+		t.Fatalf("unbar of an unknown account: %d", st)
+	}
+}

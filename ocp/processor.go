@@ -150,7 +150,7 @@ func validate(req *chf.ChargeRequest) (chf.Result, string) {
 		if len(req.Lines) == 0 {
 			return chf.ResultInvalid, "event without a rating group"
 		}
-	case chf.OpBalance, chf.OpSessions, chf.OpAbortSessions:
+	case chf.OpBalance, chf.OpSessions, chf.OpAbortSessions, chf.OpUnbar:
 	case chf.OpTopUp:
 		t := &req.TopUp
 		if t.Amount < 0 {
@@ -194,7 +194,7 @@ func (p *Processor) rate(rg uint32) *Rate {
 func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 	ar.Reset()
 	ar.Op, ar.SUPI, ar.Session, ar.Seq = req.Op, req.SUPI, req.Session, req.Seq
-	if req.Op == chf.OpBalance || req.Op == chf.OpSessions || req.Op == chf.OpAbortSessions {
+	if req.Op == chf.OpBalance || req.Op == chf.OpSessions || req.Op == chf.OpAbortSessions || req.Op == chf.OpUnbar {
 		return
 	}
 	if req.Op == chf.OpCreate {

@@ -118,6 +118,11 @@ func TestBadFlagValues(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("load: {tps: -5}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Gy cannot carry an offline share (run.CheckProto).
+	offline := filepath.Join(dir, "offline.yaml")
+	if err := os.WriteFile(offline, []byte("accounts: {offline: 0.1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// If a bad value were accepted, these would make the run short and fail
 	// on something else than usage.
 	runBase := []string{"--target", "http://127.0.0.1:1", "--duration", "200ms", "--warmup", "0", "--ramp-up", "0", "--audit", "off", "--progress", "off"}
@@ -175,6 +180,10 @@ func TestBadFlagValues(t *testing.T) {
 		{"run", []string{"--proto", "http1", "--target", "diameter://127.0.0.1:1"}, "--proto"},
 		{"run", []string{"--scenario", bad}, "load.tps"},
 		{"run", []string{"--scenario", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
+		{"run", []string{"--scenario", offline, "--proto", "gy", "--target", "diameter://127.0.0.1:1"}, "accounts.offline"},
+		{"run", []string{"--scenario", offline, "--target", "diameter://127.0.0.1:1"}, "accounts.offline"},
+		{"local", []string{"--scenario", offline, "--proto", "gy"}, "accounts.offline"},
+		{"sweep", []string{"--scenario", offline, "--proto", "gy"}, "accounts.offline"},
 		{"local", []string{"--accounts", "0"}, "--accounts"},
 		{"local", []string{"--balance", "0"}, "--balance"},
 		{"local", []string{"--accounts", "100", "--subscribers", "200"}, "--subscribers"},

@@ -14,6 +14,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/gate"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
+	"github.com/chf-testbed/testbed/loadgen/testbed"
 )
 
 func init() {
@@ -169,6 +170,12 @@ func gateTrials(f *runFlags, set func(name, value string) error, baseCHF, candCH
 		return nil, nil, err
 	}
 	f.applyProcs(o.Scenario)
+	// Every trial runs the whole scenario on a fresh CHF: the same plans.
+	plans, initialOf, err := testbed.Plans(&o.Scenario, *l.balance)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	o.InitialOf = initialOf
 	if err := os.MkdirAll(f.outDir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("cannot create %s: %w", f.outDir, err)
 	}
@@ -179,7 +186,7 @@ func gateTrials(f *runFlags, set func(name, value string) error, baseCHF, candCH
 	defer s.Stop()
 	side := func(name, chf string) gate.Side {
 		return gate.Side{Name: name, Trial: func(ctx context.Context, pair int) (*report.Result, error) {
-			tb, err := startTestbed(ctx, chf, *l.accounts, *l.balance, o.Scenario.Subscribers.First, f)
+			tb, err := startTestbed(ctx, chf, *l.accounts, *l.balance, o.Scenario.Subscribers.First, f, plans)
 			if err != nil {
 				return nil, err
 			}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +53,7 @@ func TestLocalEndToEnd(t *testing.T) {
 	for _, proto := range []string{"h2c", "gy"} {
 		t.Run(proto, func(t *testing.T) { localRun(t, ctx, loadgen, chf, proto) })
 	}
+	t.Run("plans", func(t *testing.T) { localPlans(t, ctx, loadgen, chf) })
 	t.Run("interrupt", func(t *testing.T) { localInterrupt(t, chf) })
 	t.Run("faults", func(t *testing.T) { localFaults(t, ctx, loadgen, chf) })
 }
@@ -108,6 +111,68 @@ func localFaults(t *testing.T, ctx context.Context, loadgen, chf string) {
 	}
 	if !strings.Contains(string(out), "faults (audit below") {
 		t.Errorf("summary does not show the faults:\n%s", out)
+	}
+}
+
+// localPlans runs `loadgen sweep --local` and `loadgen gate` (trials on
+// local CHFs) over a scenario with postpaid and bucket shares: both
+// provision the plans as `loadgen local` does (testbed.ShardPlans: each
+// sweep step's slice of the range gets the shares), so every audit, which
+// models the plans, reconciles exactly and counts bucket units consumed;
+// without the plans the buckets would be missing and the debits off.
+func localPlans(t *testing.T, ctx context.Context, loadgen, chf string) {
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "plans.yaml")
+	if err := os.WriteFile(sc, []byte("accounts: {postpaid: 0.3, credit_limit: 100000, postpaid_balance: 50, buckets: 0.3, bucket_plan: [\"voice:600\", \"sms:5\"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, res *report.Result, out []byte) {
+		t.Helper()
+		a := res.Audit
+		if !a.OK || !a.Independent || a.ExpectedMismatches != 0 || a.BucketValue == 0 || res.Errors != 0 {
+			t.Errorf("%s: errors %d %v, audit %+v\n%s", what, res.Errors, res.ErrorClasses, a, out)
+		}
+	}
+	out := filepath.Join(dir, "sweep")
+	cmd := exec.CommandContext(ctx, loadgen, "sweep", "--local", "--chf", chf, "--scenario", sc, "--start", "200", "--step", "100", "--max", "300",
+		"--duration", "1500ms", "--warmup", "0", "--ramp-up", "0", "--accounts", "4000", "--slo-p99", "1s", "--out", out, "--progress", "off")
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("loadgen sweep: %v\n%s", err, b)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "sweep.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sw struct {
+		Steps []struct {
+			Reason string         `json:"reason"`
+			Result *report.Result `json:"result"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(raw, &sw); err != nil || len(sw.Steps) == 0 {
+		t.Fatalf("sweep.json: %v, %d steps", err, len(sw.Steps))
+	}
+	for i, st := range sw.Steps {
+		// (a loaded machine may end the sweep at its first step: the
+		// SLO is not what is checked here)
+		t.Logf("sweep step %d: %.0f TPS, SLO missed: %q", i, st.Result.TPS, st.Reason)
+		check(fmt.Sprintf("sweep step %d", i), st.Result, b)
+	}
+	gout := filepath.Join(dir, "gate")
+	cmd = exec.CommandContext(ctx, loadgen, "gate", "--baseline-chf", chf, "--candidate-chf", chf, "--trials", "1", "--scenario", sc,
+		"--rate", "200", "--duration", "1500ms", "--warmup", "0", "--ramp-up", "0", "--accounts", "2000", "--out", gout, "--progress", "off")
+	b, err = cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) { // one pair decides nothing: the verdict's exit code is not checked
+		t.Fatalf("loadgen gate: %v\n%s", err, b)
+	}
+	for _, f := range []string{filepath.Join(gout, "baseline-1.json"), filepath.Join(gout, "candidate-1.json")} {
+		res, err := report.ReadJSON(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(filepath.Base(f), res, b)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"sort"
 
 	"github.com/chf-testbed/testbed/loadgen/run"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
 
 // version is set by the build: -ldflags "-X main.version=...".
@@ -128,7 +129,7 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &ie):
 		return ie.code()
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.Is(err, scenario.ErrInvalid):
 		return exitUsage
 	case errors.As(err, &ge):
 		return ge.code

@@ -242,6 +242,9 @@ func (f *runFlags) scenario() (sc scenario.Scenario, hash string, err error) {
 	if err := sc.Validate(); err != nil {
 		return sc, "", f.fieldError(err)
 	}
+	if err := run.CheckProto(&sc, f.proto); err != nil {
+		return sc, "", usageError{err}
+	}
 	hash = sc.Hash()
 	if f.shard != "" {
 		i, n, err := scenario.ParseShard(f.shard)

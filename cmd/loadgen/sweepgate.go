@@ -10,11 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 	"github.com/chf-testbed/testbed/loadgen/sweep"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
+	"github.com/chf-testbed/testbed/local"
 )
 
 func init() {
@@ -103,8 +105,16 @@ func sweepCmd(args []string) (err error) {
 	defer func() { cleanup(err != nil && !errors.As(err, new(interrupted))) }()
 	s := onSignals()
 	defer s.Stop()
+	var initialOf []func(int32) audit.Account // per step, with account plans
 	if *local {
-		tb, err := startTestbed(s.Context(), *l.chf, *l.accounts, *l.balance, base.Scenario.Subscribers.First, &f)
+		// Each step runs its own slice of the range: the plans give each
+		// slice the scenario's postpaid and bucket shares.
+		plans, init, err := testbed.ShardPlans(&base.Scenario, nsteps, *l.balance)
+		if err != nil {
+			return usageError{err}
+		}
+		initialOf = init
+		tb, err := startTestbed(s.Context(), *l.chf, *l.accounts, *l.balance, base.Scenario.Subscribers.First, &f, plans)
 		if err != nil {
 			return s.wrap(err)
 		}
@@ -122,6 +132,9 @@ func sweepCmd(args []string) (err error) {
 	cfg.RunStep = func(ctx context.Context, tps float64) (*report.Result, error) {
 		o := base
 		o.Scenario = scenario.Shard(full, i, nsteps) // fresh subscribers per step
+		if initialOf != nil {
+			o.InitialOf = initialOf[i]
+		}
 		o.Scenario.Load = scenario.Load{TPS: tps}
 		o.Label = fmt.Sprintf("%s%.0f TPS", labelPrefix(f.label), tps)
 		i++
@@ -208,7 +221,7 @@ func writeSweep(res *sweep.Result, dir string) error {
 
 // startTestbed starts a local CHF for sweep and gate, its logs into
 // chf.log of the results directory.
-func startTestbed(ctx context.Context, chf string, accounts int, balance int64, first string, f *runFlags) (*testbed.Testbed, error) {
+func startTestbed(ctx context.Context, chf string, accounts int, balance int64, first string, f *runFlags, plans []local.Plan) (*testbed.Testbed, error) {
 	log, err := newLogger(f.logLevel)
 	if err != nil {
 		return nil, err
@@ -221,7 +234,7 @@ func startTestbed(ctx context.Context, chf string, accounts int, balance int64, 
 	if f.localCDRDir != "" {
 		ocpArgs = []string{"--cdr-dir", f.localCDRDir}
 	}
-	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy", TLSDir: f.localTLSDir, OCPArgs: ocpArgs})
+	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy", TLSDir: f.localTLSDir, OCPArgs: ocpArgs, Plans: plans})
 	if err != nil {
 		logs.Close()
 		return nil, err

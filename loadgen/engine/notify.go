@@ -28,6 +28,10 @@ type Operator interface {
 	// of supi. It must not block (the call is made elsewhere) and must
 	// copy supi; false means it had no room and nothing was sent.
 	Trigger(supi []byte, abort bool) bool
+	// Barred reports whether a request for supi sent at sent and
+	// answered at done may have been refused because an abort this
+	// Operator made barred the account (until it unbarred it).
+	Barred(supi []byte, sent, done time.Time) bool
 }
 
 // Notice kinds, the index of NoticeStats' arrays.
@@ -73,6 +77,10 @@ type NoticeStats struct {
 	// answer of the update or release.
 	TriggerLatency *histogram.Histogram
 	RoundTrip      *histogram.Histogram
+	// Barred counts creates, events and updates refused (Nchf 403, Gy
+	// 4010) while an abort of the run barred their account
+	// (Operator.Barred): not errors.
+	Barred int64
 }
 
 func newNoticeStats() NoticeStats {
@@ -86,7 +94,27 @@ func (n *NoticeStats) Any() bool {
 	for k := range numNotice {
 		s += n.Received[k] + n.Triggered[k]
 	}
-	return s+n.Refused+n.TriggerRefused > 0
+	return s+n.Refused+n.TriggerRefused+n.Barred > 0
+}
+
+// barredClasses are the refusals an abort's bar causes: Nchf 403
+// END_USER_REQUEST_DENIED, Gy 4010 DIAMETER_END_USER_SERVICE_DENIED.
+func barredClass(c string) bool { return c == "http_403" || c == "gy_4010" || c == "rg_4010" }
+
+// refusedByAbort reports whether f's failed request was refused because
+// an abort of the run barred its account: a create, event or update
+// refused the way a bar refuses, whose span overlaps the account's bar
+// window. Off the hot path: only for such failures.
+func (w *worker) refusedByAbort(f *flow) bool {
+	if w.cfg.Operator == nil || w.sc.Notifications.Abort == 0 || !barredClass(f.r.out.Class) {
+		return false
+	}
+	if f.op != OpCreate && f.op != OpEvent && f.op != OpUpdate {
+		return false
+	}
+	r := f.r
+	w.supi = w.first.Append(w.supi[:0], int(f.sub))
+	return w.cfg.Operator.Barred(w.supi, w.start.Add(time.Duration(r.sent)), w.start.Add(time.Duration(r.done)))
 }
 
 func (n *NoticeStats) merge(o *NoticeStats) {
@@ -100,6 +128,7 @@ func (n *NoticeStats) merge(o *NoticeStats) {
 		n.Latency[k].Merge(o.Latency[k])
 	}
 	n.TriggerRefused += o.TriggerRefused
+	n.Barred += o.Barred
 	n.TriggerLatency.Merge(o.TriggerLatency)
 	n.RoundTrip.Merge(o.RoundTrip)
 }

@@ -51,6 +51,9 @@ func (d *notifyDriver) Trigger(supi []byte, abort bool) bool {
 	return true
 }
 
+// Barred implements Operator: the fake CHF bars nothing.
+func (d *notifyDriver) Barred([]byte, time.Time, time.Time) bool { return false }
+
 type notifyCall struct {
 	c    driver.Charge
 	o    *driver.Outcome

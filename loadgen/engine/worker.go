@@ -824,6 +824,12 @@ func (w *worker) completed(f *flow) {
 	svc := time.Duration(r.done - r.sent)
 	late := r.sent-f.due > w.lateThr
 	failed := r.out.Class != ""
+	class := r.out.Class
+	if failed && w.refusedByAbort(f) {
+		// The run's own abort barred the account: counted apart.
+		failed, class = false, ""
+		w.nst.Barred++
+	}
 	if w.measured(f.due) {
 		o := &w.ops[f.op]
 		o.Count++
@@ -839,13 +845,13 @@ func (w *worker) completed(f *flow) {
 		}
 		if failed {
 			o.Errors++
-			w.errors[r.out.Class]++
+			w.errors[class]++
 		}
 	} else if failed {
 		w.errorsOutside++
 	}
 	if w.cfg.Observe != nil {
-		w.cfg.Observe(f.op, lat, r.out.Class)
+		w.cfg.Observe(f.op, lat, class)
 	}
 	if f.answering != noticeNone {
 		w.noticeAnswered(f)
@@ -863,7 +869,7 @@ func (w *worker) completed(f *flow) {
 		if w.iv.classes == nil {
 			w.iv.classes = map[string]int64{}
 		}
-		w.iv.classes[r.out.Class]++
+		w.iv.classes[class]++
 	}
 	if f.op == OpCreate && len(r.out.Ref) > 0 {
 		f.ref = append(f.ref[:0], r.out.Ref...)

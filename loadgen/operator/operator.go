@@ -6,6 +6,13 @@
 // bearer token, each call bounded by a timeout), and Stats counts the
 // calls, their answers and their latency.
 //
+// An abort also bars the account (no create or event until the operator
+// unbars it): the Client lifts the bar with POST .../unbar as soon as the
+// abort answers (whatever the answer), and keeps each account's bar
+// window (from the abort call to the unbar's answer; open while the unbar
+// has not succeeded) so that the engine can tell a request refused
+// because of the run's own abort (Barred) from an error.
+//
 // The API answers once every notification is settled (the CHF waits for
 // the notified SMF's answer), so a call's latency includes the
 // notification's round trip to the load generator's notify server.
@@ -35,6 +42,7 @@ const (
 	PathAccounts      = "/chf/v1/accounts/"
 	SuffixReauthorize = "/reauthorize"
 	SuffixAbort       = "/abort"
+	SuffixUnbar       = "/unbar"
 )
 
 // Defaults of Config.
@@ -85,7 +93,10 @@ type Stats struct {
 	// Notified and NotifyFailed sum the answers' "notified" and
 	// "failed" notification counts.
 	Notified, NotifyFailed int64
-	Latency                *histogram.Histogram
+	// Unbarred counts the unbar calls answered 200 after aborts,
+	// UnbarFailed the others (the account stays barred).
+	Unbarred, UnbarFailed int64
+	Latency               *histogram.Histogram
 	// LastError is the last failure's text ("" when none).
 	LastError string
 }
@@ -110,7 +121,24 @@ type Client struct {
 
 	mu sync.Mutex
 	st Stats
+	// bars are the accounts' bar windows by supi (under mu), pruned of
+	// windows closed more than barKeep ago.
+	bars      map[string]bar
+	lastPrune time.Time
 }
+
+// bar is an account's bar window: from the abort call's start to the
+// last unbar's answer. open counts the aborts of the account not yet
+// followed by an unbar; stuck is set when the last unbar failed (the
+// account stays barred: the window never closes).
+type bar struct {
+	from, until time.Time
+	open        int
+	stuck       bool
+}
+
+// closed reports whether b ended more than barKeep before t.
+func (b *bar) closed(t time.Time) bool { return b.open == 0 && !b.stuck && t.Sub(b.until) > barKeep }
 
 // ErrConfig is returned for an unusable Config.
 var ErrConfig = errors.New("operator: invalid config")
@@ -136,6 +164,7 @@ func New(cfg Config) (*Client, error) {
 		c.scheme = "https://"
 	}
 	c.st.Statuses = map[int]int64{}
+	c.bars = map[string]bar{}
 	c.st.Latency = histogram.New()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for range cfg.Concurrency {
@@ -202,6 +231,9 @@ func (c *Client) run() {
 		}
 		url := c.scheme + t + PathAccounts + k.supi + suffix
 		t0 := time.Now()
+		if k.abort {
+			c.barFrom(k.supi, t0)
+		}
 		status, b, err := c.post(url, body[:0])
 		body = b
 		el := time.Since(t0)
@@ -226,7 +258,84 @@ func (c *Client) run() {
 			c.st.NotifyFailed += failed
 		}
 		c.mu.Unlock()
+		if k.abort {
+			body = c.unbar(t, k.supi, body[:0])
+		}
 	}
+}
+
+// barKeep is how long a closed bar window is kept: longer than any
+// request sent in it can take to be answered.
+const barKeep = 2 * DefaultTimeout
+
+// maxBars bounds the bar windows kept.
+const maxBars = 1 << 16
+
+// barFrom opens (or extends) supi's bar window at t.
+func (c *Client) barFrom(supi string, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.bars) >= 1024 && t.Sub(c.lastPrune) > time.Second {
+		c.lastPrune = t
+		for s, b := range c.bars {
+			if b.closed(t) {
+				delete(c.bars, s)
+			}
+		}
+	}
+	b, ok := c.bars[supi]
+	if !ok && len(c.bars) >= maxBars {
+		return // not tracked: refusals in it count as errors
+	}
+	if !ok || b.closed(t) {
+		b = bar{from: t}
+	}
+	// An overlapping or recent window is extended: the window kept is
+	// their hull.
+	b.open++
+	c.bars[supi] = b
+}
+
+// unbar lifts the bar of supi after its abort; the window closes at the
+// answer of the account's last pending unbar, unless that one failed.
+func (c *Client) unbar(target, supi string, buf []byte) []byte {
+	url := c.scheme + target + PathAccounts + supi + SuffixUnbar
+	status, b, err := c.post(url, buf)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ok := err == nil && status == http.StatusOK
+	switch {
+	case ok:
+		c.st.Unbarred++
+	case err != nil:
+		c.st.UnbarFailed++
+		c.st.LastError = err.Error()
+	default:
+		c.st.UnbarFailed++
+		c.st.LastError = fmt.Sprintf("%s answered %d: %s", url, status, bytes.TrimSpace(b))
+	}
+	bw, tracked := c.bars[supi]
+	if !tracked {
+		return b
+	}
+	if bw.open--; bw.open <= 0 {
+		bw.open, bw.until, bw.stuck = 0, time.Now(), !ok
+	}
+	c.bars[supi] = bw
+	return b
+}
+
+// Barred implements engine.Operator: whether a request for supi sent at
+// sent and answered at done may have met a bar this Client's abort put
+// on the account (their spans overlap).
+func (c *Client) Barred(supi []byte, sent, done time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.bars[string(supi)]
+	if !ok {
+		return false
+	}
+	return done.After(b.from) && (b.open > 0 || b.stuck || sent.Before(b.until))
 }
 
 // post makes one call and reads (at most 4 KiB of) the answer into buf.

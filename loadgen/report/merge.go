@@ -337,6 +337,12 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 		}
 	}
 	out.Provenance.Host = strings.Join(hostList, ",")
+	nt, ntNotes, err := mergeNotifications(in)
+	if err != nil {
+		return nil, err
+	}
+	out.Notifications = nt
+	out.Incomplete = append(out.Incomplete, ntNotes...)
 	if err := out.Recompute(); err != nil {
 		return nil, err
 	}

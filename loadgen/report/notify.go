@@ -36,8 +36,10 @@ type NoticeType struct {
 	Stale  int64 `json:"stale"`
 	Merged int64 `json:"merged"`
 	// LatencyMs is from the notification's arrival to the answer of the
-	// update or release.
-	LatencyMs *Latency `json:"latency_ms,omitempty"`
+	// update or release; LatencyHist the same, HdrHistogram V2
+	// compressed base64, so that merge combines it exactly.
+	LatencyMs   *Latency `json:"latency_ms,omitempty"`
+	LatencyHist string   `json:"latency_hist,omitempty"`
 }
 
 // OperatorCalls are the operator API calls the run made for a share of
@@ -55,7 +57,14 @@ type OperatorCalls struct {
 	Statuses     map[string]int64 `json:"statuses,omitempty"`
 	Notified     int64            `json:"notified"`
 	NotifyFailed int64            `json:"notify_failed"`
-	LastError    string           `json:"last_error,omitempty"`
+	// An abort bars the account; the loadgen unbars it at once:
+	// Unbarred and UnbarFailed count those calls. Barred counts the
+	// creates, events and updates refused (Nchf 403, Gy 4010) while a
+	// bar of the run held (not errors).
+	Unbarred    int64  `json:"unbarred"`
+	UnbarFailed int64  `json:"unbar_failed"`
+	Barred      int64  `json:"barred"`
+	LastError   string `json:"last_error,omitempty"`
 	// CallMs is the operator call's own latency (it returns once the
 	// CHF's notifications are settled); ToNoticeMs from the call to the
 	// notification's arrival for the session it was made for; RoundTripMs
@@ -63,6 +72,10 @@ type OperatorCalls struct {
 	CallMs      *Latency `json:"call_ms,omitempty"`
 	ToNoticeMs  *Latency `json:"to_notice_ms,omitempty"`
 	RoundTripMs *Latency `json:"round_trip_ms,omitempty"`
+	// The same three as histograms (as LatencyHist), for merge.
+	CallHist      string `json:"call_hist,omitempty"`
+	ToNoticeHist  string `json:"to_notice_hist,omitempty"`
+	RoundTripHist string `json:"round_trip_hist,omitempty"`
 }
 
 func latencyOrNil(h *histogram.Histogram) *Latency {
@@ -71,6 +84,19 @@ func latencyOrNil(h *histogram.Histogram) *Latency {
 	}
 	l := latencyOf(h.Summary())
 	return &l
+}
+
+// histOrEmpty encodes h; "" when it is empty or cannot be encoded (merge
+// then notes the latency it could not combine).
+func histOrEmpty(h *histogram.Histogram) string {
+	if h == nil || h.Count() == 0 {
+		return ""
+	}
+	s, err := h.Encode()
+	if err != nil {
+		return ""
+	}
+	return s
 }
 
 // BuildNotifications summarises a run's notices and, when op is set, its
@@ -82,12 +108,14 @@ func BuildNotifications(n *engine.NoticeStats, op *operator.Stats) *Notification
 	out := &Notifications{ByType: map[string]NoticeType{}, Refused: n.Refused}
 	for k, name := range engine.NoticeNames {
 		out.ByType[name] = NoticeType{Received: n.Received[k], Answered: n.Answered[k], Failed: n.Failed[k],
-			Stale: n.Stale[k], Merged: n.Merged[k], LatencyMs: latencyOrNil(n.Latency[k])}
+			Stale: n.Stale[k], Merged: n.Merged[k], LatencyMs: latencyOrNil(n.Latency[k]), LatencyHist: histOrEmpty(n.Latency[k])}
 	}
 	if op != nil {
 		oc := &OperatorCalls{Triggered: map[string]int64{}, Refused: n.TriggerRefused + op.Dropped,
 			OK: op.OK, Failed: op.Failed, Notified: op.Notified, NotifyFailed: op.NotifyFailed, LastError: op.LastError,
-			CallMs: latencyOrNil(op.Latency), ToNoticeMs: latencyOrNil(n.TriggerLatency), RoundTripMs: latencyOrNil(n.RoundTrip)}
+			Unbarred: op.Unbarred, UnbarFailed: op.UnbarFailed, Barred: n.Barred,
+			CallMs: latencyOrNil(op.Latency), ToNoticeMs: latencyOrNil(n.TriggerLatency), RoundTripMs: latencyOrNil(n.RoundTrip),
+			CallHist: histOrEmpty(op.Latency), ToNoticeHist: histOrEmpty(n.TriggerLatency), RoundTripHist: histOrEmpty(n.RoundTrip)}
 		for k, name := range engine.NoticeNames {
 			oc.Triggered[name] = n.Triggered[k]
 		}
@@ -129,6 +157,9 @@ func (r *Result) writeNotifications(w io.Writer) {
 	if o := n.Operator; o != nil {
 		fmt.Fprintf(w, "  operator calls   reauthorize %d abort %d refused %d ok %d failed %d (CHF notified %d, failed %d)\n",
 			o.Triggered[engine.NoticeNames[engine.NoticeReauth]], o.Triggered[engine.NoticeNames[engine.NoticeAbort]], o.Refused, o.OK, o.Failed, o.Notified, o.NotifyFailed)
+		if o.Unbarred+o.UnbarFailed+o.Barred > 0 {
+			fmt.Fprintf(w, "    unbar ok %d failed %d; requests refused while barred %d (not errors)\n", o.Unbarred, o.UnbarFailed, o.Barred)
+		}
 		fmt.Fprintf(w, "    call %s\n    call→notice %s\n    call→answer %s\n", ms(o.CallMs), ms(o.ToNoticeMs), ms(o.RoundTripMs))
 		if o.LastError != "" {
 			fmt.Fprintf(w, "    last error: %s\n", o.LastError)
@@ -152,7 +183,7 @@ func (r *Result) writeNotificationsMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s | %s |\n", k, t.Received, t.Answered, t.Failed, t.Stale, p50, p99)
 	}
 	if o := n.Operator; o != nil {
-		fmt.Fprintf(w, "\nOperator calls: %d ok, %d failed, %d refused; call %s; call→notice %s; call→answer %s.\n",
-			o.OK, o.Failed, o.Refused, ms(o.CallMs), ms(o.ToNoticeMs), ms(o.RoundTripMs))
+		fmt.Fprintf(w, "\nOperator calls: %d ok, %d failed, %d refused; unbar %d ok, %d failed; %d requests refused while barred; call %s; call→notice %s; call→answer %s.\n",
+			o.OK, o.Failed, o.Refused, o.Unbarred, o.UnbarFailed, o.Barred, ms(o.CallMs), ms(o.ToNoticeMs), ms(o.RoundTripMs))
 	}
 }

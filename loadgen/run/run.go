@@ -150,6 +150,24 @@ type Options struct {
 	InitialOf func(i int32) audit.Account
 }
 
+// CheckProto refuses what a scenario asks that protocol proto cannot
+// carry: an offline share on Gy. Gy (RFC 4006, TS 32.299 Ro) is online
+// credit control only: it has no per-service mark like Nchf's
+// quotaManagementIndicator, because a PGW charged offline reports over
+// Rf/Gz (ACR/ACA to a CDF), which the CHF does not serve, and the PCRF
+// picks online or offline per rule over Gx. A CCR without
+// Requested-Service-Unit, or an MSCC with only Used-Service-Unit, is an
+// online usage report (every CCR-T is one), so reading it as offline
+// would stop debiting what a real PGW reports online.
+func CheckProto(sc *scenario.Scenario, proto string) error {
+	if sc.Accounts.Offline > 0 && proto == "gy" {
+		return fmt.Errorf("%w: accounts.offline must be 0 with protocol gy, got %v: Gy is online credit control only "+
+			"(offline usage goes over Rf/Gz, which the CHF does not serve); use an Nchf protocol (quotaManagementIndicator OFFLINE_CHARGING)",
+			scenario.ErrInvalid, sc.Accounts.Offline)
+	}
+	return nil
+}
+
 // Execute performs the run. A failed audit returns the result together
 // with an error wrapping ErrAudit.
 func Execute(ctx context.Context, o Options) (*report.Result, error) {
@@ -160,8 +178,8 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	if sc.Accounts.Offline > 0 && o.Proto == "gy" {
-		return nil, fmt.Errorf("%w: accounts.offline: Gy has no offline charging mark (quotaManagementIndicator is Nchf's)", scenario.ErrInvalid)
+	if err := CheckProto(&sc, o.Proto); err != nil {
+		return nil, err
 	}
 	if len(o.Faults) > 0 && o.Injector == nil {
 		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)

@@ -55,3 +55,39 @@ func Plans(sc *scenario.Scenario, balance int64) ([]local.Plan, func(i int32) au
 	}
 	return plans, initial, nil
 }
+
+// ShardPlans returns the plans of a scenario run as n shards, each over
+// its own slice of the range (scenario.Shard(*full, i, n); a sweep's
+// steps): every shard holds the scenario's postpaid and bucket shares of
+// its own subscribers, so each has the scenario's shape. The plans'
+// offsets are from full's first subscriber (the range provisioned);
+// initial[i] is shard i's audit initial state, by index from its own
+// first. nil, nil without shares.
+func ShardPlans(full *scenario.Scenario, n int, balance int64) (plans []local.Plan, initial []func(i int32) audit.Account, err error) {
+	a := &full.Accounts
+	if a.Postpaid == 0 && a.Buckets == 0 {
+		return nil, nil, nil
+	}
+	f0, err := scenario.ParseSUPI(full.Subscribers.First)
+	if err != nil {
+		return nil, nil, err
+	}
+	initial = make([]func(int32) audit.Account, n)
+	for i := range n {
+		sh := scenario.Shard(*full, i, n)
+		fi, err := scenario.ParseSUPI(sh.Subscribers.First)
+		if err != nil {
+			return nil, nil, err
+		}
+		p, init, err := Plans(&sh, balance)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, pl := range p {
+			pl.Offset += int(fi.Number - f0.Number)
+			plans = append(plans, pl)
+		}
+		initial[i] = init
+	}
+	return plans, initial, nil
+}
