@@ -685,6 +685,9 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 		start := time.Now()
 		next = start.Add(interval)
 		n, err := s.sweepPass(ctx, rate, interval*9/10)
+		if ctx.Err() != nil {
+			return
+		}
 		if err != nil {
 			s.cfg.Logger.Warn("reservation sweep failed", "err", err)
 			continue
