@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chf-testbed/testbed/cgw/diameter/wire"
+	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/loadgen/gy"
 	"github.com/chf-testbed/testbed/ocp"
 )
 
@@ -153,5 +156,48 @@ func TestBucketExpiryReauthorizes(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := sm.hits.Load(); n != 1 {
 		t.Fatalf("%d notifications after the re-grant, want 1", n)
+	}
+}
+
+// TestGyTariffChangeRAR: on Gy the sweep's re-authorisation is a RAR to
+// the session's peer, and the CCR-U that answers is rated on the new
+// tariff.
+func TestGyTariffChangeRAR(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tariff.yaml")
+	if err := os.WriteFile(path, []byte(ocp.DefaultTariff), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tariff, err := ocp.LoadTariff(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startCHFTariff(t, tariff)
+	e.pollNotifications(t)
+	got := make(chan bool, 4)
+	c := startGyConfig(t, e, gy.Config{OnServerRequest: func(abort bool, sid string) { got <- abort }})
+	sid := c.NewSessionID()
+	imsi := imsiOf(11)
+	gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestInitial, IMSI: imsi, Services: []gy.Service{{RatingGroup: 10, Request: true}}}, wire.ResultSuccess)
+	changed := strings.Replace(ocp.DefaultTariff, "price: 1                # per MB", "price: 3                # per MB", 1)
+	if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ocp.NewTariffWatcher(e.proc, path, slog.New(slog.DiscardHandler)).Reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // a poll carries the new epoch
+	e.sweep(t)
+	select {
+	case abort := <-got:
+		if abort {
+			t.Fatal("ASR, want RAR")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no RAR")
+	}
+	a := gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestUpdate, Number: 1, IMSI: imsi,
+		Services: []gy.Service{{RatingGroup: 10, Request: true, Used: chf.Units{TotalVolume: 1_000_000}, Reason: wire.ReasonForcedReauth, HasReason: true}}}, wire.ResultSuccess)
+	if a.Charged != 3 {
+		t.Fatalf("CCR-U after RAR: %+v", a)
 	}
 }
