@@ -121,22 +121,22 @@ func TestSweepReauthorizesExpiredBucket(t *testing.T) {
 func TestSweepPaced(t *testing.T) {
 	cl := startStore(t)
 	svc := New(cl, Config{})
-	provision(t, cl, "imsi-001010000000001", 1000, 1000)
+	provision(t, cl, "imsi-001010000000001", 3000, 1000)
 	ctx := context.Background()
 	for _, c := range []struct {
 		rate   float64
 		spread time.Duration
-	}{{5000, 0}, {0, 200 * time.Millisecond}} {
+	}{{10000, 0}, {0, 200 * time.Millisecond}} {
 		before := svc.sweep.scanned.Load()
 		start := time.Now()
 		if _, err := svc.sweepPass(ctx, c.rate, c.spread); err != nil {
 			t.Fatal(err)
 		}
 		el := time.Since(start)
-		if n := svc.sweep.scanned.Load() - before; n != 1000 || svc.sweep.lastCount.Load() != 1000 {
+		if n := svc.sweep.scanned.Load() - before; n != 3000 || svc.sweep.lastCount.Load() != 3000 {
 			t.Fatalf("%+v: scanned %d", c, n)
 		}
-		// 1000 records at 5000/s: at least 1000/5000 s less one pacing step.
+		// 3000 records at 10,000/s: paused until 0.2048 s at record 2048.
 		if min := 190 * time.Millisecond; el < min {
 			t.Fatalf("%+v: pass took %v, want at least %v", c, el, min)
 		}

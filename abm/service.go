@@ -524,6 +524,13 @@ type sweepStats struct {
 	rate              atomic.Uint64 // math.Float64bits of the cap in force
 }
 
+// sweepPaceStep is how many records the sweep scans between two checks
+// of its rate cap: at 20,000 a second, a pause every 51 ms. (Every 64
+// records, the ABM spent about 4 µs of CPU per record at that rate on
+// this machine, against 1.4 unpaced: a wake-up of the scan's goroutines
+// per pause.)
+const sweepPaceStep = 1024
+
 // sweepChunk is the partitions (of 4096) one scan command of the sweep
 // covers: a pass is 256 short scans, paced between them.
 const sweepChunk = 16
@@ -584,7 +591,7 @@ func (s *Service) sweepRecords(ctx context.Context, rs *as.Recordset, sc *scratc
 		}
 		scanned++
 		s.sweep.scanned.Add(1)
-		if rate > 0 && scanned%64 == 0 {
+		if rate > 0 && scanned%sweepPaceStep == 0 {
 			if err := sleepUntil(ctx, start.Add(time.Duration(float64(scanned)/rate*float64(time.Second)))); err != nil {
 				return changed, scanned, nil
 			}
