@@ -72,10 +72,16 @@ func localTariffChange(t *testing.T, ctx context.Context, loadgen, chf string) {
 	if out, err := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--tariff-change", "soon:"+tariff).CombinedOutput(); !isExit(err, 2) || !strings.Contains(string(out), "--tariff-change") {
 		t.Fatalf("bad --tariff-change: %v\n%s", err, out)
 	}
+	for _, proto := range []string{"h2c", "gy"} { // Gy: RAR, answered with a CCR-U
+		t.Run(proto, func(t *testing.T) { localTariffChangeRun(t, ctx, loadgen, chf, proto, tariff) })
+	}
+}
+
+func localTariffChangeRun(t *testing.T, ctx context.Context, loadgen, chf, proto, tariff string) {
 	results := t.TempDir()
 	cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--duration", "8s", "--rate", "300",
 		"--warmup", "500ms", "--ramp-up", "500ms", "--accounts", "2000", "--results", results, "--progress", "plain",
-		"--abm-args", "--reservation-sweep 1s", "--tariff-change", "3s:"+tariff)
+		"--proto", proto, "--abm-args", "--reservation-sweep 1s", "--tariff-change", "3s:"+tariff)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("loadgen local --tariff-change: %v\n%s", err, out)
