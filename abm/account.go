@@ -409,6 +409,11 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		resp.Barred = a.barred
 	}()
 	if req.Op == opExpire {
+		if req.Epoch != 0 && a.epoch != req.Epoch {
+			// The sweep queued the re-authorisation of the sessions
+			// granted under the older tariff.
+			a.epoch, write = req.Epoch, true
+		}
 		return write
 	}
 	if req.Op == chf.OpBalance {
@@ -560,6 +565,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 			s.refresh(now, lim)
 		}
 	}
+	a.noteEpoch(req)
 	return true
 }
 

@@ -24,8 +24,8 @@ type batchGroup struct {
 	cached bool   // acc came from the account cache
 	blob   []byte
 	wpol   as.BatchWritePolicy
-	bins   [3]as.Bin
-	ops    [3]*as.Operation
+	bins   [4]as.Bin
+	ops    [4]*as.Operation
 	write  *as.BatchWrite
 }
 
@@ -83,6 +83,7 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	// Group the events by account.
 	for i, req := range reqs {
 		errs[i] = nil
+		s.seeEpoch(req.Epoch)
 		if req.SUPI == "" || req.Op == opExpire {
 			// Apply answers a missing subscriber; expiry is the sweep's.
 			bs.solo = append(bs.solo, i)
@@ -237,10 +238,15 @@ func (s *Service) batchWrite(bs *batchState, reqs []*chf.ApplyRequest, errs []er
 		g.bins[0] = as.Bin{Name: BinBalance, Value: as.IntegerValue(g.acc.balance)}
 		g.bins[1] = as.Bin{Name: BinDebited, Value: as.IntegerValue(g.acc.debited)}
 		g.bins[2] = as.Bin{Name: BinSessions, Value: as.BytesValue(g.blob)}
-		for k := range g.bins {
+		n := 3
+		if g.acc.epoch != g.acc.epochRead {
+			g.bins[3] = as.Bin{Name: BinEpoch, Value: as.IntegerValue(int64(g.acc.epoch))}
+			n = 4
+		}
+		for k := range n {
 			g.ops[k] = as.PutOp(&g.bins[k])
 		}
-		g.write = as.NewBatchWrite(&g.wpol, g.key, g.ops[:]...)
+		g.write = as.NewBatchWrite(&g.wpol, g.key, g.ops[:n]...)
 		bs.recs = append(bs.recs, g.write)
 	}
 	start := time.Now()
@@ -318,8 +324,8 @@ func (bs *batchState) release() {
 	for i := range bs.groups {
 		g := &bs.groups[i]
 		g.supi, g.key, g.write = "", nil, nil
-		g.bins = [3]as.Bin{}
-		g.ops = [3]*as.Operation{}
+		g.bins = [4]as.Bin{}
+		g.ops = [4]*as.Operation{}
 	}
 	bs.groups = bs.groups[:0]
 	bs.ctx = nil

@@ -37,6 +37,7 @@ type cachedAccount struct {
 	balance  int64
 	debited  int64
 	currency string
+	epoch    uint32 // BinEpoch, as written
 	blob     []byte // sessions, as written
 }
 
@@ -64,6 +65,7 @@ func (c *accountCache) load(supi string, now int64, acc *account) (gen uint32, o
 	}
 	acc.reset()
 	acc.balance, acc.debited, acc.currency = e.balance, e.debited, e.currency
+	acc.epoch, acc.epochRead = e.epoch, e.epoch
 	err := acc.decodeSessions(e.blob) // does not retain e.blob
 	if err != nil {
 		delete(sh.m, supi)
@@ -99,6 +101,7 @@ func (c *accountCache) store(supi string, fromGen uint32, now int64, acc *accoun
 	}
 	e.gen, e.at = gen, now
 	e.balance, e.debited, e.currency = acc.balance, acc.debited, acc.currency
+	e.epoch = acc.epoch
 	e.blob = reuseBlob(e.blob, blob)
 	sh.mu.Unlock()
 }

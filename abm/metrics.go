@@ -3,6 +3,7 @@ package abm
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -51,6 +52,9 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
 	}
+	if err := s.registerSweepMetrics(m); err != nil {
+		return err
+	}
 	landed := metric.WithAttributes(attribute.String("outcome", "landed"))
 	lost := metric.WithAttributes(attribute.String("outcome", "lost"))
 	unknown := metric.WithAttributes(attribute.String("outcome", "unknown"))
@@ -70,6 +74,69 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 	}, applied, conflicts, expired, hits, stale, overage, inDoubt, replays)
 	if err != nil {
 		return fmt.Errorf("cannot register abm metrics: %w", err)
+	}
+	return nil
+}
+
+// registerSweepMetrics exports the sweep's progress and the
+// re-authorisations it queued.
+func (s *Service) registerSweepMetrics(m metric.Meter) error {
+	fail := func(err error) error { return fmt.Errorf("cannot register abm sweep metrics: %w", err) }
+	scanned, err := m.Int64ObservableCounter("abm_sweep_records_scanned", metric.WithDescription("account records the reservation sweep scanned"))
+	if err != nil {
+		return fail(err)
+	}
+	passes, err := m.Int64ObservableCounter("abm_sweep_passes", metric.WithDescription("reservation sweep passes ended"))
+	if err != nil {
+		return fail(err)
+	}
+	last, err := m.Float64ObservableGauge("abm_sweep_last_pass_seconds", metric.WithDescription("duration of the last reservation sweep pass"))
+	if err != nil {
+		return fail(err)
+	}
+	rate, err := m.Float64ObservableGauge("abm_sweep_rate_cap", metric.WithDescription("most records per second the sweep scans (--sweep-rate; 0 = no cap)"))
+	if err != nil {
+		return fail(err)
+	}
+	queued, err := m.Int64ObservableCounter("abm_notifications_queued", metric.WithDescription("re-authorisations the sweep queued for the CGWs, by reason (tariff: granted under an older tariff; bucket: holding units of an expired bucket)"))
+	if err != nil {
+		return fail(err)
+	}
+	dropped, err := m.Int64ObservableCounter("abm_notifications_dropped", metric.WithDescription("re-authorisations not sent by the ABM, by why (full: the queue was full; stale: nobody took them within 5 min)"))
+	if err != nil {
+		return fail(err)
+	}
+	taken, err := m.Int64ObservableCounter("abm_notifications_taken", metric.WithDescription("re-authorisations the CGWs took (chf.OpNotifications)"))
+	if err != nil {
+		return fail(err)
+	}
+	pending, err := m.Int64ObservableGauge("abm_notifications_pending", metric.WithDescription("re-authorisations queued, not yet taken"))
+	if err != nil {
+		return fail(err)
+	}
+	var reasons [nReasons]metric.ObserveOption
+	for i, n := range reasonNames {
+		reasons[i] = metric.WithAttributes(attribute.String("reason", n))
+	}
+	full := metric.WithAttributes(attribute.String("why", "full"))
+	stale := metric.WithAttributes(attribute.String("why", "stale"))
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		q := s.notes
+		o.ObserveInt64(scanned, int64(s.sweep.scanned.Load()))
+		o.ObserveInt64(passes, int64(s.sweep.passes.Load()))
+		o.ObserveFloat64(last, time.Duration(s.sweep.lastNs.Load()).Seconds())
+		o.ObserveFloat64(rate, math.Float64frombits(s.sweep.rate.Load()))
+		for i := range reasons {
+			o.ObserveInt64(queued, int64(q.queued[i].Load()), reasons[i])
+		}
+		o.ObserveInt64(dropped, int64(q.dropped.Load()), full)
+		o.ObserveInt64(dropped, int64(q.stale.Load()), stale)
+		o.ObserveInt64(taken, int64(q.taken.Load()))
+		o.ObserveInt64(pending, int64(len(q.ch)))
+		return nil
+	}, scanned, passes, last, rate, queued, dropped, taken, pending)
+	if err != nil {
+		return fail(err)
 	}
 	return nil
 }

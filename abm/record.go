@@ -23,6 +23,10 @@ const (
 	BinCurrency = "cur"  // string: ISO 4217 code
 	BinDebited  = "deb"  // int: total debited since provisioning, minor units
 	BinSessions = "sess" // blob: overage, sessions, reservations, last answers, recent identities
+	// BinEpoch is the tariff epoch the account's open sessions were
+	// granted under (int, chf.ApplyRequest.Epoch; absent = unknown),
+	// written only when it changes (abm/README.md, Notifications).
+	BinEpoch = "te"
 )
 
 // reservation is balance held for one rating group of one session.
@@ -98,6 +102,10 @@ type account struct {
 	currency string
 	sessions []session
 	recent   []recent
+	// epoch is the tariff epoch of the open sessions' grants (BinEpoch),
+	// epochRead what the record held (the bin is written when they
+	// differ).
+	epoch, epochRead uint32
 	// creditLimit > 0 makes the account postpaid: the balance may go down
 	// to -creditLimit. offline is offline usage rated (never debited),
 	// credited the top-ups; buckets the allowances. All in the blob.

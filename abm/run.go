@@ -30,7 +30,11 @@ type ServiceConfig struct {
 	Aerospike        string
 	Namespace        string
 	ReservationSweep time.Duration
-	MaxInFlight      int
+	// SweepRate caps the sweep's records per second (Config.SweepRate;
+	// 0 = no cap); NotifyQueue bounds its queued re-authorisations.
+	SweepRate   float64
+	NotifyQueue int
+	MaxInFlight int
 	// AccountCache is the cache size; 0 or negative = off.
 	AccountCache int
 	// MaxSessions is the cap on one account's open sessions (Config.MaxSessions).
@@ -46,6 +50,8 @@ func DefaultServiceConfig() ServiceConfig {
 		Aerospike:        "127.0.0.1:3000",
 		Namespace:        "chf",
 		ReservationSweep: time.Minute,
+		SweepRate:        DefaultSweepRate,
+		NotifyQueue:      1 << 16,
 		MaxInFlight:      4096,
 		AccountCache:     1 << 16,
 		MaxSessions:      DefaultMaxSessions,
@@ -57,7 +63,9 @@ func DefaultServiceConfig() ServiceConfig {
 func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.Base.RegisterFlags(fs, "host:port serving the ABM API (POST "+ApplyPath+", msgp), /healthz, /readyz and /metrics")
 	RegisterAerospikeFlags(fs, &c.Aerospike, &c.Namespace)
-	fs.DurationVar(&c.ReservationSweep, "reservation-sweep", c.ReservationSweep, "interval of the background scan releasing expired reservations and sessions; 0 = off (they are still released on the account's next access)")
+	fs.DurationVar(&c.ReservationSweep, "reservation-sweep", c.ReservationSweep, "interval of the background scan releasing expired reservations and sessions and finding the open sessions to re-authorise (granted under an older tariff, or holding units of an expired bucket); each pass is spread over 90% of it; 0 = off (expired reservations are still released on the account's next access, nobody is re-authorised)")
+	fs.Float64Var(&c.SweepRate, "sweep-rate", c.SweepRate, "most account records the sweep scans per second (a pass over more than interval × rate records takes longer than --reservation-sweep); 0 = no cap")
+	fs.IntVar(&c.NotifyQueue, "notify-queue", c.NotifyQueue, "re-authorisations the sweep queues for the CGWs to take (chf.OpNotifications); beyond it they are dropped and counted (abm_notifications_dropped), and the next pass finds them again")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
 	fs.IntVar(&c.AccountCache, "account-cache", c.AccountCache, "accounts whose last written state the ABM keeps to skip the read of their next charging event (writes stay generation-checked); 0 or negative = off, which is required when account records may be deleted and re-created while the ABM runs")
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, fmt.Sprintf("open sessions (each holding its reservations in the account record, about %d bytes with one rating group) one account may have; a create beyond them is refused with END_USER_SERVICE_DENIED (Nchf 403 END_USER_REQUEST_DENIED, Gy 4010), nothing charged or reserved; 1..%d", SessionRecordBytes, MaxSessionsLimit))
@@ -85,6 +93,12 @@ func (c *ServiceConfig) Validate() error {
 	}
 	if c.MaxSessions < 1 || c.MaxSessions > MaxSessionsLimit {
 		return fmt.Errorf("cannot use --max-sessions %d: must be 1..%d", c.MaxSessions, MaxSessionsLimit)
+	}
+	if c.SweepRate < 0 {
+		return fmt.Errorf("cannot use --sweep-rate %g: must not be negative (0 = no cap)", c.SweepRate)
+	}
+	if c.NotifyQueue <= 0 {
+		return fmt.Errorf("cannot use --notify-queue %d: must be positive", c.NotifyQueue)
 	}
 	if c.ReservationSweep < 0 || c.MaxInFlight <= 0 {
 		return errors.New("cannot use --reservation-sweep / --max-inflight: must not be negative / must be positive")
@@ -121,7 +135,12 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		if cache <= 0 {
 			cache = -1 // Config: negative = off
 		}
-		svc = New(cl, Config{Namespace: c.Namespace, AccountCache: cache, MaxSessions: c.MaxSessions, Logger: log})
+		rate := c.SweepRate
+		if rate == 0 {
+			rate = -1 // Config: negative = no cap
+		}
+		svc = New(cl, Config{Namespace: c.Namespace, AccountCache: cache, MaxSessions: c.MaxSessions,
+			SweepRate: rate, NotifyQueue: c.NotifyQueue, Logger: log})
 		if err := svc.RegisterMetrics(telemetry.Meter()); err != nil {
 			return err
 		}

@@ -703,7 +703,7 @@ func (h *Handler) topUp(ctx context.Context, x *Exchange, supi string, body []by
 		req := chf.ChargeRequest{Op: chf.OpSessions, SUPI: supi}
 		var resp chf.ChargeResponse
 		if err := h.charger.Charge(ctx, &req, &resp); err == nil && resp.Result == chf.ResultSuccess {
-			h.sendNotifications(ctx, nil, resp.Targets, NotifyReauthorization)
+			h.sendNotifications(ctx, nil, resp.Targets, NotifyReauthorization, originOperator)
 		}
 	}
 }

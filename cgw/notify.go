@@ -11,6 +11,7 @@ import (
 
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/chassis/h2c"
+	"github.com/chf-testbed/testbed/chassis/telemetry"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -212,12 +213,12 @@ func (h *Handler) notifyAccount(ctx context.Context, x *Exchange, supi, typ stri
 		return
 	}
 	x.Status, x.ContentType = 200, contentJSON
-	x.Body = h.sendNotifications(ctx, x.Body[:0], x.resp.Targets, typ)
+	x.Body = h.sendNotifications(ctx, x.Body[:0], x.resp.Targets, typ, originOperator)
 }
 
 // sendNotifications notifies targets concurrently (bounded per
 // destination by the Notifier) and appends the summary JSON.
-func (h *Handler) sendNotifications(_ context.Context, dst []byte, targets []chf.NotifyTarget, typ string) []byte {
+func (h *Handler) sendNotifications(_ context.Context, dst []byte, targets []chf.NotifyTarget, typ, origin string) []byte {
 	// Not the request's context: it is pooled with the exchange (and
 	// short); the notifications get their own budget.
 	ctx, cancel := context.WithTimeout(context.Background(), NotifyBudget)
@@ -233,6 +234,7 @@ func (h *Handler) sendNotifications(_ context.Context, dst []byte, targets []chf
 		wg.Add(1)
 		go func(uri string) {
 			defer wg.Done()
+			start := time.Now()
 			var err error
 			if host, sid, ok := diameter.ParseNotifyTarget(uri); ok {
 				// A Gy session: RAR or ASR to its peer.
@@ -248,11 +250,14 @@ func (h *Handler) sendNotifications(_ context.Context, dst []byte, targets []chf
 					_, err = h.notifier.Notify(ctx, uri, typ)
 				}
 			}
+			observeNotification(typ, origin, err, start)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				failed++
-				h.log.Warn("charging notification failed", "type", typ, "err", err)
+				if n, ok := h.logLimit.Allow("notify " + origin); ok {
+					h.log.Warn("charging notification failed", "type", typ, "origin", origin, "err", err, "failures", n)
+				}
 				return
 			}
 			notified++
@@ -268,4 +273,75 @@ func (h *Handler) sendNotifications(_ context.Context, dst []byte, targets []chf
 	dst = append(dst, `,"failed":`...)
 	dst = strconv.AppendInt(dst, int64(failed), 10)
 	return append(dst, '}')
+}
+
+// Where a notification comes from, for the metrics.
+const (
+	originOperator = "operator" // the operator API (reauthorize, abort, topup)
+	originSweep    = "sweep"    // the ABM's sweep (tariff change, bucket expiry)
+)
+
+var (
+	notifications = telemetry.NewCounterVec("chf_cgw_notifications_total",
+		"CHF-initiated notifications (ChargingNotify, Gy RAR/ASR) by type (REAUTHORIZATION, ABORT_CHARGING), origin (operator, sweep) and result (sent: the client answered 2xx / RAA 2001; failed: every attempt failed or no way to send).",
+		"type", "origin", "result")
+	notificationLatency = telemetry.NewHistogramVec("chf_cgw_notification_duration_seconds",
+		"Time from the CGW starting a notification (retries included) to the client's answer, by type and origin.",
+		nil, "type", "origin")
+)
+
+// observeNotification counts one notification begun at start.
+func observeNotification(typ, origin string, err error, start time.Time) {
+	result := "sent"
+	if err != nil {
+		result = "failed"
+	}
+	notifications.WithLabelValues(typ, origin, result).Inc()
+	if err == nil {
+		notificationLatency.WithLabelValues(typ, origin).Observe(time.Since(start).Seconds())
+	}
+}
+
+// NotifyPollTimeout bounds one poll of the pending notifications.
+const NotifyPollTimeout = 2 * time.Second
+
+// PollNotifications takes the re-authorisations the ABM's sweep queued
+// (chf.OpNotifications, through the charging core: the OCP passes it to
+// an ABM) every interval until ctx ends, and sends each a REAUTHORIZATION
+// (a Gy session: RAR). A full answer (chf.NotificationsMax targets) is
+// followed by the next poll at once; every poll has a deadline
+// (NotifyPollTimeout) and the sending its budget (NotifyBudget). With
+// several ABMs each poll reaches the one the balancer picks, so every
+// ABM's queue is drained in turn.
+func (h *Handler) PollNotifications(ctx context.Context, interval time.Duration) {
+	var req chf.ChargeRequest
+	var resp chf.ChargeResponse
+	for {
+		req = chf.ChargeRequest{Op: chf.OpNotifications}
+		pctx, cancel := context.WithTimeout(ctx, NotifyPollTimeout)
+		err := h.charger.Charge(pctx, &req, &resp)
+		cancel()
+		full := false
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if n, ok := h.logLimit.Allow("notify poll"); ok {
+				h.log.Warn("cannot poll pending notifications", "err", err, "failures", n)
+			}
+		case resp.Result == chf.ResultSuccess && len(resp.Targets) > 0:
+			full = len(resp.Targets) >= chf.NotificationsMax
+			h.sendNotifications(ctx, nil, resp.Targets, NotifyReauthorization, originSweep)
+		}
+		if full {
+			continue
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -59,6 +59,9 @@ type ServiceConfig struct {
 	OAuth2Keys, OAuth2Audience string
 	// OperatorTokenFile holds the bearer token of the operator API.
 	OperatorTokenFile string
+	// NotifyPoll is how often the CGW takes the re-authorisations the
+	// ABM's sweep queued (0 = never).
+	NotifyPoll time.Duration
 }
 
 // DefaultServiceConfig returns the defaults of the cgw flags.
@@ -72,7 +75,8 @@ func DefaultServiceConfig() ServiceConfig {
 		MaxBody:     64 << 10,
 		MaxInFlight: 4096,
 		Admission:   "adaptive", AdmissionTarget: 5 * time.Millisecond, AdmissionInterval: 200 * time.Millisecond, AdmissionTolerance: 2,
-		TLS: tlsconfig.Default(),
+		NotifyPoll: time.Second,
+		TLS:        tlsconfig.Default(),
 	}
 }
 
@@ -99,6 +103,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.OAuth2Keys, "oauth2-keys", c.OAuth2Keys,
 		"file of the public keys (PEM keys or certificates, or a JWKS) that sign OAuth2 access tokens (TS 33.501): every Nchf and balance request then needs Authorization: Bearer <JWT> with scope "+oauth2.ScopeConvergedCharging+" (401/403 otherwise); empty = no token check")
 	fs.StringVar(&c.OAuth2Audience, "oauth2-audience", c.OAuth2Audience, "with --oauth2-keys: a value the token's aud must contain (this NF's instance ID or type); empty = aud not checked")
+	fs.DurationVar(&c.NotifyPoll, "notify-poll", c.NotifyPoll, "how often to take the re-authorisations the ABM's reservation sweep queued (sessions granted under an older tariff, or holding units of an expired bucket) and send each a ChargingNotify REAUTHORIZATION (Gy: RAR); a full answer is followed by the next poll at once; 0 = never")
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", c.OperatorTokenFile,
 		"file holding the bearer token the operator API (POST /chf/v1/accounts/{supi}/topup) requires (surrounding white space ignored); without it the API answers 403 when --listen is beyond loopback, and is open on loopback")
 }
@@ -139,6 +144,9 @@ func loopbackOnly(addr string) bool {
 func (c *ServiceConfig) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
+	}
+	if c.NotifyPoll < 0 {
+		return fmt.Errorf("cannot use --notify-poll %v: must not be negative (0 = never)", c.NotifyPoll)
 	}
 	if c.MaxBody <= 0 || c.MaxInFlight <= 0 {
 		return errors.New("cannot use --max-body and --max-inflight: both must be positive")
@@ -275,6 +283,24 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		}
 		return srv.Start()
 	}, func(ctx context.Context) error { err := srv.Shutdown(ctx); notifier.Close(); return err })
+	if c.NotifyPoll > 0 {
+		var stop context.CancelFunc
+		done := make(chan struct{})
+		g.Add("notification poller", func() error {
+			var ctx context.Context
+			ctx, stop = context.WithCancel(context.Background())
+			go func() { defer close(done); srv.Handler().PollNotifications(ctx, c.NotifyPoll) }()
+			return nil
+		}, func(ctx context.Context) error {
+			stop()
+			select {
+			case <-done:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}
 	if c.Diameter != "" {
 		var dia *diameter.Server
 		g.Add("Diameter server", func() error {

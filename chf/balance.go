@@ -58,6 +58,12 @@ type ApplyRequest struct {
 	TopUp TopUp `msg:"tu"`
 	// Notify is the create's notifyUri (ChargeRequest.Notify).
 	Notify []byte `msg:"nu"`
+	// Epoch identifies the tariff the OCP rated the request with (a
+	// digest of its rates, never 0; 0 = none, for unrated operations).
+	// The ABM keeps it in the account record and re-authorises the
+	// account's open sessions once it sees a newer one (abm/README.md,
+	// Notifications).
+	Epoch uint32 `msg:"te"`
 }
 
 // Reset clears r for reuse, keeping the capacity of Lines.

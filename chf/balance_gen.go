@@ -103,6 +103,12 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Notify")
 				return
 			}
+		case "te":
+			z.Epoch, err = dc.ReadUint32()
+			if err != nil {
+				err = msgp.WrapError(err, "Epoch")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -116,9 +122,9 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 11
+	// map header, size 12
 	// write "op"
-	err = en.Append(0x8b, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x8c, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -234,15 +240,25 @@ func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Notify")
 		return
 	}
+	// write "te"
+	err = en.Append(0xa2, 0x74, 0x65)
+	if err != nil {
+		return
+	}
+	err = en.WriteUint32(z.Epoch)
+	if err != nil {
+		err = msgp.WrapError(err, "Epoch")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 11
+	// map header, size 12
 	// string "op"
-	o = append(o, 0x8b, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x8c, 0xa2, 0x6f, 0x70)
 	o, err = z.Op.MarshalMsg(o)
 	if err != nil {
 		err = msgp.WrapError(err, "Op")
@@ -289,6 +305,9 @@ func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "nu"
 	o = append(o, 0xa2, 0x6e, 0x75)
 	o = msgp.AppendBytes(o, z.Notify)
+	// string "te"
+	o = append(o, 0xa2, 0x74, 0x65)
+	o = msgp.AppendUint32(o, z.Epoch)
 	return
 }
 
@@ -389,6 +408,12 @@ func (z *ApplyRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Notify")
 				return
 			}
+		case "te":
+			z.Epoch, bts, err = msgp.ReadUint32Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Epoch")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -407,7 +432,7 @@ func (z *ApplyRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 3 + z.TopUp.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify)
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 3 + z.TopUp.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify) + 3 + msgp.Uint32Size
 	return
 }
 

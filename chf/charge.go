@@ -46,8 +46,19 @@ const (
 	OpUnbar Op = 9
 )
 
+// OpNotifications takes pending CHF-initiated notifications from the
+// ABM: open sessions its reservation sweep found granted under an older
+// tariff or holding units of an expired bucket (abm/README.md,
+// Notifications). No subscriber; answered in ChargeResponse.Targets, at
+// most NotificationsMax per call. The CGW polls it and sends each target
+// a REAUTHORIZATION (Gy: RAR).
+const OpNotifications Op = 10
+
+// NotificationsMax bounds the targets one OpNotifications answers.
+const NotificationsMax = 256
+
 // NotifyTarget is an open session of an account and the notifyUri its
-// create named (answered to OpSessions).
+// create named (answered to OpSessions and OpNotifications).
 type NotifyTarget struct {
 	Session string `msg:"sn"`
 	URI     string `msg:"u"`

@@ -58,6 +58,10 @@ type env struct {
 	abm   *gate // the ABM's requests pass through it (stall tests)
 	core  *ocp.Client
 	gy    *gyRef // the Diameter server startGy starts, for RAR/ASR
+	// The services themselves (sweep, tariff reload, notification poll).
+	svc  *abm.Service
+	proc *ocp.Processor
+	cgw  *cgw.Handler
 }
 
 // gyRef is the CGW's GyNotifier: the Diameter server once startGy ran.
@@ -110,7 +114,7 @@ func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { shutdown(t, srv.Shutdown) })
-	return &env{base: "http://" + srv.Addr(), clock: clk, as: asc, abm: g, core: core, gy: gy}
+	return &env{base: "http://" + srv.Addr(), clock: clk, as: asc, abm: g, core: core, gy: gy, svc: svc, proc: proc, cgw: srv.Handler()}
 }
 
 func startService(t *testing.T, name string, h fasthttp.RequestHandler) *chassis.Server {

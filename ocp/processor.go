@@ -9,6 +9,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/chf-testbed/testbed/cdr"
 	"github.com/chf-testbed/testbed/chf"
@@ -32,7 +33,7 @@ type BatchAccounts interface {
 // Processor rates charging requests and applies them through Accounts. It
 // implements chf.Charger and is safe for concurrent use.
 type Processor struct {
-	tariff   *Tariff
+	tariff   atomic.Pointer[Tariff] // replaced whole by SetTariff
 	accounts Accounts
 	sink     cdr.Sink // nil = no charging data records
 }
@@ -43,8 +44,18 @@ func NewProcessor(t *Tariff, accounts Accounts) *Processor {
 	if t == nil {
 		t = Default()
 	}
-	return &Processor{tariff: t, accounts: accounts}
+	p := &Processor{accounts: accounts}
+	p.tariff.Store(t)
+	return p
 }
+
+// Tariff returns the tariff p rates with now.
+func (p *Processor) Tariff() *Tariff { return p.tariff.Load() }
+
+// SetTariff makes p rate every later request with t (a reload, see
+// WatchTariff). Requests being rated finish on the tariff they started
+// with. Safe for concurrent use.
+func (p *Processor) SetTariff(t *Tariff) { p.tariff.Store(t) }
 
 // SetSink makes p hand every request the ABM answered to s (the CDR
 // recorder). Call it before p serves.
@@ -76,8 +87,9 @@ func (p *Processor) Charge(ctx context.Context, req *chf.ChargeRequest, resp *ch
 // arm fills each grant's threshold, triggers and final unit action from
 // the tariff (the ABM decides units and FinalUnit; the tariff the rest).
 func (p *Processor) arm(resp *chf.ChargeResponse) {
+	t := p.tariff.Load()
 	for i := range resp.Lines {
-		if r := p.tariff.Rate(resp.Lines[i].RatingGroup); r != nil {
+		if r := t.Rate(resp.Lines[i].RatingGroup); r != nil {
 			r.Arm(&resp.Lines[i])
 		}
 	}
@@ -138,6 +150,9 @@ func (p *Processor) ChargeBatch(ctx context.Context, reqs []*chf.ChargeRequest, 
 
 // validate rejects requests no account could apply.
 func validate(req *chf.ChargeRequest) (chf.Result, string) {
+	if req.Op == chf.OpNotifications {
+		return chf.ResultSuccess, "" // no subscriber: the ABM's queue
+	}
 	if req.SUPI == "" {
 		return chf.ResultInvalid, "missing subscriber identifier"
 	}
@@ -183,10 +198,10 @@ func validate(req *chf.ChargeRequest) (chf.Result, string) {
 	return chf.ResultSuccess, ""
 }
 
-// rate is the tariff's rate of rg (misrate_audittest.go skews it in the
+// rate is t's rate of rg (misrate_audittest.go skews it in the
 // audit_misrate build).
-func (p *Processor) rate(rg uint32) *Rate {
-	return misrate(p.tariff.Rate(rg))
+func rate(t *Tariff, rg uint32) *Rate {
+	return misrate(t.Rate(rg))
 }
 
 // Rate fills ar with req's lines rated on the tariff (ar.Lines reused).
@@ -194,7 +209,11 @@ func (p *Processor) rate(rg uint32) *Rate {
 func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 	ar.Reset()
 	ar.Op, ar.SUPI, ar.Session, ar.Seq = req.Op, req.SUPI, req.Session, req.Seq
-	if req.Op == chf.OpBalance || req.Op == chf.OpSessions || req.Op == chf.OpAbortSessions || req.Op == chf.OpUnbar {
+	// Every request carries the epoch, so the ABM learns of a new tariff
+	// from the CGWs' polls (OpNotifications) even without traffic.
+	t := p.tariff.Load()
+	ar.Epoch = t.Epoch()
+	if req.Op == chf.OpBalance || req.Op == chf.OpSessions || req.Op == chf.OpAbortSessions || req.Op == chf.OpUnbar || req.Op == chf.OpNotifications {
 		return
 	}
 	if req.Op == chf.OpCreate {
@@ -208,7 +227,7 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 	for i := range req.Lines {
 		in := &req.Lines[i]
 		out := chf.RatedLine{RatingGroup: in.RatingGroup, Offline: in.Offline}
-		r := p.rate(in.RatingGroup)
+		r := rate(t, in.RatingGroup)
 		if r == nil {
 			out.Result = chf.ResultRatingFailed
 			ar.Lines = append(ar.Lines, out)

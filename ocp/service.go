@@ -48,7 +48,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.Base.RegisterFlags(fs, "host:port serving the OCP API (POST "+ChargePath+", msgp), /healthz, /readyz and /metrics")
 	c.ABM.RegisterFlags(fs)
 	rpc.RegisterBatchFlags(fs, &c.Batch, "abm")
-	fs.StringVar(&c.Tariff, "tariff", c.Tariff, "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md)")
+	fs.StringVar(&c.Tariff, "tariff", c.Tariff, "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md). Reloaded when its mtime or size changes and on SIGHUP; an invalid file keeps the old tariff (logged)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
 	c.CDR.RegisterFlags(fs)
 	c.TLS.RegisterFlags(fs, "ABM")
@@ -129,8 +129,9 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		}, func(ctx context.Context) error { return rec.Close(ctx) })
 	}
 	var srv *chassis.Server
+	var proc *Processor
 	g.Add("OCP server", func() error {
-		proc := NewProcessor(tariff, abm.NewClient(client, c.Batch))
+		proc = NewProcessor(tariff, abm.NewClient(client, c.Batch))
 		if rec != nil {
 			proc.SetSink(rec)
 		}
@@ -154,6 +155,25 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		log.Info("serving", "addr", srv.Addr(), "abm", c.ABM.Addr, "tariff", c.Tariff)
 		return nil
 	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
+	if c.Tariff != "" {
+		var stop context.CancelFunc
+		done := make(chan struct{})
+		g.Add("tariff reload", func() error {
+			var ctx context.Context
+			ctx, stop = context.WithCancel(context.Background())
+			w := NewTariffWatcher(proc, c.Tariff, log)
+			go func() { defer close(done); w.Run(ctx) }()
+			return nil
+		}, func(ctx context.Context) error {
+			stop()
+			select {
+			case <-done:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -72,7 +73,50 @@ type Rate struct {
 type Tariff struct {
 	RatingGroups []Rate `yaml:"ratingGroups" json:"ratingGroups"`
 
-	byRG map[uint32]*Rate
+	byRG  map[uint32]*Rate
+	epoch uint32
+}
+
+// Epoch identifies what t rates: a digest (FNV-1a, never 0) of every
+// rate's fields in rating-group order, so the same tariff has the same
+// epoch in every OCP and across restarts, and any change of a rate
+// changes it. It is carried on every rated request to the ABM
+// (chf.ApplyRequest.Epoch), whose sweep re-authorises the sessions
+// granted under another one.
+func (t *Tariff) Epoch() uint32 { return t.epoch }
+
+// Changed returns the rating groups whose rate differs between old and t
+// (added, removed or changed), in ascending order.
+func (t *Tariff) Changed(old *Tariff) []uint32 {
+	var out []uint32
+	for rg, r := range t.byRG {
+		if o := old.byRG[rg]; o == nil || o.digest(chf.HashSeed) != r.digest(chf.HashSeed) {
+			out = append(out, rg)
+		}
+	}
+	for rg := range old.byRG {
+		if t.byRG[rg] == nil {
+			out = append(out, rg)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// digest folds every field of r into h.
+func (r *Rate) digest(h uint64) uint64 {
+	h = chf.HashUint(h, uint64(r.RatingGroup))
+	h = chf.HashUint(h, uint64(r.service))
+	h = chf.HashUint(h, uint64(r.Price))
+	h = chf.HashUint(h, r.DefaultGrant)
+	h = chf.HashUint(h, r.MaxGrant)
+	h = chf.HashUint(h, uint64(r.ValidityTime))
+	h = chf.HashUint(h, uint64(r.QuotaHoldingTime))
+	h = chf.HashUint(h, r.QuotaThreshold)
+	h = chf.HashUint(h, uint64(r.triggers))
+	h = chf.HashUint(h, uint64(r.finalAction))
+	h = chf.HashString(h, r.RedirectServer)
+	return chf.HashString(chf.HashUint(h, 0), r.FilterID)
 }
 
 // DefaultTariff is the built-in tariff covering the reference traffic mix:
@@ -201,6 +245,18 @@ func (t *Tariff) validate() error {
 			return err
 		}
 		t.byRG[r.RatingGroup] = r
+	}
+	rgs := make([]uint32, 0, len(t.byRG))
+	for rg := range t.byRG {
+		rgs = append(rgs, rg)
+	}
+	slices.Sort(rgs)
+	h := chf.HashSeed
+	for _, rg := range rgs {
+		h = t.byRG[rg].digest(h)
+	}
+	if t.epoch = uint32(h ^ h>>32); t.epoch == 0 {
+		t.epoch = 1
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
+	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
@@ -133,6 +134,7 @@ func localCmd(args []string) (err error) {
 	asliteCommit := fs.String("aslite-commit", "sync", "with a durable aslite, its --commit: sync or interval")
 	faultValidity := fs.Duration("fault-validity", 10*time.Second, "with --fault, the validity time of every grant (a tariff written to the results directory for the ocp), so the reservations of sessions a fault cut short expire, and the audit waits up to twice this for them")
 	sampleEvery := fs.Duration("sample-every", 0, "sample each service's RSS, open files and goroutines (through a --pprof port given to cgw, ocp and abm) this often, with the p99 per interval, and write soak.json and soak.txt (flat, or where it grows) to the results directory; 0 = off (make soak sets 10s)")
+	tariffChange := fs.String("tariff-change", "", "AFTER:FILE: replace the OCP's tariff file with FILE this long after the load starts (the OCP reloads it within a second, the ABM's sweep — --reservation-sweep 5s unless --abm-args sets one — finds the sessions granted under the old tariff and the CGW sends them REAUTHORIZATION); the audit rates each request on the tariff in force when it was sent, either for one sent from 2 s before to 3 s after the replacement; not with --fault or account plans")
 	var faultSpecs multiFlag
 	fs.Var(&faultSpecs, "fault", "inject a fault at an offset into the measured window, ACTION:SERVICE:AT[:FOR]: kill (kill -9, restarted after FOR, default 2s) or stop (SIGSTOP for FOR) one instance of cgw, ocp, abm or aslite, e.g. kill:ocp:10s:2s; repeatable; the report gives errors, time to recover and the audit")
 	if err := parseFlags(fs, localHelp, args); err != nil {
@@ -163,6 +165,34 @@ func localCmd(args []string) (err error) {
 			defer os.RemoveAll(dir)
 			*asliteDir = dir
 		}
+	}
+	var change *audit.Change
+	var changeBody []byte
+	var changeAfter time.Duration
+	if *tariffChange != "" {
+		after, file, ok := strings.Cut(*tariffChange, ":")
+		d, err := time.ParseDuration(after)
+		if !ok || err != nil || d <= 0 || file == "" {
+			return usageError{fmt.Errorf("invalid --tariff-change %q: want AFTER:FILE, AFTER a positive duration (20s)", *tariffChange)}
+		}
+		if changeBody, err = os.ReadFile(file); err != nil {
+			return usageError{fmt.Errorf("invalid --tariff-change: %w", err)}
+		}
+		if _, err := ocp.ParseTariff(changeBody); err != nil {
+			return usageError{fmt.Errorf("invalid --tariff-change: the OCP would refuse %s: %w", file, err)}
+		}
+		newT, err := audit.ParseTariff(changeBody)
+		if err != nil {
+			return usageError{fmt.Errorf("invalid --tariff-change: %s: %w", file, err)}
+		}
+		switch {
+		case len(faults) > 0:
+			return usageError{errors.New("invalid --tariff-change: not with --fault (a fault run writes its own tariff)")}
+		case strings.Contains(*ocpArgs, "--tariff"):
+			return usageError{errors.New("invalid --tariff-change: not with --ocp-args --tariff (loadgen local writes the OCP's tariff file; give the first tariff with --tariff)")}
+		}
+		change = &audit.Change{New: newT, Before: 2 * time.Second, After: 3 * time.Second}
+		changeAfter = d
 	}
 	if !setFlags(fs)["rate"] && !setFlags(fs)["sessions-per-second"] && f.scenarioFile == "" {
 		f.rate = 1000
@@ -200,6 +230,31 @@ func localCmd(args []string) (err error) {
 		ocpFlags = append(ocpFlags, "--tariff", tariff)
 	}
 	cgwFlags, abmFlags := strings.Fields(*cgwArgs), strings.Fields(*abmArgs)
+	tariffPath := ""
+	if change != nil {
+		// The OCP rates from a file in the results directory, which the
+		// change replaces; the audit starts on the same first tariff.
+		first := []byte(ocp.DefaultTariff)
+		if f.tariffFile != "" {
+			if first, err = os.ReadFile(f.tariffFile); err != nil {
+				return usageError{fmt.Errorf("invalid --tariff: %w", err)}
+			}
+		}
+		tariffPath = filepath.Join(f.outDir, "tariff.yaml")
+		if err := os.WriteFile(tariffPath, first, 0o644); err != nil {
+			return fmt.Errorf("cannot write the OCP's tariff: %w", err)
+		}
+		ocpFlags = localOCPArgs(strings.Fields(*ocpArgs), tariffPath)
+		if change.Old = o.Tariff; change.Old == nil {
+			if change.Old, err = audit.LoadTariff(""); err != nil {
+				return err
+			}
+		}
+		o.TariffChange = change
+		if !strings.Contains(*abmArgs, "--reservation-sweep") {
+			abmFlags = append(abmFlags, "--reservation-sweep", "5s")
+		}
+	}
 	pprof := map[string]string{}
 	if *sampleEvery > 0 {
 		if *sampleEvery < time.Second {
@@ -224,6 +279,9 @@ func localCmd(args []string) (err error) {
 		return usageError{err}
 	}
 	o.InitialOf = initialOf
+	if change != nil && len(plans) > 0 {
+		return usageError{errors.New("invalid --tariff-change: not with account plans (the audit values bucket units and credit on one tariff)")}
+	}
 	s := onSignals()
 	defer s.Stop()
 	o.Log.Info("starting the local CHF", "accounts", *l.accounts)
@@ -260,6 +318,9 @@ func localCmd(args []string) (err error) {
 	if *sampleEvery > 0 {
 		soak = startSoak(*sampleEvery, tb.Pids, pprof)
 	}
+	if change != nil {
+		go replaceTariff(s.Context(), o, change, changeAfter, tariffPath, changeBody)
+	}
 	err = f.execute(s, o)
 	if soak != nil {
 		res, _ := report.ReadJSON(filepath.Join(f.outDir, "result.json"))
@@ -275,6 +336,30 @@ func localCmd(args []string) (err error) {
 	default:
 	}
 	return err
+}
+
+// replaceTariff replaces the OCP's tariff file at path with body after
+// after (unless ctx ends first), marking the change for the audit just
+// before.
+func replaceTariff(ctx context.Context, o run.Options, c *audit.Change, after time.Duration, path string, body []byte) {
+	t := time.NewTimer(after)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	c.Mark(time.Now())
+	tmp := path + ".new"
+	err := os.WriteFile(tmp, body, 0o644)
+	if err == nil {
+		err = os.Rename(tmp, path) // the OCP never reads half a file
+	}
+	if err != nil {
+		o.Log.Error("cannot replace the tariff file: the audit will fail", "err", err)
+		return
+	}
+	o.Log.Info("tariff file replaced", "path", path, "at", c.At().Format(time.RFC3339Nano))
 }
 
 // localOCPArgs adds --tariff FILE for the OCP when loadgen's audit rates

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
+	"github.com/chf-testbed/testbed/ocp"
 )
 
 // buildBinaries builds loadgen and chf into a temporary directory.
@@ -56,6 +57,62 @@ func TestLocalEndToEnd(t *testing.T) {
 	t.Run("plans", func(t *testing.T) { localPlans(t, ctx, loadgen, chf) })
 	t.Run("interrupt", func(t *testing.T) { localInterrupt(t, chf) })
 	t.Run("faults", func(t *testing.T) { localFaults(t, ctx, loadgen, chf) })
+	t.Run("tariff-change", func(t *testing.T) { localTariffChange(t, ctx, loadgen, chf) })
+}
+
+// localTariffChange runs `loadgen local --tariff-change` with data at
+// three times the price after 3 s: the sessions open under the old
+// tariff are re-authorised (REAUTHORIZATION received and answered), and
+// the audit, rating each request on the tariff in force when it was
+// sent, passes. A bad specification is a usage error.
+func localTariffChange(t *testing.T, ctx context.Context, loadgen, chf string) {
+	dir := t.TempDir()
+	tariff := filepath.Join(dir, "new.yaml")
+	body := strings.Replace(ocp.DefaultTariff, "price: 1                # per MB", "price: 3                # per MB", 1)
+	if err := os.WriteFile(tariff, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--tariff-change", "soon:"+tariff).CombinedOutput(); !isExit(err, 2) || !strings.Contains(string(out), "--tariff-change") {
+		t.Fatalf("bad --tariff-change: %v\n%s", err, out)
+	}
+	for _, proto := range []string{"h2c", "gy"} { // Gy: RAR, answered with a CCR-U
+		t.Run(proto, func(t *testing.T) { localTariffChangeRun(t, ctx, loadgen, chf, proto, tariff) })
+	}
+}
+
+func localTariffChangeRun(t *testing.T, ctx context.Context, loadgen, chf, proto, tariff string) {
+	results := t.TempDir()
+	cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--duration", "8s", "--rate", "300",
+		"--warmup", "500ms", "--ramp-up", "500ms", "--accounts", "2000", "--results", results, "--progress", "plain",
+		"--proto", proto, "--abm-args", "--reservation-sweep 1s", "--tariff-change", "3s:"+tariff)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("loadgen local --tariff-change: %v\n%s", err, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(results, "*", "result.json"))
+	if len(files) != 1 {
+		t.Fatalf("result files %v\n%s", files, out)
+	}
+	res, err := report.ReadJSON(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Notifications == nil {
+		t.Fatalf("no notifications\n%s", out)
+	}
+	n := res.Notifications.ByType["reauthorization"]
+	if n.Received == 0 || n.Answered == 0 || n.Failed != 0 {
+		t.Fatalf("re-authorisations %+v\n%s", n, out)
+	}
+	if a := res.Audit; a.Skipped || a.Checked == 0 || a.Mismatches != 0 || a.Reserved != 0 {
+		t.Fatalf("audit %+v\n%s", a, out)
+	}
+}
+
+// isExit reports whether err is an exit with code.
+func isExit(err error, code int) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == code
 }
 
 // localFaults runs `loadgen local` with two ocp replicas and a durable

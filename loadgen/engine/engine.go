@@ -117,6 +117,17 @@ type Rater interface {
 	Rate(c *driver.Charge) int64
 }
 
+// TimedRater is a Rater whose expectation depends on when the request was
+// sent (a tariff changed during the run, audit.Change): RateAt returns
+// the charge expected for c sent at sent and, when the CHF may have
+// rated it on either of two tariffs then (ambiguous), the other
+// acceptable charge. The engine takes alt when the CHF reported exactly
+// it.
+type TimedRater interface {
+	Rater
+	RateAt(c *driver.Charge, sent time.Time) (want, alt int64, ambiguous bool)
+}
+
 // Tick is one second of a run.
 type Tick struct {
 	Second    int     `json:"t"` // seconds since the run started

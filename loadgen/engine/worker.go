@@ -122,6 +122,7 @@ type worker struct {
 	sc         *scenario.Scenario
 	first      scenario.SUPI
 	start      time.Time
+	timed      TimedRater // cfg.Rater when it is one
 	sched      schedule
 	agg        *aggregator
 	dw         driver.Worker
@@ -235,6 +236,7 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		nextSec:    int64(time.Second),
 		nst:        newNoticeStats(),
 	}
+	w.timed, _ = cfg.Rater.(TimedRater)
 	think := max(sc.Data.ThinkTime.D(), sc.Voice.ThinkTime.D())
 	w.drainLimit = w.stopAt + int64(think) + 2*w.timeout + int64(time.Second)
 	if sc.RetryErrors > 0 {
@@ -940,7 +942,13 @@ func (w *worker) account(f *flow) {
 	} else if o.Class == "" || strings.HasPrefix(o.Class, "rg_") {
 		w.missingCharged++ // answered as a success without the charge
 	}
-	if o.Class == "" && w.cfg.Rater != nil {
+	if o.Class == "" && w.timed != nil {
+		want, alt, ambiguous := w.timed.RateAt(&r.charge, w.start.Add(time.Duration(r.sent)))
+		if ambiguous && o.HasCharged && o.Charged == alt {
+			want = alt // rated on the other tariff while the CHF reloaded
+		}
+		w.ledger.AddExpected(f.sub, want)
+	} else if o.Class == "" && w.cfg.Rater != nil {
 		w.ledger.AddExpected(f.sub, w.cfg.Rater.Rate(&r.charge))
 	}
 }

@@ -123,6 +123,10 @@ type Options struct {
 	// audit's independent check (the OCP's tariff file, read by the
 	// audit's own code); nil = the built-in default tariff.
 	Tariff *audit.Tariff
+	// TariffChange, when set, is a tariff change during the run (loadgen
+	// local --tariff-change): the audit rates each request on the tariff
+	// in force when it was sent (audit.Change); Tariff is then its Old.
+	TariffChange *audit.Change
 	// Faults are injected through Injector at their offsets into the
 	// measured window; each is undone (restart, continue) before the
 	// audit, and its figures go to the result's Faults.
@@ -186,6 +190,10 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	}
 	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS,
 		NotifyListen: o.NotifyListen, OnTime: o.Pacing == 0}
+	if o.TariffChange != nil && dcfg.NotifyListen == "" && o.Proto != "gy" {
+		// The sessions the change re-authorises are notified.
+		dcfg.NotifyListen = "127.0.0.1:0"
+	}
 	var op *operator.Client
 	if sc.Notifications.Enabled() {
 		if dcfg.NotifyListen == "" && o.Proto != "gy" {
@@ -297,13 +305,17 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			return nil, fmt.Errorf("cannot load the built-in tariff: %w", err)
 		}
 	}
+	var rater engine.Rater = tariff
+	if o.TariffChange != nil {
+		rater = o.TariffChange
+	}
 	var measureStart time.Time
 	waitFaults := func() []faultRun { return nil }
 	cfg := engine.Config{
 		Scenario: sc,
 		Driver:   d,
 		Operator: operatorOf(op),
-		Rater:    tariff,
+		Rater:    rater,
 		Workers:  o.Workers,
 		Pacing:   o.Pacing,
 		Tick:     tick,
