@@ -59,7 +59,7 @@ func TestAbortBarsUpdates(t *testing.T) {
 // END_USER_SERVICE_DENIED and charges nothing, a repeat of a create
 // answered before the abort gets its answer, a top-up leaves the bar,
 // OpUnbar lifts it (writing once); the bar survives the record and a
-// version 3 record (written before it existed) decodes unbarred.
+// version 4 record (written before it existed) decodes unbarred.
 func TestAbortBarsAccount(t *testing.T) {
 	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 4, maxClosed: 4, maxRecent: MaxRecent}
 	a := &account{balance: 1000, currency: "EUR"}
@@ -79,14 +79,14 @@ func TestAbortBarsAccount(t *testing.T) {
 	}
 	// An old record has no flag: it decodes unbarred.
 	v3 := a.appendSessions(nil)
-	v3[0] = 3
+	v3[0] = 4
 	i := bytes.Index(v3, []byte{1, 1, 1, 's'}) // the account flags, then 1 session "s"
 	if i < 0 {
 		t.Fatalf("no account flags before the session in % x", v3)
 	}
 	var old account
 	if err := old.decodeSessions(append(v3[:i:i], v3[i+1:]...)); err != nil || old.barred || len(old.sessions) != 1 {
-		t.Fatalf("version 3 record: %v barred %v, %d sessions", err, old.barred, len(old.sessions))
+		t.Fatalf("version 4 record: %v barred %v, %d sessions", err, old.barred, len(old.sessions))
 	}
 	var b account
 	if err := b.decodeSessions(a.appendSessions(nil)); err != nil || !b.barred {

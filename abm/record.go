@@ -14,8 +14,9 @@ var ErrCorruptRecord = errors.New("abm: corrupt account session blob")
 
 // blobVersion is the first byte of every session blob written; older
 // blobs are read (version 1: no overage, operations, digests or recent
-// identities; before 4: no charge of the last answers, replayed as 0).
-const blobVersion = 4
+// identities; before 4: no charge of the last answers, replayed as 0;
+// before 5: no account flags, so not barred).
+const blobVersion = 5
 
 // Bin names of an account record (Aerospike limits them to 15 bytes).
 const (
@@ -168,12 +169,12 @@ func (a *account) removeSession(i int) {
 
 // Session blob layout (all integers varints as encoding/binary writes them):
 //
-//	version byte (4)
+//	version byte (5)
 //	varint overage (minor units)
 //	(version 3) varint credit limit, varint offline total, varint credited,
 //	  uvarint bucket count, then per bucket: byte service, uvarint units
 //	  left, varint expiry (unix seconds, 0 = never)
-//	(version 4) byte account flags (bit 0: barred by the operator)
+//	(version 5) byte account flags (bit 0: barred by the operator)
 //	uvarint session count, then per session:
 //	  uvarint id length, id bytes
 //	  uvarint last answered sequence number
@@ -424,7 +425,7 @@ func (a *account) decodeSessions(blob []byte) error {
 			r.err = ErrCorruptRecord
 		}
 	}
-	if v >= 4 {
+	if v >= 5 {
 		a.barred = r.byte()&1 != 0
 	}
 	n := r.count(6)

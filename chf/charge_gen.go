@@ -867,9 +867,9 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 17
+	// map header, size 18
 	// write "r"
-	err = en.Append(0xde, 0x0, 0x11, 0xa1, 0x72)
+	err = en.Append(0xde, 0x0, 0x12, 0xa1, 0x72)
 	if err != nil {
 		return
 	}
@@ -1091,9 +1091,9 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 17
+	// map header, size 18
 	// string "r"
-	o = append(o, 0xde, 0x0, 0x11, 0xa1, 0x72)
+	o = append(o, 0xde, 0x0, 0x12, 0xa1, 0x72)
 	o = msgp.AppendUint8(o, uint8(z.Result))
 	// string "d"
 	o = append(o, 0xa1, 0x64)
