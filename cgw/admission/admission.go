@@ -53,7 +53,7 @@
 // DIAMETER_TOO_BUSY 3004 (Gy). The limit lives between MinLimit and
 // MaxLimit, so memory is bounded by MaxLimit requests whatever is offered.
 // When the overload ends the delay drops, and the limit is back at
-// InitialLimit within a few windows.
+// InitialLimit within a few seconds (TestQueueingOverloadShrinksAndRecovers).
 //
 // Why not the gradient against the lowest latency seen (Gradient2, this
 // package's previous rule: shrink when the mean latency exceeds Tolerance
