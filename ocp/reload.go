@@ -17,7 +17,7 @@ import (
 const TariffCheck = time.Second
 
 var tariffReloads = telemetry.NewCounterVec("chf_ocp_tariff_reloads_total",
-	"Reloads of the --tariff file (on a change of its mtime or size, or SIGHUP), by result: changed (a new epoch is rated), unchanged (same rates), invalid (the old tariff is kept; the log says why).",
+	"Reloads of the --tariff file (on a change of its inode, mtime or size, or SIGHUP), by result: changed (a new epoch is rated), unchanged (same rates), invalid (the old tariff is kept; the log says why).",
 	"result")
 
 // TariffWatcher reloads a Processor's tariff file when it changes (its
@@ -32,9 +32,8 @@ type TariffWatcher struct {
 	path string
 	log  *slog.Logger
 
-	mu      sync.Mutex // one reload at a time
-	modTime time.Time
-	size    int64
+	mu   sync.Mutex  // one reload at a time
+	last os.FileInfo // the file as last loaded or checked (nil: none)
 }
 
 // NewTariffWatcher returns a watcher of path for p, whose tariff was
@@ -42,7 +41,7 @@ type TariffWatcher struct {
 func NewTariffWatcher(p *Processor, path string, log *slog.Logger) *TariffWatcher {
 	w := &TariffWatcher{proc: p, path: path, log: log}
 	if fi, err := os.Stat(path); err == nil {
-		w.modTime, w.size = fi.ModTime(), fi.Size()
+		w.last = fi
 	}
 	return w
 }
@@ -64,15 +63,18 @@ func (w *TariffWatcher) Run(ctx context.Context) {
 	}
 }
 
-// Check reloads the file if its modification time or size changed since
-// the last load or check.
+// Check reloads the file if it was replaced (another inode, as an atomic
+// rename or a ConfigMap update makes it) or its modification time or size
+// changed since the last load or check. An edit in place that keeps the
+// size within the file system's timestamp granularity is not seen: SIGHUP
+// reloads it.
 func (w *TariffWatcher) Check() {
 	fi, err := os.Stat(w.path)
 	if err != nil {
 		return // a file being replaced; Reload reports what stays missing
 	}
 	w.mu.Lock()
-	same := fi.ModTime().Equal(w.modTime) && fi.Size() == w.size
+	same := w.last != nil && os.SameFile(w.last, fi) && fi.ModTime().Equal(w.last.ModTime()) && fi.Size() == w.last.Size()
 	w.mu.Unlock()
 	if !same {
 		_ = w.Reload("file changed")
@@ -85,7 +87,7 @@ func (w *TariffWatcher) Reload(why string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if fi, err := os.Stat(w.path); err == nil {
-		w.modTime, w.size = fi.ModTime(), fi.Size()
+		w.last = fi
 	}
 	t, err := LoadTariff(w.path)
 	if err != nil {

@@ -48,7 +48,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.Base.RegisterFlags(fs, "host:port serving the OCP API (POST "+ChargePath+", msgp), /healthz, /readyz and /metrics")
 	c.ABM.RegisterFlags(fs)
 	rpc.RegisterBatchFlags(fs, &c.Batch, "abm")
-	fs.StringVar(&c.Tariff, "tariff", c.Tariff, "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md). Reloaded when its mtime or size changes and on SIGHUP; an invalid file keeps the old tariff (logged)")
+	fs.StringVar(&c.Tariff, "tariff", c.Tariff, "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md). Reloaded when it is replaced or its mtime or size changes, and on SIGHUP; an invalid file keeps the old tariff (logged)")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
 	c.CDR.RegisterFlags(fs)
 	c.TLS.RegisterFlags(fs, "ABM")
