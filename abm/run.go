@@ -158,22 +158,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		log.Info("serving", "addr", srv.Addr(), "aerospike", c.Aerospike, "namespace", c.Namespace)
 		return nil
 	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
-	var stopSweep context.CancelFunc
-	sweepDone := make(chan struct{})
-	g.Add("reservation sweeper", func() error {
-		var ctx context.Context
-		ctx, stopSweep = context.WithCancel(context.Background())
-		go func() { defer close(sweepDone); svc.RunSweeper(ctx, c.ReservationSweep) }()
-		return nil
-	}, func(ctx context.Context) error {
-		stopSweep()
-		select {
-		case <-sweepDone:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	g.Background("reservation sweeper", func(ctx context.Context) { svc.RunSweeper(ctx, c.ReservationSweep) })
 	return nil
 }
 

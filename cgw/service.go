@@ -284,22 +284,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		return srv.Start()
 	}, func(ctx context.Context) error { err := srv.Shutdown(ctx); notifier.Close(); return err })
 	if c.NotifyPoll > 0 {
-		var stop context.CancelFunc
-		done := make(chan struct{})
-		g.Add("notification poller", func() error {
-			var ctx context.Context
-			ctx, stop = context.WithCancel(context.Background())
-			go func() { defer close(done); srv.Handler().PollNotifications(ctx, c.NotifyPoll) }()
-			return nil
-		}, func(ctx context.Context) error {
-			stop()
-			select {
-			case <-done:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
+		g.Background("notification poller", func(ctx context.Context) { srv.Handler().PollNotifications(ctx, c.NotifyPoll) })
 	}
 	if c.Diameter != "" {
 		var dia *diameter.Server

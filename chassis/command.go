@@ -214,6 +214,28 @@ func (g *Group) Add(name string, start func() error, stop func(ctx context.Conte
 	g.parts = append(g.parts, part{name, start, stop})
 }
 
+// Background adds a component that is one goroutine running run until
+// its context is cancelled: started in order, and on stop cancelled and
+// waited for within the stop's deadline.
+func (g *Group) Background(name string, run func(ctx context.Context)) {
+	var stop context.CancelFunc
+	done := make(chan struct{})
+	g.Add(name, func() error {
+		var ctx context.Context
+		ctx, stop = context.WithCancel(context.Background())
+		go func() { defer close(done); run(ctx) }()
+		return nil
+	}, func(ctx context.Context) error {
+		stop()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
 // Fail makes Run stop the group and return err (for a component that
 // failed after starting). Only the first failure counts. It is safe for
 // concurrent use once Run has been called.

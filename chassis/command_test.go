@@ -183,6 +183,40 @@ func TestGroup(t *testing.T) {
 
 // TestRuntimeFlags: --gomaxprocs, --sysmon-park and --gogc are every
 // service's; a negative --gomaxprocs or --gogc is refused naming the flag.
+// TestGroupBackground: a background component runs from its start until
+// the group stops, which cancels it and waits for it; one that ignores the
+// cancellation is abandoned at the stop deadline.
+func TestGroupBackground(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Group{Log: quiet}
+	running, ended := make(chan struct{}), make(chan struct{})
+	g.Background("worker", func(ctx context.Context) {
+		close(running)
+		<-ctx.Done()
+		close(ended)
+	})
+	g.Add("trigger", func() error { go func() { <-running; cancel() }(); return nil }, nil)
+	if err := g.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Run returned before the background component ended")
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	g = &Group{Log: quiet, StopTimeout: 50 * time.Millisecond}
+	g.Background("stuck", func(context.Context) { select {} })
+	g.Add("trigger", func() error { cancel(); return nil }, nil)
+	start := time.Now()
+	_ = g.Run(ctx)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a stuck background component held the stop for %v", d)
+	}
+}
+
 func TestRuntimeFlags(t *testing.T) {
 	var b Base
 	b.Listen = "127.0.0.1:1"

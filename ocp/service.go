@@ -156,23 +156,8 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		return nil
 	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
 	if c.Tariff != "" {
-		var stop context.CancelFunc
-		done := make(chan struct{})
-		g.Add("tariff reload", func() error {
-			var ctx context.Context
-			ctx, stop = context.WithCancel(context.Background())
-			w := NewTariffWatcher(proc, c.Tariff, log)
-			go func() { defer close(done); w.Run(ctx) }()
-			return nil
-		}, func(ctx context.Context) error {
-			stop()
-			select {
-			case <-done:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
+		w := NewTariffWatcher(proc, c.Tariff, log)
+		g.Background("tariff reload", w.Run)
 	}
 	return nil
 }
