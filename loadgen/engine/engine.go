@@ -517,8 +517,10 @@ type interval struct {
 
 type secAgg struct {
 	t              Tick
-	hist, svc, lag *histogram.Histogram
+	hist, svc, lag *histogram.Histogram // nil once final
 	sent           bool
+	// final: the percentiles are fixed and the histograms released.
+	final bool
 }
 
 func newAggregator(tick func(Tick), start time.Time, ramp, mS, mE time.Duration) *aggregator {
@@ -589,7 +591,7 @@ func (a *aggregator) tickAt(now time.Time, next int) int {
 func (a *aggregator) add(iv interval) {
 	s := a.secs[iv.sec]
 	if s == nil {
-		s = &secAgg{t: Tick{Second: iv.sec, Phase: a.phase(iv.sec)}, hist: histogram.New(), svc: histogram.New(), lag: histogram.New()}
+		s = &secAgg{t: Tick{Second: iv.sec, Phase: a.phase(iv.sec)}, hist: a.getHist(), svc: a.getHist(), lag: a.getHist()}
 		a.secs[iv.sec] = s
 	}
 	for i := range NumOps {
@@ -607,8 +609,18 @@ func (a *aggregator) add(iv interval) {
 		}
 		s.t.ErrorClasses[k] += v
 	}
-	a.recycle(s.svc, iv.svc)
-	a.recycle(s.lag, iv.lag)
+	if s.final {
+		// Too late for the second's percentiles, which were released;
+		// its counts still add up (the run's totals come from the
+		// workers' own histograms).
+		a.release(iv.svc)
+		a.release(iv.lag)
+		a.release(iv.hist)
+	} else {
+		a.recycle(s.svc, iv.svc)
+		a.recycle(s.lag, iv.lag)
+		a.recycle(s.hist, iv.hist)
+	}
 	s.t.Offered += iv.offered
 	s.t.Completed += iv.completed
 	s.t.Errors += iv.errs
@@ -616,14 +628,6 @@ func (a *aggregator) add(iv interval) {
 	s.t.Dropped += iv.drop
 	s.t.InFlight += iv.inflight
 	s.t.OpenSessions += iv.open
-	if iv.hist != nil {
-		s.hist.Merge(iv.hist)
-		iv.hist.Reset()
-		select {
-		case a.pool <- iv.hist:
-		default:
-		}
-	}
 }
 
 // emit reports every second up to and including last not yet reported.
@@ -643,6 +647,36 @@ func (a *aggregator) emit(last int) {
 			a.tick(s.t)
 		}
 	}
+	// A second reported keepSeconds ago keeps only its Tick: its three
+	// histograms (about 100 KB each) go back to the pool, so that the
+	// series costs a Tick per second, not 300 KB, whatever --duration is.
+	if last != math.MaxInt {
+		for k, s := range a.secs {
+			if s.sent && !s.final && k <= last-keepSeconds {
+				s.fill() // with what arrived since it was reported
+				a.release(s.hist)
+				a.release(s.svc)
+				a.release(s.lag)
+				s.hist, s.svc, s.lag, s.final = nil, nil, nil, true
+			}
+		}
+	}
+}
+
+// keepSeconds is how long after it is reported a second still takes late
+// intervals into its percentiles.
+const keepSeconds = 5
+
+// release resets h and returns it to the pool.
+func (a *aggregator) release(h *histogram.Histogram) {
+	if h == nil {
+		return
+	}
+	h.Reset()
+	select {
+	case a.pool <- h:
+	default:
+	}
 }
 
 // recycle merges h into dst and returns h to the pool.
@@ -651,14 +685,13 @@ func (a *aggregator) recycle(dst, h *histogram.Histogram) {
 		return
 	}
 	dst.Merge(h)
-	h.Reset()
-	select {
-	case a.pool <- h:
-	default:
-	}
+	a.release(h)
 }
 
 func (s *secAgg) fill() {
+	if s.final {
+		return
+	}
 	sum := s.hist.Summary()
 	s.t.P50, s.t.P90, s.t.P99, s.t.P999, s.t.Max = sum.P50, sum.P90, sum.P99, sum.P999, sum.Max
 	svc, lag := s.svc.Summary(), s.lag.Summary()
