@@ -156,8 +156,8 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		return nil
 	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
 	if c.Tariff != "" {
-		w := NewTariffWatcher(proc, c.Tariff, log)
-		g.Background("tariff reload", w.Run)
+		// proc is made by the server's start, which runs before this one.
+		g.Background("tariff reload", func(ctx context.Context) { NewTariffWatcher(proc, c.Tariff, log).Run(ctx) })
 	}
 	return nil
 }

@@ -140,12 +140,14 @@ func TestIdleAndSlowloris(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := &Server{Handler: echoHandler, IdleTimeout: idle}
 			addr := startServer(t, s)
+			// Before the dial: the server arms the timeout when it
+			// accepts, which can be before Dial returns here.
+			start := time.Now()
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			start := time.Now()
 			send(c, http2.NewFramer(c, nil))
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			if _, err := io.Copy(io.Discard, c); err != nil {
