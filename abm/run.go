@@ -14,6 +14,7 @@ import (
 	as "github.com/aerospike/aerospike-client-go/v7"
 
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 )
@@ -146,7 +147,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		}
 		var err error
 		srv, err = chassis.NewServer(chassis.ServerConfig{
-			Service: "abm", Listen: c.Listen, Handler: svc.Handler(), Ready: svc.Ready, MaxInFlight: c.MaxInFlight, Logger: log,
+			Service: "abm", Listen: c.Listen, MaxBodySize: rpc.MaxBodySize, Handler: svc.Handler(), Ready: svc.Ready, MaxInFlight: c.MaxInFlight, Logger: log,
 			TLS: c.TLS.Server(files, "http/1.1"),
 		})
 		if err != nil {

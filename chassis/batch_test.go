@@ -95,7 +95,6 @@ func TestBatcherFullBatchLeavesAtOnce(t *testing.T) {
 			t.Error("the full batch did not leave while the first was out")
 		}
 	})
-	b.setLimit(2) // as the limit would have grown to
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); b.Do(context.Background(), &testItem{id: 0}) }()
@@ -167,105 +166,10 @@ func TestBatcherDisabledAndMany(t *testing.T) {
 	}
 }
 
-func (b *Batcher[T]) setLimit(n int) {
-	b.mu.Lock()
-	b.limit = n
-	b.limitA.Store(int32(n))
-	b.mu.Unlock()
-}
-
 func (b *Batcher[T]) active0() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.active
-}
-
-// simPeer drives v as a Batcher would with limit batches always out at a
-// peer: rtt(limit) is each batch's round trip and items(limit) its size;
-// the limit batches return evenly spread over one round trip. It runs n
-// round trips from limit, checking the limit stays in 1..max, and returns
-// the limit then and in how many of those round trips it was at want.
-func simPeer(t *testing.T, v *inflight, now *time.Time, limit, max, n, want int, demand bool, rtt func(limit int) time.Duration, items func(limit int) int) (int, int) {
-	t.Helper()
-	at := 0
-	for range n {
-		*now = now.Add(rtt(limit) / time.Duration(limit))
-		limit = v.sample(items(limit), *now, limit, max, demand)
-		if limit < 1 || limit > max {
-			t.Fatalf("limit %d outside 1..%d", limit, max)
-		}
-		if limit == want {
-			at++
-		}
-	}
-	return limit, at
-}
-
-// TestInflightLimit: the in-flight limit climbs while full batches wait
-// here and each step pays in items per second (a peer with room answers
-// as fast with more out), not without demand; it stays at 1 for a peer
-// that serves one batch at a time, whether the round trip grows with the
-// limit or the batches get smaller, with tries that get rarer; it settles
-// at 2 for a peer that serves two at once, and comes back to 1 when the
-// demand goes.
-func TestInflightLimit(t *testing.T) {
-	const ms = time.Millisecond
-	const n = 20000
-	now := time.Unix(0, 0)
-	full := func(int) int { return 64 }
-	flat := func(int) time.Duration { return ms }
-	// A peer with room: the round trip does not depend on the limit.
-	var v inflight
-	limit, at := simPeer(t, &v, &now, 1, 4, n, 4, true, flat, full)
-	if limit != 4 || at < n*98/100 || v.undone != 0 {
-		t.Fatalf("flat RTT with demand: limit %d, at 4 in %d of %d round trips, %d steps undone; want 4, ≥ 98%%, 0", limit, at, n, v.undone)
-	}
-	// The demand falls to what one batch out carries (64 items per
-	// round trip, split between the batches out): the limit comes back
-	// to 1.
-	if limit, _ = simPeer(t, &v, &now, limit, 4, n, 1, false, flat, func(l int) int { return 64 / l }); limit != 1 {
-		t.Fatalf("flat RTT after the demand went: limit %d, want 1", limit)
-	}
-	// No full batch waiting here: nothing to gain, the limit stays.
-	v = inflight{}
-	if limit, at = simPeer(t, &v, &now, 1, 4, n, 1, false, flat, full); limit != 1 || at != n || v.tried != 0 {
-		t.Fatalf("flat RTT without demand: limit %d, at 1 in %d of %d, %d steps tried; want 1, all, 0", limit, at, n, v.tried)
-	}
-	// A peer that serves one batch at a time: the round trip is the limit
-	// times the service time; every added batch only waits there. The
-	// step up is tried, found not to pay and undone, more and more rarely.
-	serial := func(limit int) time.Duration { return time.Duration(limit) * ms }
-	v = inflight{}
-	limit, at = simPeer(t, &v, &now, 1, 4, n, 1, true, serial, full)
-	if at < n*97/100 || v.tried == 0 || v.undone+1 < v.tried || v.tried > 10 {
-		t.Fatalf("serial peer: at 1 in %d of %d round trips, %d steps tried, %d undone; want ≥ 97%%, all undone, ≤ 10", at, n, v.tried, v.undone)
-	}
-	// Same, with batches that get smaller as more are out (the calls
-	// waiting here split between them) and a service time of 1 ms per
-	// batch plus 20 µs per item: items per second fall, the step is
-	// undone.
-	split := func(limit int) int { return 128 / (limit + 1) }
-	splitRTT := func(l int) time.Duration {
-		return time.Duration(l) * (ms + time.Duration(split(l))*20*time.Microsecond)
-	}
-	v = inflight{}
-	limit, at = simPeer(t, &v, &now, 1, 4, n, 1, true, splitRTT, split)
-	if at < n*97/100 || v.tried == 0 || v.undone+1 < v.tried {
-		t.Fatalf("serial peer, smaller batches: at 1 in %d of %d round trips, %d steps tried, %d undone; want ≥ 97%%, all undone", at, n, v.tried, v.undone)
-	}
-	// A peer that serves two batches at once: the limit settles at 2.
-	two := func(limit int) time.Duration { return time.Duration(max(2, limit)) * ms / 2 }
-	v = inflight{}
-	if limit, at = simPeer(t, &v, &now, 1, 4, n, 2, true, two, full); at < n*95/100 {
-		t.Fatalf("peer serving two at once: limit 2 in %d of %d round trips, want ≥ 95%%", at, n)
-	}
-	// A peer with room that then serves one batch at a time: the limit
-	// comes down (the steps down carry as much) to 1.
-	v = inflight{}
-	limit, _ = simPeer(t, &v, &now, 1, 4, 2000, 4, true, flat, full)
-	if limit, at = simPeer(t, &v, &now, limit, 4, n, 1, false, serial, full); limit != 1 || at < n*9/10 {
-		t.Fatalf("peer turned serial: limit %d, at 1 in %d of %d round trips; want 1, ≥ 90%%", limit, at, n)
-	}
 }
 
 // TestBatcherPipelines: with several batches allowed out, a burst of calls
@@ -288,7 +192,6 @@ func TestBatcherPipelines(t *testing.T) {
 		}
 		out.Add(-1)
 	})
-	b.setLimit(4)
 	items := make([]*testItem, 40)
 	var wg sync.WaitGroup
 	for i := range items {
@@ -315,26 +218,93 @@ func TestBatcherPipelines(t *testing.T) {
 	}
 }
 
-// TestBatcherLimitConverges: 128 callers through one Batcher (at most 4
-// batches out) to a fake peer whose round trip is a 1 ms wait plus 200 ns
-// of work per item. A peer with room for every batch ("parallel") has
-// the limit above 1 for most of the run; one that serves one batch at a
-// time ("serial", a mutex around the wait) has it at 1, apart from the
-// raises tried and undone.
-func TestBatcherLimitConverges(t *testing.T) {
+// TestBatcherPartialWaitsForIdle: while batches are out, a partial batch
+// does not leave when one of them returns, only when none is out; full
+// batches still leave at once.
+func TestBatcherPartialWaitsForIdle(t *testing.T) {
+	gates := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	var mu sync.Mutex
+	var sizes []int
+	b := NewBatcher(BatchConfig{MaxInFlight: 2, MaxItems: 4}, func(ctx context.Context, items []*testItem) {
+		mu.Lock()
+		n := len(sizes)
+		sizes = append(sizes, len(items))
+		mu.Unlock()
+		if n < len(gates) {
+			<-gates[n]
+		}
+		for _, it := range items {
+			it.done.Add(1)
+		}
+	})
+	items := make([]*testItem, 7)
+	var wg sync.WaitGroup
+	start := func(from, to int) {
+		for i := from; i < to; i++ {
+			items[i] = &testItem{id: i}
+			wg.Add(1)
+			go func() { defer wg.Done(); b.Do(context.Background(), items[i]) }()
+		}
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("timed out waiting for %s (queued %d, active %d)", what, b.Queued(), b.active0())
+			}
+		}
+	}
+	batches := func() int { mu.Lock(); defer mu.Unlock(); return len(sizes) }
+	start(0, 1) // alone, out
+	waitFor("the lone batch", func() bool { return batches() == 1 })
+	start(1, 5) // a full batch: leaves beside it
+	waitFor("the full batch", func() bool { return batches() == 2 && b.active0() == 2 })
+	start(5, 7) // a partial batch: waits
+	waitFor("the partial batch to queue", func() bool { return b.Queued() == 2 })
+	close(gates[0]) // one of the two returns: the partial one still waits
+	waitFor("the lone batch to return", func() bool { return b.active0() == 1 })
+	time.Sleep(20 * time.Millisecond)
+	if n := batches(); n != 2 || b.Queued() != 2 {
+		t.Fatalf("a partial batch left while a batch was out: %d batches sent, %d queued", n, b.Queued())
+	}
+	close(gates[1]) // none out: it leaves
+	waitFor("the partial batch", func() bool { return batches() == 3 })
+	close(gates[2])
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{1, 4, 2}; len(sizes) != 3 || sizes[0] != want[0] || sizes[1] != want[1] || sizes[2] != want[2] {
+		t.Fatalf("batch sizes %v, want %v", sizes, want)
+	}
+	for _, it := range items {
+		if n := it.done.Load(); n != 1 {
+			t.Fatalf("item %d sent %d times", it.id, n)
+		}
+	}
+}
+
+// TestBatcherInFlightFollowsQueueing: 128 callers through one Batcher (at
+// most 4 batches of 16 out) to a fake peer whose round trip is a 1 ms
+// wait. A peer with room for every batch ("parallel") has several batches
+// out most of the time; one that serves one batch at a time ("serial", a
+// mutex around the wait) still gets full batches, so it pays no extra
+// round trips for the batches that wait there.
+func TestBatcherInFlightFollowsQueueing(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs 2 × 1.5 s")
+		t.Skip("runs 2 × 1 s")
 	}
 	for _, peer := range []string{"parallel", "serial"} {
 		t.Run(peer, func(t *testing.T) {
 			var mu sync.Mutex
-			b := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {
+			var batches, items atomic.Int64
+			b := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 16}, func(ctx context.Context, its []*testItem) {
+				batches.Add(1)
+				items.Add(int64(len(its)))
 				if peer == "serial" {
 					mu.Lock()
 					defer mu.Unlock()
 				}
 				time.Sleep(time.Millisecond)
-				spin(time.Duration(len(its)) * 200 * time.Nanosecond)
 			})
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -353,23 +323,23 @@ func TestBatcherLimitConverges(t *testing.T) {
 					}
 				}()
 			}
-			time.Sleep(500 * time.Millisecond) // converge
+			time.Sleep(200 * time.Millisecond)
+			batches.Store(0)
+			items.Store(0)
 			var at [5]int
 			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-				at[b.InFlightLimit()]++
+				at[b.InFlight()]++
 			}
 			close(stop)
 			wg.Wait()
-			b.mu.Lock()
-			v := b.probe
-			b.mu.Unlock()
-			n := at[1] + at[2] + at[3] + at[4]
-			t.Logf("%s: limit 1..4 in %v of %d samples; %d raises tried, %d undone", peer, at[1:], n, v.tried, v.undone)
-			switch {
-			case peer == "serial" && at[1] < n*8/10:
-				t.Fatalf("serial peer: limit 1 in %d of %d samples, want ≥ 80%%", at[1], n)
-			case peer == "parallel" && n-at[1] < n*8/10:
-				t.Fatalf("parallel peer: limit above 1 in %d of %d samples, want ≥ 80%%", n-at[1], n)
+			n := at[0] + at[1] + at[2] + at[3] + at[4]
+			per := float64(items.Load()) / float64(max(1, batches.Load()))
+			t.Logf("%s: 0..4 out in %v of %d samples; %.1f items per batch", peer, at, n, per)
+			if per < 14 {
+				t.Fatalf("%s peer: %.1f items per batch, want ≥ 14 of 16 (full batches)", peer, per)
+			}
+			if several := at[2] + at[3] + at[4]; peer == "parallel" && several < n*7/10 {
+				t.Fatalf("parallel peer: more than one batch out in %d of %d samples, want ≥ 70%%", several, n)
 			}
 		})
 	}

@@ -137,7 +137,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		}
 		var err error
 		srv, err = chassis.NewServer(chassis.ServerConfig{
-			Service: "ocp", Listen: c.Listen, Handler: Handler(proc), MaxInFlight: c.MaxInFlight, Logger: log,
+			Service: "ocp", Listen: c.Listen, MaxBodySize: rpc.MaxBodySize, Handler: Handler(proc), MaxInFlight: c.MaxInFlight, Logger: log,
 			TLS: c.TLS.Server(files, "http/1.1"),
 			Ready: func(ctx context.Context) error {
 				if len(client.Endpoints()) == 0 {

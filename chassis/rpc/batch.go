@@ -20,6 +20,17 @@ import (
 // MaxBatch bounds the requests of one batch a service accepts.
 const MaxBatch = 1024
 
+// MaxBatchBody bounds the encoded body of one batch a BatchClient sends:
+// a batch that encodes larger leaves as two halves (each split again if
+// need be), so that a batch of large requests is not refused whole by
+// its peer. MaxBodySize is the request body a service behind a
+// BatchClient accepts: a batch up to MaxBatchBody plus one request of up
+// to 64 KiB that could not be split further.
+const (
+	MaxBatchBody = 512 << 10
+	MaxBodySize  = MaxBatchBody + 128<<10
+)
+
 // AppendBatchHeader starts a batch of n requests or reply items.
 func AppendBatchHeader(b []byte, n int) []byte {
 	return msgp.AppendArrayHeader(b, uint32(n))

@@ -12,7 +12,7 @@ import (
 // cfg's values as defaults.
 func RegisterBatchFlags(fs *flag.FlagSet, cfg *chassis.BatchConfig, peer string) {
 	fs.IntVar(&cfg.MaxInFlight, "batch-inflight", cfg.MaxInFlight,
-		"most batches in flight to the "+peer+" at once: the limit adapts between 1 and this from the items per second the "+peer+" carries (a step up is tried while full batches wait, a step down while none do, and kept only if it paid: a "+peer+" that serves one batch at a time stays at 1); only full batches leave while one is out, the others leave together when a batch returns; 1 = one batch at a time (pipelining off); -1 = no batching")
+		"most batches in flight to the "+peer+" at once: a full batch (--batch-max) leaves while fewer are out, a partial one only when none is, so more than one is out only while more than a full batch waits; 1 = one batch at a time (pipelining off); -1 = no batching")
 	fs.IntVar(&cfg.MaxItems, "batch-max", cfg.MaxItems, fmt.Sprintf("most requests in one batch to the %s (1..%d)", peer, MaxBatch))
 }
 

@@ -68,7 +68,7 @@ func TestMetrics(t *testing.T) {
 	}{
 		{"chf_rpc_client_duration_seconds", map[string]string{"peer": "metricstest-peer", "result": "ok"}, 1},
 		{"chf_rpc_client_batch_size", map[string]string{"peer": "metricstest-peer"}, 2},
-		{"chf_rpc_client_inflight_limit", map[string]string{"peer": "metricstest-peer"}, 2},
+		{"chf_rpc_client_batches_inflight", map[string]string{"peer": "metricstest-peer"}, 2},
 		{"chf_rpc_server_batch_size", map[string]string{"api": "metricstest"}, 2},
 	} {
 		if got := telemetrytest.Value(t, text, c.name, c.labels); got != c.want {

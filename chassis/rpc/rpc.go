@@ -27,7 +27,7 @@ import (
 //
 //	chf_rpc_client_duration_seconds{peer,result}  histogram: one call, queueing in the batcher included; result ok or error
 //	chf_rpc_client_batch_size{peer}  histogram: calls per round trip
-//	chf_rpc_client_inflight_limit{peer}  histogram: the batches allowed out (chassis.Batcher's adaptive limit) when each round trip left
+//	chf_rpc_client_batches_inflight{peer}  histogram: the batches out (this one included, 1..--batch-inflight) when each round trip left
 //	chf_rpc_server_batch_size{api}  histogram: requests per batch served
 var (
 	clientDuration = telemetry.NewHistogramVec("chf_rpc_client_duration_seconds",
@@ -35,8 +35,8 @@ var (
 		nil, "peer", "result")
 	clientBatch = telemetry.NewHistogramVec("chf_rpc_client_batch_size",
 		"Calls sent per internal RPC round trip, by peer.", telemetry.SizeBuckets, "peer")
-	clientLimit = telemetry.NewHistogramVec("chf_rpc_client_inflight_limit",
-		"Batches allowed in flight to the peer at once (the adaptive limit, 1..--batch-inflight) when each internal RPC round trip left, by peer.", telemetry.SizeBuckets, "peer")
+	clientInFlight = telemetry.NewHistogramVec("chf_rpc_client_batches_inflight",
+		"Batches out to the peer (this one included, 1..--batch-inflight; more than one only while full batches wait) when each internal RPC round trip left, by peer.", telemetry.SizeBuckets, "peer")
 	serverBatch = telemetry.NewHistogramVec("chf_rpc_server_batch_size",
 		"Requests per internal RPC batch served, by API.", telemetry.SizeBuckets, "api")
 )
@@ -53,7 +53,7 @@ type BatchClient[R, P Message] struct {
 	calls, bufs   sync.Pool
 	ok, failed    prometheus.Observer // call latency
 	size          prometheus.Observer // calls per round trip
-	limit         prometheus.Observer // in-flight limit per round trip
+	inflight      prometheus.Observer // batches out per round trip
 }
 
 // call is one request waiting in a batch.
@@ -69,7 +69,7 @@ type call[R, P Message] struct {
 func NewBatchClient[R, P Message](c *chassis.Client, bc chassis.BatchConfig, peer, single, batch string, wrap func(error) error) *BatchClient[R, P] {
 	cl := &BatchClient[R, P]{c: c, peer: peer, single: single, batch: batch, wrap: wrap,
 		ok: clientDuration.WithLabelValues(peer, "ok"), failed: clientDuration.WithLabelValues(peer, "error"),
-		size: clientBatch.WithLabelValues(peer), limit: clientLimit.WithLabelValues(peer)}
+		size: clientBatch.WithLabelValues(peer), inflight: clientInFlight.WithLabelValues(peer)}
 	cl.calls.New = func() any { return new(call[R, P]) }
 	cl.bufs.New = func() any { return new(clientScratch[R, P]) }
 	cl.b = chassis.NewBatcher(bc, cl.send)
@@ -130,8 +130,6 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 			cl.err = c.wrap(err)
 		}
 	}
-	c.size.Observe(float64(len(calls)))
-	c.limit.Observe(float64(c.b.InFlightLimit()))
 	var err error
 	path := c.single
 	if len(calls) == 1 {
@@ -149,6 +147,16 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 		fail(fmt.Errorf("cannot encode request: %w", err))
 		return
 	}
+	if len(sc.body) > MaxBatchBody && len(calls) > 1 {
+		// Too large for one round trip (the peer's MaxBodySize): two
+		// halves, one after the other, each split again if need be.
+		h := len(calls) / 2
+		c.send(ctx, calls[:h])
+		c.send(ctx, calls[h:])
+		return
+	}
+	c.size.Observe(float64(len(calls)))
+	c.inflight.Observe(float64(c.b.InFlight()))
 	if repeatable(calls) {
 		sc.reply, err = c.c.DoIdempotent(ctx, path, sc.body, sc.reply[:0])
 	} else {
