@@ -19,14 +19,15 @@ func spin(d time.Duration) {
 // whose round trip is a 50 µs wait (the network, another process) plus
 // 200 ns of work per item, either independent per batch ("parallel": the
 // peer has room, pipelining pays) or one batch at a time ("serial":
-// batches only queue at the peer). Reports items per batch beside the
-// time per call.
+// batches only queue at the peer). Batches hold at most 64: the 128
+// callers fill them (at the default 512 none would be full, so none
+// would pipeline). Reports items per batch beside the time per call.
 func BenchmarkBatcher(b *testing.B) {
 	for _, peer := range []string{"parallel", "serial"} {
 		b.Run(peer, func(b *testing.B) {
 			var mu sync.Mutex
 			var batches, items atomic.Int64
-			bt := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {
+			bt := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, its []*testItem) {
 				batches.Add(1)
 				items.Add(int64(len(its)))
 				if peer == "serial" {
@@ -59,7 +60,7 @@ func TestBatcherDoAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under -race")
 	}
-	bt := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {
+	bt := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, its []*testItem) {
 		runtime.Gosched()
 	})
 	ctx := context.Background()

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"testing"
 	"time"
 
@@ -63,7 +62,7 @@ func TestRequestPathAllocs(t *testing.T) {
 				t.Fatalf("%s: the flow kept its request after the answer", c.op)
 			}
 			if len(w.heap) > 0 {
-				heap.Pop(&w.heap)
+				w.heap.pop()
 			} else if w.getFlow() != f {
 				t.Fatal("the flow did not end")
 			}

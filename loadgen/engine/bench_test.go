@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"testing"
 	"time"
 
@@ -31,6 +30,6 @@ func BenchmarkRequestPath(b *testing.B) {
 		r.out.Reset()
 		r.out.Resolved, r.out.HasCharged, r.out.Charged = true, true, 3
 		w.completed(f)
-		heap.Pop(&w.heap)
+		w.heap.pop()
 	}
 }

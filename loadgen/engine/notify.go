@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"sync/atomic"
 	"time"
 
@@ -212,7 +211,7 @@ func (w *worker) notice(n driver.Notice, now int64) {
 		if kind == noticeAbort && f.notice != noticeAbort && f.answering != noticeAbort {
 			f.notice, w.getSide(f).noticeRx = noticeAbort, rx // an abort overrides
 			if f.heapIdx >= 0 {
-				heap.Remove(&w.heap, int(f.heapIdx))
+				w.heap.remove(int(f.heapIdx))
 				w.answerNotice(f, now)
 			}
 			return
@@ -222,7 +221,7 @@ func (w *worker) notice(n driver.Notice, now int64) {
 	}
 	f.notice, w.getSide(f).noticeRx = kind, rx
 	if f.heapIdx >= 0 { // waiting for its next request: answer now
-		heap.Remove(&w.heap, int(f.heapIdx))
+		w.heap.remove(int(f.heapIdx))
 		w.answerNotice(f, now)
 	}
 }
@@ -290,7 +289,7 @@ func (w *worker) resume(f *flow) {
 		w.answerNotice(f, w.now())
 		return
 	}
-	heap.Push(&w.heap, f)
+	w.heap.push(f)
 }
 
 // armTrigger picks, for a session just created, whether the operator is

@@ -96,22 +96,103 @@ const (
 	dupPlain   // a duplicate without it (same identity and content)
 )
 
-type flowHeap []*flow
+// flowHeap is a binary min-heap of the flows waiting for their next
+// request, by due time. Each entry keeps its flow's due beside the
+// pointer, so a comparison reads only the heap's own array (with
+// hundreds of thousands of open sessions, following each flow's pointer
+// was a cache miss per comparison), and nothing goes through
+// container/heap's interface. The algorithms are container/heap's, so
+// flows due at the same time leave in the same order. f.heapIdx is the
+// flow's index here, -1 when it is not in the heap.
+type flowHeap []flowEntry
 
-func (h flowHeap) Len() int           { return len(h) }
-func (h flowHeap) Less(i, j int) bool { return h[i].due < h[j].due }
-func (h flowHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx, h[j].heapIdx = int32(i), int32(j)
+type flowEntry struct {
+	due int64
+	f   *flow
 }
-func (h *flowHeap) Push(x any) { f := x.(*flow); f.heapIdx = int32(len(*h)); *h = append(*h, f) }
-func (h *flowHeap) Pop() any {
+
+func (h flowHeap) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].f.heapIdx, h[j].f.heapIdx = int32(i), int32(j)
+}
+
+func (h flowHeap) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || h[j].due >= h[i].due {
+			break
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+func (h flowHeap) down(i0, n int) bool {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h[j2].due < h[j1].due {
+			j = j2 // right child
+		}
+		if h[j].due >= h[i].due {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
+}
+
+// push adds f, due at f.due.
+func (h *flowHeap) push(f *flow) {
+	f.heapIdx = int32(len(*h))
+	*h = append(*h, flowEntry{f.due, f})
+	h.up(len(*h) - 1)
+}
+
+// pop removes and returns the flow due first.
+func (h *flowHeap) pop() *flow {
+	n := len(*h) - 1
+	h.swap(0, n)
+	h.down(0, n)
+	return h.cut()
+}
+
+// remove removes the flow at index i.
+func (h *flowHeap) remove(i int) *flow {
+	n := len(*h) - 1
+	if n != i {
+		h.swap(i, n)
+		if !h.down(i, n) {
+			h.up(i)
+		}
+	}
+	return h.cut()
+}
+
+// cut drops the last entry and returns its flow.
+func (h *flowHeap) cut() *flow {
 	old := *h
-	f := old[len(old)-1]
-	f.heapIdx = -1
-	old[len(old)-1] = nil
+	e := old[len(old)-1]
+	e.f.heapIdx = -1
+	old[len(old)-1] = flowEntry{}
 	*h = old[:len(old)-1]
-	return f
+	return e.f
+}
+
+// reorder restores the heap after the flows' due times changed.
+func (h flowHeap) reorder() {
+	for i := range h {
+		h[i].due = h[i].f.due
+	}
+	n := len(h)
+	for i := n/2 - 1; i >= 0; i-- {
+		h.down(i, n)
+	}
 }
 
 // worker is one scheduler goroutine with its own driver worker and
@@ -302,8 +383,7 @@ func (w *worker) run(ctx context.Context) {
 		}
 		w.generate(now, upTo)
 		for len(w.heap) > 0 && w.heap[0].due <= upTo {
-			f := heap.Pop(&w.heap).(*flow)
-			w.ready(f, now)
+			w.ready(w.heap.pop(), now)
 		}
 		for len(w.retryQ) > 0 && w.retryQ[0].retryAt <= now {
 			r := heap.Pop(&w.retryQ).(*request)
@@ -381,10 +461,10 @@ func (w *worker) interrupt(now int64) {
 	}
 	w.genDone = true
 	w.pk = w.pTotal
-	for _, f := range w.heap {
-		f.due = now
+	for _, e := range w.heap {
+		e.f.due = now
 	}
-	heap.Init(&w.heap)
+	w.heap.reorder()
 	for _, r := range w.retryQ {
 		r.retryAt = now // the last try, within the grace period
 		r.tries = uint8(w.retryMax)

@@ -71,7 +71,7 @@ func AppendBody(dst []byte, r *Request) []byte {
 	// Nanoseconds: the CHF identifies a create or event by consumer,
 	// subscriber, sequence number and this timestamp (issue 13), so two
 	// flows of one subscriber must not share it.
-	dst = r.Now.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000000Z")
+	dst = appendInvocationTimestamp(dst, r.Now)
 	dst = append(dst, `","invocationSequenceNumber":`...)
 	dst = strconv.AppendUint(dst, uint64(r.Seq), 10)
 	if r.Retransmit {

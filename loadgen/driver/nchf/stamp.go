@@ -62,6 +62,40 @@ func AppendSenderTimestamp(dst []byte, t time.Time) []byte {
 	return append(dst, " GMT"...)
 }
 
+// appendInvocationTimestamp appends t in UTC as
+// "2006-01-02T15:04:05.000000000Z", what time.Time.AppendFormat gives for
+// that layout, formatted by hand: AppendFormat parsed the layout for every
+// request (about 4% of the loadgen's CPU).
+func appendInvocationTimestamp(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(dst, "2006-01-02T15:04:05.000000000Z")
+	}
+	h, mi, sec := t.Clock()
+	ns := t.Nanosecond()
+	dst = append2(dst, y/100)
+	dst = append2(dst, y%100)
+	dst = append(dst, '-')
+	dst = append2(dst, int(mo))
+	dst = append(dst, '-')
+	dst = append2(dst, d)
+	dst = append(dst, 'T')
+	dst = append2(dst, h)
+	dst = append(dst, ':')
+	dst = append2(dst, mi)
+	dst = append(dst, ':')
+	dst = append2(dst, sec)
+	dst = append(dst, '.')
+	var frac [9]byte
+	for i := 8; i >= 0; i-- {
+		frac[i] = byte('0' + ns%10)
+		ns /= 10
+	}
+	dst = append(dst, frac[:]...)
+	return append(dst, 'Z')
+}
+
 // append2 appends v (0..99) as two digits.
 func append2(dst []byte, v int) []byte {
 	return append(dst, byte('0'+v/10), byte('0'+v%10))

@@ -123,3 +123,34 @@ func TestSenderTimestampSent(t *testing.T) {
 		}
 	}
 }
+
+// TestInvocationTimestampFormat: the hand-made format is AppendFormat's,
+// for times across years, leap days, every nanosecond digit and zones
+// other than UTC.
+func TestInvocationTimestampFormat(t *testing.T) {
+	const layout = "2006-01-02T15:04:05.000000000Z"
+	rng := rand.New(rand.NewPCG(5, 6))
+	zone := time.FixedZone("X", -7*3600-1800)
+	times := []time.Time{
+		time.Date(2024, 2, 29, 23, 59, 59, 999999999, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 1, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-5, 3, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 12, 1, 0, 30, 0, 0, zone),
+	}
+	for range 10000 {
+		times = append(times, time.Unix(rng.Int64N(1<<34), rng.Int64N(1e9)).In(zone))
+	}
+	for _, tm := range times {
+		want := tm.UTC().AppendFormat(nil, layout)
+		if got := appendInvocationTimestamp(nil, tm); string(got) != string(want) {
+			t.Fatalf("%v: got %q, want %q", tm, got, want)
+		}
+	}
+	buf := make([]byte, 0, 64)
+	now := time.Now()
+	if a := testing.AllocsPerRun(100, func() { buf = appendInvocationTimestamp(buf[:0], now) }); a != 0 {
+		t.Fatalf("appendInvocationTimestamp allocates %.1f times, want 0", a)
+	}
+}
