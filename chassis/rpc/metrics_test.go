@@ -24,26 +24,7 @@ func TestMetrics(t *testing.T) {
 			errs[i] = one(ctx, reqs[i], resps[i])
 		}
 	}
-	srv, err := chassis.NewServer(chassis.ServerConfig{Service: "rpctest", Listen: "127.0.0.1:0",
-		Handler: rpc.BatchHandler[chf.ChargeRequest, chf.ChargeResponse]("/one", "/many", "metricstest", one, many, func(error) int { return 500 })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	cl, err := chassis.NewClient(chassis.ClientConfig{Peer: "metricstest-peer", Source: discovery.Static(srv.Addr())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	bc := rpc.NewBatchClient[*chf.ChargeRequest, *chf.ChargeResponse](cl,
-		chassis.BatchConfig{MaxInFlight: 1, MaxItems: 16}, "metricstest-peer", "/one", "/many", func(err error) error { return err })
+	bc := serveCharge(t, "metricstest", 0, one, many, chassis.BatchConfig{MaxInFlight: 1, MaxItems: 16})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const n = 4
@@ -77,4 +58,32 @@ func TestMetrics(t *testing.T) {
 	}
 	telemetrytest.CheckLabels(t, text)
 	telemetrytest.Promtool(t, text)
+}
+
+// serveCharge starts a chassis server with an rpc.BatchHandler for one
+// and many on /one and /many (API api, body limit maxBody, 0 = the
+// default) and returns a BatchClient to it (peer api+"-peer", batching as
+// bc); both are closed when the test ends.
+func serveCharge(t *testing.T, api string, maxBody int, one func(context.Context, *chf.ChargeRequest, *chf.ChargeResponse) error,
+	many func(context.Context, []*chf.ChargeRequest, []*chf.ChargeResponse, []error), bc chassis.BatchConfig) *rpc.BatchClient[*chf.ChargeRequest, *chf.ChargeResponse] {
+	t.Helper()
+	srv, err := chassis.NewServer(chassis.ServerConfig{Service: "rpctest", Listen: "127.0.0.1:0", MaxBodySize: maxBody,
+		Handler: rpc.BatchHandler[chf.ChargeRequest, chf.ChargeResponse]("/one", "/many", api, one, many, func(error) int { return 500 })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	cl, err := chassis.NewClient(chassis.ClientConfig{Peer: api + "-peer", Source: discovery.Static(srv.Addr())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return rpc.NewBatchClient[*chf.ChargeRequest, *chf.ChargeResponse](cl, bc, api+"-peer", "/one", "/many", func(err error) error { return err })
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/chassis"
-	"github.com/chf-testbed/testbed/chassis/discovery"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -32,26 +31,7 @@ func TestLargeBatchSplits(t *testing.T) {
 			errs[i] = one(ctx, reqs[i], resps[i])
 		}
 	}
-	srv, err := chassis.NewServer(chassis.ServerConfig{Service: "rpcsplit", Listen: "127.0.0.1:0", MaxBodySize: rpc.MaxBodySize,
-		Handler: rpc.BatchHandler[chf.ChargeRequest, chf.ChargeResponse]("/one", "/many", "splittest", one, many, func(error) int { return 500 })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	cl, err := chassis.NewClient(chassis.ClientConfig{Peer: "splittest-peer", Source: discovery.Static(srv.Addr())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	bc := rpc.NewBatchClient[*chf.ChargeRequest, *chf.ChargeResponse](cl,
-		chassis.BatchConfig{MaxInFlight: 1, MaxItems: rpc.MaxBatch}, "splittest-peer", "/one", "/many", func(err error) error { return err })
+	bc := serveCharge(t, "splittest", rpc.MaxBodySize, one, many, chassis.BatchConfig{MaxInFlight: 1, MaxItems: rpc.MaxBatch})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// 300 requests of about 6 KiB: about 1.8 MB in all, over three times

@@ -53,11 +53,7 @@ func AppendSenderTimestamp(dst []byte, t time.Time) []byte {
 	dst = append2(dst, y/100)
 	dst = append2(dst, y%100)
 	dst = append(dst, ' ')
-	dst = append2(dst, h)
-	dst = append(dst, ':')
-	dst = append2(dst, mi)
-	dst = append(dst, ':')
-	dst = append2(dst, sec)
+	dst = appendClock(dst, h, mi, sec)
 	dst = append(dst, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
 	return append(dst, " GMT"...)
 }
@@ -81,11 +77,7 @@ func appendInvocationTimestamp(dst []byte, t time.Time) []byte {
 	dst = append(dst, '-')
 	dst = append2(dst, d)
 	dst = append(dst, 'T')
-	dst = append2(dst, h)
-	dst = append(dst, ':')
-	dst = append2(dst, mi)
-	dst = append(dst, ':')
-	dst = append2(dst, sec)
+	dst = appendClock(dst, h, mi, sec)
 	dst = append(dst, '.')
 	var frac [9]byte
 	for i := 8; i >= 0; i-- {
@@ -94,6 +86,15 @@ func appendInvocationTimestamp(dst []byte, t time.Time) []byte {
 	}
 	dst = append(dst, frac[:]...)
 	return append(dst, 'Z')
+}
+
+// appendClock appends "15:04:05".
+func appendClock(dst []byte, h, mi, sec int) []byte {
+	dst = append2(dst, h)
+	dst = append(dst, ':')
+	dst = append2(dst, mi)
+	dst = append(dst, ':')
+	return append2(dst, sec)
 }
 
 // append2 appends v (0..99) as two digits.
