@@ -70,8 +70,7 @@ type Batcher[T any] struct {
 	mu      sync.Mutex
 	queue   []*batchCall[T]
 	queued  int          // items in queue
-	active  int          // batches out
-	activeA atomic.Int32 // active, for InFlight without the lock
+	active  atomic.Int32 // batches out; changed under mu, read by InFlight without it
 	calls   sync.Pool
 	scratch sync.Pool // *batchScratch[T]
 }
@@ -133,11 +132,10 @@ func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
 	}
 	c.ctx, c.items = ctx, items
 	b.mu.Lock()
-	if b.active == 0 {
+	if b.active.Load() == 0 {
 		// Invariant: calls queue only while a batch is out, so the queue
 		// is empty here: a lone call leaves at once.
-		b.active++
-		b.activeA.Store(int32(b.active))
+		b.active.Add(1)
 		b.mu.Unlock()
 		sc := b.scratch.Get().(*batchScratch[T])
 		sc.calls = append(sc.calls[:0], c)
@@ -149,9 +147,7 @@ func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
 	b.queued += len(items)
 	// A full batch waiting and a slot free: it leaves now (possibly with
 	// this call as its sender) instead of waiting for a batch to return.
-	for b.active < b.maxLimit && b.queued >= b.maxItems {
-		b.startLocked()
-	}
+	b.startReadyLocked()
 	b.mu.Unlock()
 	if <-c.wake {
 		sc := b.scratch.Get().(*batchScratch[T])
@@ -161,6 +157,19 @@ func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
 		b.lead(sc)
 	}
 	c.ctx, c.items = nil, nil
+}
+
+// startReadyLocked starts the batches that may leave now: full ones while
+// fewer than maxLimit are out, and what is left, a partial batch, when
+// none is. Called with mu held.
+func (b *Batcher[T]) startReadyLocked() {
+	for len(b.queue) > 0 {
+		out := int(b.active.Load())
+		if out >= b.maxLimit || b.queued < b.maxItems && out > 0 {
+			return
+		}
+		b.startLocked()
+	}
 }
 
 // startLocked takes queued calls up to maxItems (at least one) as the
@@ -178,8 +187,7 @@ func (b *Batcher[T]) startLocked() {
 	clear(b.queue[rest:])
 	b.queue = b.queue[:rest]
 	b.queued -= items
-	b.active++
-	b.activeA.Store(int32(b.active))
+	b.active.Add(1)
 	first.wake <- true // buffered: never blocks
 }
 
@@ -201,13 +209,8 @@ func (b *Batcher[T]) lead(sc *batchScratch[T]) {
 		c.wake <- false
 	}
 	b.mu.Lock()
-	b.active--
-	b.activeA.Store(int32(b.active))
-	// Full batches leave while the limit allows; what is left, a partial
-	// batch, when no batch is out.
-	for len(b.queue) > 0 && b.active < b.maxLimit && (b.queued >= b.maxItems || b.active == 0) {
-		b.startLocked()
-	}
+	b.active.Add(-1)
+	b.startReadyLocked()
 	b.mu.Unlock()
 	var zero T
 	for i := range sc.items {
@@ -228,5 +231,5 @@ func (b *Batcher[T]) Queued() int {
 // InFlight returns how many batches are out now, for metrics; it takes
 // no lock.
 func (b *Batcher[T]) InFlight() int {
-	return int(b.activeA.Load())
+	return int(b.active.Load())
 }

@@ -60,7 +60,7 @@ func TestBatcherDoAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under -race")
 	}
-	bt := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, its []*testItem) {
+	bt := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {
 		runtime.Gosched()
 	})
 	ctx := context.Background()

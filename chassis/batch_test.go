@@ -41,7 +41,7 @@ func TestBatcherMergesWhileInFlight(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); b.Do(context.Background(), items[0]) }()
-	for b.active0() == 0 {
+	for b.InFlight() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	for _, it := range items[1:] {
@@ -68,8 +68,8 @@ func TestBatcherMergesWhileInFlight(t *testing.T) {
 			t.Fatalf("batch sizes %v, want %v", sizes, want)
 		}
 	}
-	if b.Queued() != 0 || b.active0() != 0 {
-		t.Fatalf("queued %d active %d after everything returned", b.Queued(), b.active0())
+	if b.Queued() != 0 || b.InFlight() != 0 {
+		t.Fatalf("queued %d active %d after everything returned", b.Queued(), b.InFlight())
 	}
 }
 
@@ -98,7 +98,7 @@ func TestBatcherFullBatchLeavesAtOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); b.Do(context.Background(), &testItem{id: 0}) }()
-	for b.active0() == 0 {
+	for b.InFlight() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	for i := 1; i <= 2; i++ {
@@ -146,7 +146,7 @@ func TestBatcherDisabledAndMany(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); b.Do(far, &testItem{}) }()
-	for b.active0() == 0 {
+	for b.InFlight() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	wg.Add(2)
@@ -164,12 +164,6 @@ func TestBatcherDisabledAndMany(t *testing.T) {
 	if len(deadlines) != 2 || !deadlines[1].Equal(nd) {
 		t.Fatalf("second batch deadline %v, want the earliest %v", deadlines, nd)
 	}
-}
-
-func (b *Batcher[T]) active0() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.active
 }
 
 // TestBatcherPipelines: with several batches allowed out, a burst of calls
@@ -200,7 +194,7 @@ func TestBatcherPipelines(t *testing.T) {
 		go func() { defer wg.Done(); b.Do(context.Background(), items[i]) }()
 	}
 	// One alone, then three full batches of 8 while it is out; 15 wait.
-	for b.Queued() != len(items)-1-3*8 || b.active0() != 4 {
+	for b.Queued() != len(items)-1-3*8 || b.InFlight() != 4 {
 		time.Sleep(time.Millisecond)
 	}
 	close(gate)
@@ -213,8 +207,8 @@ func TestBatcherPipelines(t *testing.T) {
 	if m := most.Load(); m != 4 {
 		t.Fatalf("at most %d batches were out at once, want 4", m)
 	}
-	if b.Queued() != 0 || b.active0() != 0 {
-		t.Fatalf("queued %d active %d after everything returned", b.Queued(), b.active0())
+	if b.Queued() != 0 || b.InFlight() != 0 {
+		t.Fatalf("queued %d active %d after everything returned", b.Queued(), b.InFlight())
 	}
 }
 
@@ -250,7 +244,7 @@ func TestBatcherPartialWaitsForIdle(t *testing.T) {
 		t.Helper()
 		for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
 			if time.Now().After(end) {
-				t.Fatalf("timed out waiting for %s (queued %d, active %d)", what, b.Queued(), b.active0())
+				t.Fatalf("timed out waiting for %s (queued %d, active %d)", what, b.Queued(), b.InFlight())
 			}
 		}
 	}
@@ -258,11 +252,11 @@ func TestBatcherPartialWaitsForIdle(t *testing.T) {
 	start(0, 1) // alone, out
 	waitFor("the lone batch", func() bool { return batches() == 1 })
 	start(1, 5) // a full batch: leaves beside it
-	waitFor("the full batch", func() bool { return batches() == 2 && b.active0() == 2 })
+	waitFor("the full batch", func() bool { return batches() == 2 && b.InFlight() == 2 })
 	start(5, 7) // a partial batch: waits
 	waitFor("the partial batch to queue", func() bool { return b.Queued() == 2 })
 	close(gates[0]) // one of the two returns: the partial one still waits
-	waitFor("the lone batch to return", func() bool { return b.active0() == 1 })
+	waitFor("the lone batch to return", func() bool { return b.InFlight() == 1 })
 	time.Sleep(20 * time.Millisecond)
 	if n := batches(); n != 2 || b.Queued() != 2 {
 		t.Fatalf("a partial batch left while a batch was out: %d batches sent, %d queued", n, b.Queued())

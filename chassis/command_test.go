@@ -181,8 +181,6 @@ func TestGroup(t *testing.T) {
 	}
 }
 
-// TestRuntimeFlags: --gomaxprocs, --sysmon-park and --gogc are every
-// service's; a negative --gomaxprocs or --gogc is refused naming the flag.
 // TestGroupBackground: a background component runs from its start until
 // the group stops, which cancels it and waits for it; one that ignores the
 // cancellation is abandoned at the stop deadline.
@@ -217,6 +215,8 @@ func TestGroupBackground(t *testing.T) {
 	}
 }
 
+// TestRuntimeFlags: --gomaxprocs, --sysmon-park and --gogc are every
+// service's; a negative --gomaxprocs or --gogc is refused naming the flag.
 func TestRuntimeFlags(t *testing.T) {
 	var b Base
 	b.Listen = "127.0.0.1:1"

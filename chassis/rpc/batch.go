@@ -24,8 +24,9 @@ const MaxBatch = 1024
 // a batch that encodes larger leaves as two halves (each split again if
 // need be), so that a batch of large requests is not refused whole by
 // its peer. MaxBodySize is the request body a service behind a
-// BatchClient accepts: a batch up to MaxBatchBody plus one request of up
-// to 64 KiB that could not be split further.
+// BatchClient accepts: MaxBatchBody plus 128 KiB of headroom. A lone
+// request, which is never split, is far smaller (the CGW takes Nchf
+// bodies of up to 64 KiB, and their msgp form is smaller still).
 const (
 	MaxBatchBody = 512 << 10
 	MaxBodySize  = MaxBatchBody + 128<<10
