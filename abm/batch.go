@@ -25,7 +25,11 @@ type batchGroup struct {
 	blob   []byte
 	wpol   as.BatchWritePolicy
 	bins   [4]as.Bin
+	ints   [3]as.IntegerValue // what the integer bins' Values point to
+	bytes  as.BytesValue      // what the sessions bin's Value points to
+	opv    [4]as.Operation    // what ops point to: the group's own, not one allocation per bin
 	ops    [4]*as.Operation
+	bw     as.BatchWrite // what write points to
 	write  *as.BatchWrite
 }
 
@@ -91,11 +95,6 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 		}
 		gi, ok := bs.byKey[req.SUPI]
 		if !ok {
-			key, err := as.NewKey(s.cfg.Namespace, s.cfg.Set, req.SUPI)
-			if err != nil {
-				errs[i] = fmt.Errorf("cannot build account key: %w", err)
-				continue
-			}
 			gi = len(bs.groups)
 			if gi < cap(bs.groups) {
 				bs.groups = bs.groups[:gi+1]
@@ -103,7 +102,7 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 				bs.groups = append(bs.groups, batchGroup{})
 			}
 			g := &bs.groups[gi]
-			g.supi, g.key, g.idx, g.cached = req.SUPI, key, g.idx[:0], false
+			g.supi, g.key, g.idx, g.cached = req.SUPI, nil, g.idx[:0], false
 			bs.byKey[req.SUPI] = gi
 		}
 		bs.groups[gi].idx = append(bs.groups[gi].idx, i)
@@ -115,11 +114,23 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	for gi := range bs.groups {
 		g := &bs.groups[gi]
 		if s.cache != nil {
-			if gen, ok := s.cache.load(g.supi, nowNs, &g.acc); ok && s.applyCachedGroup(g, reqs, resps, now) {
+			gen, key, ok := s.cache.load(g.supi, nowNs, &g.acc)
+			g.key = key
+			if ok && s.applyCachedGroup(g, reqs, resps, now) {
 				g.gen, g.cached = gen, true
 				bs.writes = append(bs.writes, g)
 				continue
 			}
+		}
+		if g.key == nil {
+			key, err := as.NewKey(s.cfg.Namespace, s.cfg.Set, g.supi)
+			if err != nil {
+				for _, i := range g.idx {
+					errs[i] = fmt.Errorf("cannot build account key: %w", err)
+				}
+				continue
+			}
+			g.key = key
 		}
 		bs.reads = append(bs.reads, g)
 	}
@@ -235,18 +246,28 @@ func (s *Service) batchWrite(bs *batchState, reqs []*chf.ApplyRequest, errs []er
 		g.blob = g.acc.appendSessions(g.blob[:0])
 		g.wpol = s.batchWritePolicy
 		g.wpol.Generation = g.gen
-		g.bins[0] = as.Bin{Name: BinBalance, Value: as.IntegerValue(g.acc.balance)}
-		g.bins[1] = as.Bin{Name: BinDebited, Value: as.IntegerValue(g.acc.debited)}
-		g.bins[2] = as.Bin{Name: BinSessions, Value: as.BytesValue(g.blob)}
+		// The bins' Values point into the pooled group: a value in an
+		// interface would be an allocation each, and the client only
+		// calls Value's methods on a put (which *IntegerValue and
+		// *BytesValue have), so the wire bytes are the same.
+		g.ints[0], g.ints[1], g.bytes = as.IntegerValue(g.acc.balance), as.IntegerValue(g.acc.debited), as.BytesValue(g.blob)
+		g.bins[0] = as.Bin{Name: BinBalance, Value: &g.ints[0]}
+		g.bins[1] = as.Bin{Name: BinDebited, Value: &g.ints[1]}
+		g.bins[2] = as.Bin{Name: BinSessions, Value: &g.bytes}
 		n := 3
 		if g.acc.epoch != g.acc.epochRead {
-			g.bins[3] = as.Bin{Name: BinEpoch, Value: as.IntegerValue(int64(g.acc.epoch))}
+			g.ints[2] = as.IntegerValue(int64(g.acc.epoch))
+			g.bins[3] = as.Bin{Name: BinEpoch, Value: &g.ints[2]}
 			n = 4
 		}
+		// The client's constructors inline, so copying what they return
+		// into the pooled group allocates nothing.
 		for k := range n {
-			g.ops[k] = as.PutOp(&g.bins[k])
+			g.opv[k] = *as.PutOp(&g.bins[k])
+			g.ops[k] = &g.opv[k]
 		}
-		g.write = as.NewBatchWrite(&g.wpol, g.key, g.ops[:n]...)
+		g.bw = *as.NewBatchWrite(&g.wpol, g.key, g.ops[:n]...)
+		g.write = &g.bw
 		bs.recs = append(bs.recs, g.write)
 	}
 	start := time.Now()
@@ -275,7 +296,7 @@ func (s *Service) wrote(g *batchGroup, err as.Error, rc types.ResultCode, doubt 
 			s.cacheHits.Add(n)
 		}
 		if s.cache != nil {
-			s.cache.store(g.supi, g.gen, nowNs, &g.acc, g.blob)
+			s.cache.store(g.supi, g.key, g.gen, nowNs, &g.acc, g.blob)
 		}
 		return
 	}

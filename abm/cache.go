@@ -3,6 +3,8 @@ package abm
 import (
 	"hash/maphash"
 	"sync"
+
+	as "github.com/aerospike/aerospike-client-go/v7"
 )
 
 // accountCache keeps the state each account had after this process last
@@ -39,6 +41,10 @@ type cachedAccount struct {
 	currency string
 	epoch    uint32 // BinEpoch, as written
 	blob     []byte // sessions, as written
+	// key is the record's key, kept so that a cached account costs no
+	// digest (as.NewKey hashes the set and SUPI with RIPEMD-160 and
+	// allocates): it does not age and is immutable, so it is shared.
+	key *as.Key
 }
 
 func newAccountCache(entries int, maxAge int64) *accountCache {
@@ -54,14 +60,20 @@ func (c *accountCache) shard(supi string) *cacheShard {
 }
 
 // load decodes the cached state of supi into acc and returns its
-// generation; ok is false when there is no usable entry.
-func (c *accountCache) load(supi string, now int64, acc *account) (gen uint32, ok bool) {
+// generation; ok is false when there is no usable entry. key is the
+// record's key when supi has an entry, usable or not (too old), else nil.
+func (c *accountCache) load(supi string, now int64, acc *account) (gen uint32, key *as.Key, ok bool) {
 	sh := c.shard(supi)
 	sh.mu.Lock()
 	e := sh.m[supi]
-	if e == nil || now-e.at > c.maxAge {
+	if e == nil {
 		sh.mu.Unlock()
-		return 0, false
+		return 0, nil, false
+	}
+	key = e.key
+	if now-e.at > c.maxAge {
+		sh.mu.Unlock()
+		return 0, key, false
 	}
 	acc.reset()
 	acc.balance, acc.debited, acc.currency = e.balance, e.debited, e.currency
@@ -72,12 +84,25 @@ func (c *accountCache) load(supi string, now int64, acc *account) (gen uint32, o
 	}
 	gen = e.gen
 	sh.mu.Unlock()
-	return gen, err == nil
+	return gen, key, err == nil
 }
 
-// store records that supi was written by this process at generation
-// written-from gen (its new generation is the next one).
-func (c *accountCache) store(supi string, fromGen uint32, now int64, acc *account, blob []byte) {
+// key returns the record key of supi when it has an entry, else nil.
+func (c *accountCache) key(supi string) *as.Key {
+	sh := c.shard(supi)
+	sh.mu.Lock()
+	var k *as.Key
+	if e := sh.m[supi]; e != nil {
+		k = e.key
+	}
+	sh.mu.Unlock()
+	return k
+}
+
+// store records that supi (whose record key is key) was written by this
+// process at generation written-from gen (its new generation is the next
+// one).
+func (c *accountCache) store(supi string, key *as.Key, fromGen uint32, now int64, acc *account, blob []byte) {
 	gen := nextGeneration(fromGen)
 	sh := c.shard(supi)
 	sh.mu.Lock()
@@ -101,7 +126,7 @@ func (c *accountCache) store(supi string, fromGen uint32, now int64, acc *accoun
 	}
 	e.gen, e.at = gen, now
 	e.balance, e.debited, e.currency = acc.balance, acc.debited, acc.currency
-	e.epoch = acc.epoch
+	e.epoch, e.key = acc.epoch, key
 	e.blob = reuseBlob(e.blob, blob)
 	sh.mu.Unlock()
 }

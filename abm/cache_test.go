@@ -1,10 +1,13 @@
 package abm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
 	"testing"
+
+	as "github.com/aerospike/aerospike-client-go/v7"
 
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -103,11 +106,11 @@ func TestCacheChurnAllocatesNothing(t *testing.T) {
 	acc.balance, acc.currency = 100, "EUR"
 	blob := acc.appendSessions(nil)
 	for _, s := range supis {
-		c.store(s, 1, 1, &acc, blob)
+		c.store(s, nil, 1, 1, &acc, blob)
 	}
 	i := 0
 	if n := testing.AllocsPerRun(1000, func() {
-		c.store(supis[i%len(supis)], 1, 1, &acc, blob)
+		c.store(supis[i%len(supis)], nil, 1, 1, &acc, blob)
 		i++
 	}); n != 0 {
 		t.Errorf("store into a full cache allocates %.1f times, want 0", n)
@@ -130,7 +133,7 @@ func TestCacheMemoryFollowsRecords(t *testing.T) {
 		if i < cacheShards { // every entry holds a large record once
 			b = big
 		}
-		c.store(fmt.Sprintf("imsi-00101%010d", i), 1, 1, &acc, b)
+		c.store(fmt.Sprintf("imsi-00101%010d", i), nil, 1, 1, &acc, b)
 	}
 	held, stored := 0, 0
 	for i := range c.shards {
@@ -157,6 +160,116 @@ func BenchmarkCacheStoreChurn(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		c.store(supis[i%len(supis)], 1, 1, a, blob)
+		c.store(supis[i%len(supis)], nil, 1, 1, a, blob)
 	}
+}
+
+// TestCacheKeepsEachAccountsKey: the record key the cache keeps for an
+// account is that account's, also in an entry reused from an evicted
+// account (a wrong key would write one subscriber's balance into
+// another's record), and the keys Apply and ApplyBatch charge through the
+// cache are the ones as.NewKey builds.
+func TestCacheKeepsEachAccountsKey(t *testing.T) {
+	c := newAccountCache(cacheShards, int64(1<<62)) // one entry per shard
+	var acc account
+	acc.balance, acc.currency = 100, "EUR"
+	blob := acc.appendSessions(nil)
+	keyOf := func(supi string) *as.Key {
+		k, err := as.NewKey("chf", "accounts", supi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	// Two SUPIs of one shard: the second evicts the first.
+	a := "imsi-001010000000001"
+	b := ""
+	for i := 2; b == ""; i++ {
+		if s := fmt.Sprintf("imsi-00101%010d", i); c.shard(s) == c.shard(a) {
+			b = s
+		}
+	}
+	c.store(a, keyOf(a), 1, 1, &acc, blob)
+	if k := c.key(a); k == nil || !bytes.Equal(k.Digest(), keyOf(a).Digest()) {
+		t.Fatalf("key(%s) = %v, want its own", a, k)
+	}
+	c.store(b, keyOf(b), 1, 1, &acc, blob)
+	if k := c.key(a); k != nil {
+		t.Errorf("key(%s) after its eviction = %v, want nil", a, k)
+	}
+	if k := c.key(b); k == nil || !bytes.Equal(k.Digest(), keyOf(b).Digest()) {
+		t.Errorf("key(%s) in the reused entry = %v, want its own", b, k)
+	}
+	if _, k, ok := c.load(b, 2, &acc); !ok || k == nil || !bytes.Equal(k.Digest(), keyOf(b).Digest()) {
+		t.Errorf("load(%s) = key %v ok %v, want its own key", b, k, ok)
+	}
+	if _, k, ok := c.load(b, 1<<62+10, &acc); ok || k == nil {
+		t.Errorf("load(%s) of a too old entry = key %v ok %v, want its key and not ok", b, k, ok)
+	}
+
+	// Through the service: every account charged holds its own key.
+	cl := startStore(t)
+	svc := New(cl, Config{})
+	if svc.cache == nil {
+		t.Fatal("the account cache is off by default")
+	}
+	supis := []string{"imsi-001010000000011", "imsi-001010000000012", "imsi-001010000000013"}
+	for _, s := range supis {
+		provision(t, cl, s, 1, 1_000_000)
+	}
+	ctx := context.Background()
+	reqs := make([]*chf.ApplyRequest, 0, 2*len(supis))
+	for round := range 2 {
+		reqs = reqs[:0]
+		for i, s := range supis {
+			reqs = append(reqs, &chf.ApplyRequest{Op: chf.OpEvent, SUPI: s, Key: uint64(100*round + i + 1), Loose: uint64(100*round + i + 1), Lines: []chf.RatedLine{smsLine(5)}})
+		}
+		resps := make([]*chf.ChargeResponse, len(reqs))
+		for i := range resps {
+			resps[i] = new(chf.ChargeResponse)
+		}
+		errs := make([]error, len(reqs))
+		svc.ApplyBatch(ctx, reqs, resps, errs)
+		for i := range reqs {
+			if errs[i] != nil || resps[i].Result != chf.ResultSuccess {
+				t.Fatalf("round %d event %d: %v %v", round, i, errs[i], resps[i].Result)
+			}
+		}
+	}
+	var one chf.ChargeResponse
+	if err := svc.Apply(ctx, &chf.ApplyRequest{Op: chf.OpEvent, SUPI: supis[0], Key: 999, Loose: 999, Lines: []chf.RatedLine{smsLine(5)}}, &one); err != nil || one.Result != chf.ResultSuccess {
+		t.Fatal(err, one.Result)
+	}
+	for _, s := range supis {
+		k := svc.cache.key(s)
+		if k == nil {
+			t.Errorf("no cached key for %s", s)
+			continue
+		}
+		want, _ := as.NewKey(svc.cfg.Namespace, svc.cfg.Set, s)
+		if !bytes.Equal(k.Digest(), want.Digest()) {
+			t.Errorf("cached key of %s has digest %x, want %x", s, k.Digest(), want.Digest())
+		}
+	}
+	// And each balance was debited by its own events only.
+	for i, s := range supis {
+		want := int64(1_000_000 - 2*5)
+		if i == 0 {
+			want -= 5
+		}
+		if got := balanceOf(t, cl, s); got != want {
+			t.Errorf("balance of %s = %d, want %d", s, got, want)
+		}
+	}
+}
+
+// balanceOf reads supi's balance through a service of its own (so no
+// cache of the service under test answers).
+func balanceOf(t *testing.T, cl *as.Client, supi string) int64 {
+	t.Helper()
+	var r chf.ChargeResponse
+	if err := New(cl, Config{}).Apply(context.Background(), &chf.ApplyRequest{Op: chf.OpBalance, SUPI: supi}, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Balance
 }

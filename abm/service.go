@@ -281,6 +281,9 @@ type scratch struct {
 	wp   as.WritePolicy
 	bins [4]as.Bin
 	ptrs [4]*as.Bin
+	// ints and bytes are what the bins' Values point to (see batchWrite).
+	ints  [3]as.IntegerValue
+	bytes as.BytesValue
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -301,9 +304,9 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 		resp.Result, resp.Detail = chf.ResultInvalid, "missing subscriber"
 		return nil
 	}
-	key, err := as.NewKey(s.cfg.Namespace, s.cfg.Set, req.SUPI)
+	key, err := s.accountKey(req.SUPI)
 	if err != nil {
-		return fmt.Errorf("cannot build account key: %w", err)
+		return err
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
@@ -314,6 +317,21 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 		s.replays.Add(1)
 	}
 	return nil
+}
+
+// accountKey returns the record key of supi: the account cache's when it
+// holds one, else a new one.
+func (s *Service) accountKey(supi string) (*as.Key, error) {
+	if s.cache != nil {
+		if k := s.cache.key(supi); k != nil {
+			return k, nil
+		}
+	}
+	key, err := as.NewKey(s.cfg.Namespace, s.cfg.Set, supi)
+	if err != nil {
+		return nil, fmt.Errorf("cannot build account key: %w", err)
+	}
+	return key, nil
 }
 
 // countReplays adds the replayed answers among resps to the counter.
@@ -383,7 +401,7 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 			s.applied.Add(1)
 			s.overage.Add(uint64(acc.overNew))
 			if s.cache != nil {
-				s.cache.store(req.SUPI, rec.Generation, time.Now().UnixNano(), acc, sc.blob)
+				s.cache.store(req.SUPI, key, rec.Generation, time.Now().UnixNano(), acc, sc.blob)
 			}
 			return nil
 		}
@@ -430,7 +448,7 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 func (s *Service) applyCached(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch, deadline time.Time, hasDeadline bool) (done bool, err error) {
 	nowNs := time.Now().UnixNano()
 	acc := &sc.acc
-	gen, ok := s.cache.load(req.SUPI, nowNs, acc)
+	gen, _, ok := s.cache.load(req.SUPI, nowNs, acc)
 	if !ok {
 		return false, nil
 	}
@@ -452,7 +470,7 @@ func (s *Service) applyCached(ctx context.Context, key *as.Key, req *chf.ApplyRe
 		s.applied.Add(1)
 		s.overage.Add(uint64(acc.overNew))
 		s.cacheHits.Add(1)
-		s.cache.store(req.SUPI, gen, nowNs, acc, sc.blob)
+		s.cache.store(req.SUPI, key, gen, nowNs, acc, sc.blob)
 		return true, nil
 	}
 	s.cache.drop(req.SUPI)
@@ -485,12 +503,14 @@ func (s *Service) write(key *as.Key, gen uint32, timeout time.Duration, acc *acc
 	sc.wp = s.writePolicy
 	sc.wp.Generation = gen
 	sc.wp.TotalTimeout, sc.wp.SocketTimeout = timeout, timeout
-	sc.bins[0] = as.Bin{Name: BinBalance, Value: as.IntegerValue(acc.balance)}
-	sc.bins[1] = as.Bin{Name: BinDebited, Value: as.IntegerValue(acc.debited)}
-	sc.bins[2] = as.Bin{Name: BinSessions, Value: as.BytesValue(sc.blob)}
+	sc.ints[0], sc.ints[1], sc.bytes = as.IntegerValue(acc.balance), as.IntegerValue(acc.debited), as.BytesValue(sc.blob)
+	sc.bins[0] = as.Bin{Name: BinBalance, Value: &sc.ints[0]}
+	sc.bins[1] = as.Bin{Name: BinDebited, Value: &sc.ints[1]}
+	sc.bins[2] = as.Bin{Name: BinSessions, Value: &sc.bytes}
 	n := 3
 	if acc.epoch != acc.epochRead {
-		sc.bins[3] = as.Bin{Name: BinEpoch, Value: as.IntegerValue(int64(acc.epoch))}
+		sc.ints[2] = as.IntegerValue(int64(acc.epoch))
+		sc.bins[3] = as.Bin{Name: BinEpoch, Value: &sc.ints[2]}
 		n = 4
 	}
 	for i := range n {
@@ -499,7 +519,7 @@ func (s *Service) write(key *as.Key, gen uint32, timeout time.Duration, acc *acc
 	start := time.Now()
 	err := s.client.PutBins(&sc.wp, key, sc.ptrs[:n]...)
 	observeAS(asPut, err, start)
-	sc.bins = [4]as.Bin{}
+	sc.bins, sc.bytes = [4]as.Bin{}, nil
 	return err
 }
 
