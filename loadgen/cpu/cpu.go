@@ -51,6 +51,10 @@ type Sample struct {
 	Seconds map[string]float64
 	Failed  []string
 	Err     error
+	// Host is the machine's CPU time at the same instant, nil where
+	// /proc/stat cannot be read (it is a context, not a component: a
+	// failure is no error of the sample).
+	Host *Host
 }
 
 // Sampler reads every source.
@@ -88,6 +92,9 @@ func (s *Sampler) Sample(ctx context.Context) Sample {
 		out.Seconds[src.Name()] += v
 	}
 	out.Err = errors.Join(errs...)
+	if h, err := ReadHost(); err == nil {
+		out.Host = &h
+	}
 	return out
 }
 

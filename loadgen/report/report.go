@@ -154,6 +154,30 @@ type Result struct {
 	Memory map[string]cpu.Memory `json:"memory,omitempty"`
 	// Sessions are the open sessions and what they cost the loadgen.
 	Sessions *Sessions `json:"sessions,omitempty"`
+	// Host is the CPU of the machine the load generator ran on over the
+	// measured window (absent where /proc/stat is not readable, and in a
+	// merge of shards, which ran on machines of their own).
+	Host *HostCPU `json:"host_cpu,omitempty"`
+}
+
+// HostCPU is the whole machine's CPU over the measured window, in the
+// unit of CPUPercent (100 = one core busy), so that a report says whether
+// the box was the limit and whether something else ran on it.
+type HostCPU struct {
+	Cores        int     `json:"cores"`
+	BusySeconds  float64 `json:"busy_seconds"`
+	StealSeconds float64 `json:"steal_seconds"`
+	// Local: every CPU component is a process on this machine, so the busy
+	// time they do not account for is other processes' (OtherPercent).
+	Local bool `json:"local"`
+
+	BusyPercent  float64 `json:"busy_percent"`
+	IdlePercent  float64 `json:"idle_percent"` // of the whole machine (100 = every core idle)
+	StealPercent float64 `json:"steal_percent"`
+	// OtherPercent is the busy time no component accounts for (kernel
+	// threads, interrupts on idle CPUs, other processes on the machine);
+	// nil unless Local.
+	OtherPercent *float64 `json:"other_percent,omitempty"`
 }
 
 // Sessions describes the data and voice sessions a run held open and the
@@ -281,6 +305,21 @@ func (r *Result) Recompute() error {
 		r.CPUPercent = map[string]float64{}
 		for k, v := range r.CPUSeconds {
 			r.CPUPercent[k] = 100 * v / r.DurationS
+		}
+		if h := r.Host; h != nil && h.Cores > 0 {
+			h.BusyPercent, h.StealPercent = 100*h.BusySeconds/r.DurationS, 100*h.StealSeconds/r.DurationS
+			h.IdlePercent = max(0, 100-h.BusyPercent/float64(h.Cores))
+			h.OtherPercent = nil
+			if h.Local {
+				other := h.BusyPercent
+				for _, v := range r.CPUPercent {
+					other -= v
+				}
+				// The two clocks differ by a few tenths of a percent: no
+				// negative share.
+				other = max(0, other)
+				h.OtherPercent = &other
+			}
 		}
 	}
 	r.UnknownSubscriber = 0

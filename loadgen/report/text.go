@@ -61,6 +61,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\nSUT CPU µs/transaction %s   loadgen CPU µs/transaction %.1f\n", r.sutUs(), r.LoadgenUsTxn)
 	}
+	if h := r.Host; h != nil {
+		fmt.Fprintf(w, "host CPU (this machine, %d cores): %s\n", h.Cores, h.summary())
+	}
 	r.writeMemory(w)
 	r.writeFaults(w)
 	r.writeNotifications(w)
@@ -249,6 +252,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| CPU %% %s | %.1f |\n", c, r.CPUPercent[c])
 	}
 	fmt.Fprintf(w, "| SUT CPU µs / transaction | %s |\n| loadgen CPU µs / transaction | %.1f |\n", r.sutUs(), r.LoadgenUsTxn)
+	if h := r.Host; h != nil {
+		fmt.Fprintf(w, "| host CPU (this machine, %d cores) | %s |\n", h.Cores, h.summary())
+	}
 	for _, k := range sortedKeys(r.Memory) {
 		fmt.Fprintf(w, "| RSS MiB %s (peak) | %.0f (%.0f) |\n", k, float64(r.Memory[k].RSS)/(1<<20), float64(r.Memory[k].Peak)/(1<<20))
 	}
@@ -363,4 +369,14 @@ func (r *Result) writeMemory(w io.Writer) {
 		fmt.Fprintf(w, "sessions open: %d at the window's end, peak %d (bound %d, %d not started at it); loadgen heap %.0f MiB = %.0f bytes per open session (engine's part %d)\n",
 			s.OpenEnd, s.OpenPeak, s.MaxOpenSessions, s.Limited, float64(s.LoadgenHeapBytes)/(1<<20), s.BytesPerOpenSession, s.FlowBytes)
 	}
+}
+
+// summary is the host's CPU in one line: busy, idle, what no component
+// accounts for, stolen.
+func (h *HostCPU) summary() string {
+	s := fmt.Sprintf("busy %.1f%%, idle %.0f%% of the machine", h.BusyPercent, h.IdlePercent)
+	if h.OtherPercent != nil {
+		s += fmt.Sprintf(", not the run's processes %.1f%%", *h.OtherPercent)
+	}
+	return s + fmt.Sprintf(", steal %.1f%%", h.StealPercent)
 }

@@ -369,14 +369,20 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		cpuB = sampler.Sample(context.Background())
 	}
 	var cpuSecs map[string]float64
+	var host *report.HostCPU
 	if haveA {
 		cpuSecs = cpu.Delta(cpuA, cpuB)
+		h, hostOK := cpu.HostDelta(cpuA, cpuB)
 		// The window may have been cut short by ctx; CPU covers the same span.
 		if dt := cpuB.At.Sub(cpuA.At).Seconds(); dt > 0 {
 			want := st.MeasureEnd.Sub(st.MeasureStart).Seconds()
 			for k, v := range cpuSecs {
 				cpuSecs[k] = v * want / dt
 			}
+			h.Busy, h.Steal = h.Busy*want/dt, h.Steal*want/dt
+		}
+		if hostOK {
+			host = &report.HostCPU{Cores: h.Cores, BusySeconds: h.Busy, StealSeconds: h.Steal, Local: sampler.Local()}
 		}
 	}
 	mu.Unlock()
@@ -433,6 +439,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	}
 	res.Memory = mem
 	mu.Unlock()
+	res.Host = host
 	res.Sessions = &report.Sessions{
 		OpenPeak: st.OpenSessionsPeak, OpenEnd: st.OpenSessionsEnd, Limited: st.SessionLimited,
 		MaxOpenSessions: sc.MaxOpenSessions, LoadgenHeapBytes: heapLive, FlowBytes: engine.FlowBytes,

@@ -227,7 +227,7 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	if len(r.Steps) > 0 {
 		r.Steps[0].Result.WriteProvenance(w) // every step ran the same command
 	}
-	fmt.Fprintf(w, "| offered TPS | achieved TPS | p50 ms | p99 ms | p99.9 ms | jitter | errors | late | dropped | SUT µs/txn | SLO |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(w, "| offered TPS | achieved TPS | p50 ms | p99 ms | p99.9 ms | jitter | errors | late | dropped | SUT µs/txn | CPU %% (100 = one core) | machine idle %% | SLO |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
 	for _, s := range r.Steps {
 		x := s.Result
 		v := "met"
@@ -237,8 +237,16 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		if len(s.Retried) > 0 {
 			v += fmt.Sprintf(" (attempt %d; earlier: %s)", len(s.Retried)+1, strings.Join(s.Retried, "; "))
 		}
-		fmt.Fprintf(w, "| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %d | %d | %d | %.1f | %s |\n",
-			s.OfferedTPS, x.TPS, x.LatencyMs.P50, x.LatencyMs.P99, x.LatencyMs.P999, x.JitterCV, x.Errors, x.Late, x.Dropped, x.SUTCPUUsTxn, v)
+		var cpus []string
+		for _, c := range x.Components() {
+			cpus = append(cpus, fmt.Sprintf("%s %.0f", c, x.CPUPercent[c]))
+		}
+		idle := "n/a"
+		if x.Host != nil {
+			idle = fmt.Sprintf("%.0f", x.Host.IdlePercent)
+		}
+		fmt.Fprintf(w, "| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %d | %d | %d | %.1f | %s | %s | %s |\n",
+			s.OfferedTPS, x.TPS, x.LatencyMs.P50, x.LatencyMs.P99, x.LatencyMs.P999, x.JitterCV, x.Errors, x.Late, x.Dropped, x.SUTCPUUsTxn, strings.Join(cpus, ", "), idle, v)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,20 @@ func TestKneeOfKnownCapacity(t *testing.T) {
 	if res.FirstFailTPS != res.KneeTPS+50 || res.FirstFailReason == "" {
 		t.Fatalf("first failure %.0f (%s)", res.FirstFailTPS, res.FirstFailReason)
 	}
+	// The table gives each step's CPU per component and how idle the
+	// machine was.
+	var md bytes.Buffer
+	res.WriteMarkdown(&md)
+	if !strings.Contains(md.String(), "| SUT µs/txn | CPU % (100 = one core) | machine idle % | SLO |") || !strings.Contains(md.String(), "| loadgen ") {
+		t.Errorf("sweep table lacks the CPU and idle columns:\n%s", md.String())
+	}
+	if _, err := os.Stat("/proc/stat"); err == nil {
+		for _, s := range res.Steps {
+			if h := s.Result.Host; h == nil || h.Cores < 1 || h.IdlePercent < 0 || h.IdlePercent > 100 || h.BusyPercent <= 0 {
+				t.Errorf("step %.0f TPS: host CPU %+v, want the machine's busy and idle shares", s.OfferedTPS, h)
+			}
+		}
+	}
 	var html bytes.Buffer
 	if err := res.WriteHTML(&html); err != nil {
 		t.Fatal(err)
@@ -96,7 +111,7 @@ func TestRetries(t *testing.T) {
 	}
 	var b bytes.Buffer
 	res.WriteMarkdown(&b)
-	for _, want := range []string{"up to 2 more times", "met (attempt 2; earlier: p99 50.00 ms > 10.00 ms)"} {
+	for _, want := range []string{"up to 2 more times", "|  | n/a | met (attempt 2; earlier: p99 50.00 ms > 10.00 ms)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("sweep.md lacks %q:\n%s", want, b.String())
 		}

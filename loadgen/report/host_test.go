@@ -1,0 +1,47 @@
+package report
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestHostCPU: the machine's busy, idle and steal shares of the window,
+// and what the run's components leave of the busy time, in the summary
+// and the markdown; without local components that last share is unknown.
+func TestHostCPU(t *testing.T) {
+	r := &Result{DurationS: 10, CPUSeconds: map[string]float64{"cgw": 2, LoadgenComponent: 1},
+		Host: &HostCPU{Cores: 2, BusySeconds: 4, StealSeconds: 0.1, Local: true}}
+	if err := r.Recompute(); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Host
+	if math.Abs(h.BusyPercent-40) > 1e-9 || math.Abs(h.IdlePercent-80) > 1e-9 || math.Abs(h.StealPercent-1) > 1e-9 || h.OtherPercent == nil || math.Abs(*h.OtherPercent-10) > 1e-9 {
+		t.Fatalf("host %+v, want busy 40, idle 80, steal 1, other 10", h)
+	}
+	var sum, md bytes.Buffer
+	r.WriteSummary(&sum)
+	r.WriteMarkdown(&md)
+	const line = "host CPU (this machine, 2 cores): busy 40.0%, idle 80% of the machine, not the run's processes 10.0%, steal 1.0%"
+	if !strings.Contains(sum.String(), line) {
+		t.Errorf("summary lacks %q:\n%s", line, sum.String())
+	}
+	if !strings.Contains(md.String(), "| host CPU (this machine, 2 cores) | busy 40.0%, idle 80% of the machine, not the run's processes 10.0%, steal 1.0% |") {
+		t.Errorf("markdown lacks the host CPU row:\n%s", md.String())
+	}
+
+	r.Host = &HostCPU{Cores: 2, BusySeconds: 4, Local: false}
+	r.CPUSeconds["cgw"] = 9 // a remote SUT: more than the machine's busy time
+	if err := r.Recompute(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Host.OtherPercent != nil {
+		t.Errorf("other processes %v with remote components, want unknown", *r.Host.OtherPercent)
+	}
+	sum.Reset()
+	r.WriteSummary(&sum)
+	if strings.Contains(sum.String(), "not the run's processes") {
+		t.Errorf("summary gives other processes' share with remote components:\n%s", sum.String())
+	}
+}
