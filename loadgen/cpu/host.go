@@ -14,7 +14,7 @@ import (
 // hypervisor stole, so that a report on a shared or noisy machine says so.
 //
 // The busy time of a window is its length times the cores less the idle
-// time: /proc/stat's idle and iowait come from the idle loop's own clock,
+// and stolen time: /proc/stat's idle and iowait come from the idle loop's own clock,
 // while its user and system columns are tick samples (250 a second per
 // CPU here), which under-counted a 2,000 TPS run of the CHF's five short-
 // burst processes by a third and varied run to run.
@@ -27,7 +27,7 @@ type Host struct {
 // HostWindow is the machine's CPU between two samples.
 type HostWindow struct {
 	Cores int
-	Busy  float64 // seconds, all CPUs: the window's length × Cores − idle
+	Busy  float64 // seconds, all CPUs: the window's length × Cores − idle − steal
 	Steal float64
 }
 
@@ -88,8 +88,9 @@ func HostDelta(a, b Sample) (w HostWindow, ok bool) {
 		return HostWindow{}, false
 	}
 	span := b.At.Sub(a.At).Seconds() * float64(b.Host.Cores)
-	busy := span - (b.Host.Idle - a.Host.Idle)
-	return HostWindow{Cores: b.Host.Cores, Busy: min(max(0, busy), span), Steal: b.Host.Steal - a.Host.Steal}, true
+	steal := max(0, b.Host.Steal-a.Host.Steal)
+	busy := span - (b.Host.Idle - a.Host.Idle) - steal
+	return HostWindow{Cores: b.Host.Cores, Busy: min(max(0, busy), span), Steal: steal}, true
 }
 
 // Local reports whether every source is a process on this machine (so the

@@ -12,22 +12,22 @@ import (
 // and the markdown; without local components that last share is unknown.
 func TestHostCPU(t *testing.T) {
 	r := &Result{DurationS: 10, CPUSeconds: map[string]float64{"cgw": 2, LoadgenComponent: 1},
-		Host: &HostCPU{Cores: 2, BusySeconds: 4, StealSeconds: 0.1, Local: true}}
+		Host: &HostCPU{Cores: 2, BusySeconds: 4, StealSeconds: 0.2, Local: true}}
 	if err := r.Recompute(); err != nil {
 		t.Fatal(err)
 	}
 	h := r.Host
-	if math.Abs(h.BusyPercent-40) > 1e-9 || math.Abs(h.IdlePercent-80) > 1e-9 || math.Abs(h.StealPercent-1) > 1e-9 || h.OtherPercent == nil || math.Abs(*h.OtherPercent-10) > 1e-9 {
-		t.Fatalf("host %+v, want busy 40, idle 80, steal 1, other 10", h)
+	if math.Abs(h.BusyPercent-40) > 1e-9 || math.Abs(h.IdlePercent-79) > 1e-9 || math.Abs(h.StealPercent-2) > 1e-9 || h.OtherPercent == nil || math.Abs(*h.OtherPercent-10) > 1e-9 {
+		t.Fatalf("host %+v, want busy 40, idle 79, steal 2, other 10", h)
 	}
 	var sum, md bytes.Buffer
 	r.WriteSummary(&sum)
 	r.WriteMarkdown(&md)
-	const line = "host CPU (this machine, 2 cores): busy 40.0%, idle 80% of the machine, not the run's processes 10.0%, steal 1.0%"
+	const line = "host CPU (this machine, 2 cores): busy 40.0%, idle 79% of the machine, not the run's processes 10.0%, steal 2.0%"
 	if !strings.Contains(sum.String(), line) {
 		t.Errorf("summary lacks %q:\n%s", line, sum.String())
 	}
-	if !strings.Contains(md.String(), "| host CPU (this machine, 2 cores) | busy 40.0%, idle 80% of the machine, not the run's processes 10.0%, steal 1.0% |") {
+	if !strings.Contains(md.String(), "| host CPU (this machine, 2 cores) | busy 40.0%, idle 79% of the machine, not the run's processes 10.0%, steal 2.0% |") {
 		t.Errorf("markdown lacks the host CPU row:\n%s", md.String())
 	}
 

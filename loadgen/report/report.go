@@ -308,7 +308,7 @@ func (r *Result) Recompute() error {
 		}
 		if h := r.Host; h != nil && h.Cores > 0 {
 			h.BusyPercent, h.StealPercent = 100*h.BusySeconds/r.DurationS, 100*h.StealSeconds/r.DurationS
-			h.IdlePercent = max(0, 100-h.BusyPercent/float64(h.Cores))
+			h.IdlePercent = max(0, 100-(h.BusyPercent+h.StealPercent)/float64(h.Cores))
 			h.OtherPercent = nil
 			if h.Local {
 				other := h.BusyPercent
