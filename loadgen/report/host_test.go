@@ -31,6 +31,16 @@ func TestHostCPU(t *testing.T) {
 		t.Errorf("markdown lacks the host CPU row:\n%s", md.String())
 	}
 
+	r.Series = []Point{{HostBusy: 55.5, HostSteal: 3.25}}
+	var csvb bytes.Buffer
+	if err := r.WriteCSV(&csvb); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(csvb.String()), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], ",host_busy,host_steal") || !strings.HasSuffix(lines[2], ",55.500,3.250") {
+		t.Errorf("series.csv lacks the host's busy and steal per second:\n%s", csvb.String())
+	}
+
 	r.Host = &HostCPU{Cores: 2, BusySeconds: 4, Local: false}
 	r.CPUSeconds["cgw"] = 9 // a remote SUT: more than the machine's busy time
 	if err := r.Recompute(); err != nil {

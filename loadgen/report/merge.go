@@ -332,7 +332,9 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 	}
 	for sec := 0; len(series) > 0; sec++ {
 		if p, ok := series[sec]; ok {
-			out.Series = append(out.Series, *p)
+			q := *p
+			q.HostBusy, q.HostSteal = 0, 0 // the shards' machines differ (as out.Host)
+			out.Series = append(out.Series, q)
 			delete(series, sec)
 		}
 	}

@@ -72,6 +72,10 @@ type Hist struct {
 type Point struct {
 	engine.Tick
 	CPU map[string]float64 `json:"cpu_percent,omitempty"`
+	// HostBusy and HostSteal are the machine's busy and stolen CPU in the
+	// second (100 = one core; see HostCPU), where the host is read.
+	HostBusy  float64 `json:"host_busy_percent,omitempty"`
+	HostSteal float64 `json:"host_steal_percent,omitempty"`
 }
 
 // Result is a whole run.

@@ -180,6 +180,10 @@ func (r *Result) WriteCSV(w io.Writer) error {
 		head = append(head, "cpu_"+c)
 		units = append(units, "% of one core")
 	}
+	if r.Host != nil {
+		head = append(head, "host_busy", "host_steal")
+		units = append(units, "% of one core", "% of one core")
+	}
 	if err := cw.Write(head); err != nil {
 		return fmt.Errorf("cannot write CSV: %w", err)
 	}
@@ -196,6 +200,9 @@ func (r *Result) WriteCSV(w io.Writer) error {
 		}
 		for _, c := range comps {
 			row = append(row, f(p.CPU[c]))
+		}
+		if r.Host != nil {
+			row = append(row, f(p.HostBusy), f(p.HostSteal))
 		}
 		if err := cw.Write(row); err != nil {
 			return fmt.Errorf("cannot write CSV: %w", err)

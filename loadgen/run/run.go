@@ -579,6 +579,10 @@ func (p *progress) tick(t engine.Tick) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pt := report.Point{Tick: t, CPU: cpu.Percent(p.last, s)}
+	if w, ok := cpu.HostDelta(p.last, s); ok {
+		dt := s.At.Sub(p.last.At).Seconds()
+		pt.HostBusy, pt.HostSteal = 100*w.Busy/dt, 100*w.Steal/dt
+	}
 	p.last = s
 	p.pts = append(p.pts, pt)
 	switch p.mode {
