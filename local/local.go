@@ -262,7 +262,13 @@ func (cfg *Config) defaults() error {
 	return nil
 }
 
-// resolvePort replaces an empty address or port 0 by a free loopback port.
+// resolvePort replaces an empty address or port 0 by a free loopback port,
+// never one it has already given out in this process: the kernel may hand
+// a just-closed port out again at once, and two services told to listen
+// on one port fail to start (seen: the OCP and the CGW both given
+// 127.0.0.1:34569). Another process may still take the port before the
+// service binds it; the service then fails to start with the address in
+// its error.
 func resolvePort(addr string) (string, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -274,13 +280,39 @@ func resolvePort(addr string) (string, error) {
 	if port != "0" {
 		return addr, nil
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("cannot find a free port on %s: %w", host, err)
+	// The listeners stay open until a new port is found, so each retry
+	// gets another one.
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	for range 64 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return "", fmt.Errorf("cannot find a free port on %s: %w", host, err)
+		}
+		held = append(held, ln)
+		a := ln.Addr().String()
+		givenPorts.Lock()
+		dup := givenPorts.m[a]
+		if !dup {
+			givenPorts.m[a] = true
+		}
+		givenPorts.Unlock()
+		if !dup {
+			return a, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", fmt.Errorf("cannot find a free port on %s that was not given to a service already", host)
 }
+
+// givenPorts are the addresses resolvePort has given out.
+var givenPorts = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: map[string]bool{}}
 
 func (c *CHF) start(ctx context.Context) error {
 	cfg := c.cfg
