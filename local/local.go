@@ -308,6 +308,10 @@ func resolvePort(addr string) (string, error) {
 	return "", fmt.Errorf("cannot find a free port on %s that was not given to a service already", host)
 }
 
+// FreePort returns a free loopback host:port that no other caller in this
+// process (chf local's services included) has been given.
+func FreePort() (string, error) { return resolvePort("127.0.0.1:0") }
+
 // givenPorts are the addresses resolvePort has given out.
 var givenPorts = struct {
 	sync.Mutex

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -265,7 +264,7 @@ func localCmd(args []string) (err error) {
 				name  string
 				flags *[]string
 			}{{"cgw", &cgwFlags}, {"ocp", &ocpFlags}, {"abm", &abmFlags}} {
-				addr, err := freeLoopbackPort()
+				addr, err := local.FreePort() // never a port the CHF services get
 				if err != nil {
 					return err
 				}
@@ -369,14 +368,4 @@ func localOCPArgs(args []string, tariff string) []string {
 		return args
 	}
 	return append(args, "--tariff", tariff)
-}
-
-// freeLoopbackPort returns a loopback host:port free at the time of the call.
-func freeLoopbackPort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("cannot find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
