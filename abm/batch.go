@@ -24,10 +24,8 @@ type batchGroup struct {
 	cached bool   // acc came from the account cache
 	blob   []byte
 	wpol   as.BatchWritePolicy
-	bins   [4]as.Bin
-	ints   [3]as.IntegerValue // what the integer bins' Values point to
-	bytes  as.BytesValue      // what the sessions bin's Value points to
-	opv    [4]as.Operation    // what ops point to: the group's own, not one allocation per bin
+	rb     recordBins
+	opv    [4]as.Operation // what ops point to: the group's own, not one allocation per bin
 	ops    [4]*as.Operation
 	bw     as.BatchWrite // what write points to
 	write  *as.BatchWrite
@@ -123,10 +121,10 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 			}
 		}
 		if g.key == nil {
-			key, err := as.NewKey(s.cfg.Namespace, s.cfg.Set, g.supi)
+			key, err := s.newKey(g.supi)
 			if err != nil {
 				for _, i := range g.idx {
-					errs[i] = fmt.Errorf("cannot build account key: %w", err)
+					errs[i] = err
 				}
 				continue
 			}
@@ -246,24 +244,11 @@ func (s *Service) batchWrite(bs *batchState, reqs []*chf.ApplyRequest, errs []er
 		g.blob = g.acc.appendSessions(g.blob[:0])
 		g.wpol = s.batchWritePolicy
 		g.wpol.Generation = g.gen
-		// The bins' Values point into the pooled group: a value in an
-		// interface would be an allocation each, and the client only
-		// calls Value's methods on a put (which *IntegerValue and
-		// *BytesValue have), so the wire bytes are the same.
-		g.ints[0], g.ints[1], g.bytes = as.IntegerValue(g.acc.balance), as.IntegerValue(g.acc.debited), as.BytesValue(g.blob)
-		g.bins[0] = as.Bin{Name: BinBalance, Value: &g.ints[0]}
-		g.bins[1] = as.Bin{Name: BinDebited, Value: &g.ints[1]}
-		g.bins[2] = as.Bin{Name: BinSessions, Value: &g.bytes}
-		n := 3
-		if g.acc.epoch != g.acc.epochRead {
-			g.ints[2] = as.IntegerValue(int64(g.acc.epoch))
-			g.bins[3] = as.Bin{Name: BinEpoch, Value: &g.ints[2]}
-			n = 4
-		}
+		n := g.rb.fill(&g.acc, g.blob)
 		// The client's constructors inline, so copying what they return
 		// into the pooled group allocates nothing.
 		for k := range n {
-			g.opv[k] = *as.PutOp(&g.bins[k])
+			g.opv[k] = *as.PutOp(&g.rb.bins[k])
 			g.ops[k] = &g.opv[k]
 		}
 		g.bw = *as.NewBatchWrite(&g.wpol, g.key, g.ops[:n]...)
@@ -345,8 +330,8 @@ func (bs *batchState) release() {
 	for i := range bs.groups {
 		g := &bs.groups[i]
 		g.supi, g.key, g.write = "", nil, nil
-		g.bins = [4]as.Bin{}
-		g.ops = [4]*as.Operation{}
+		g.rb, g.bw = recordBins{}, as.BatchWrite{}
+		g.opv, g.ops = [4]as.Operation{}, [4]*as.Operation{}
 	}
 	bs.groups = bs.groups[:0]
 	bs.ctx = nil

@@ -279,11 +279,33 @@ type scratch struct {
 	blob []byte
 	rp   as.BasePolicy
 	wp   as.WritePolicy
-	bins [4]as.Bin
+	rb   recordBins
 	ptrs [4]*as.Bin
-	// ints and bytes are what the bins' Values point to (see batchWrite).
+}
+
+// recordBins are the bins a write of an account stores, with the values
+// they point to: a value in an interface would be an allocation each, and
+// the client only calls Value's methods on a put (which *IntegerValue and
+// *BytesValue have), so the wire bytes are the same.
+type recordBins struct {
+	bins  [4]as.Bin
 	ints  [3]as.IntegerValue
 	bytes as.BytesValue
+}
+
+// fill sets the bins of acc, blob being its encoded sessions, and returns
+// how many the write stores (the epoch only when it changed).
+func (r *recordBins) fill(acc *account, blob []byte) int {
+	r.ints[0], r.ints[1], r.bytes = as.IntegerValue(acc.balance), as.IntegerValue(acc.debited), as.BytesValue(blob)
+	r.bins[0] = as.Bin{Name: BinBalance, Value: &r.ints[0]}
+	r.bins[1] = as.Bin{Name: BinDebited, Value: &r.ints[1]}
+	r.bins[2] = as.Bin{Name: BinSessions, Value: &r.bytes}
+	if acc.epoch == acc.epochRead {
+		return 3
+	}
+	r.ints[2] = as.IntegerValue(int64(acc.epoch))
+	r.bins[3] = as.Bin{Name: BinEpoch, Value: &r.ints[2]}
+	return 4
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -304,13 +326,9 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 		resp.Result, resp.Detail = chf.ResultInvalid, "missing subscriber"
 		return nil
 	}
-	key, err := s.accountKey(req.SUPI)
-	if err != nil {
-		return err
-	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
-	if err := s.rmw(ctx, key, req, resp, sc); err != nil {
+	if err := s.rmw(ctx, nil, req, resp, sc); err != nil {
 		return err
 	}
 	if resp.Replayed {
@@ -319,14 +337,8 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 	return nil
 }
 
-// accountKey returns the record key of supi: the account cache's when it
-// holds one, else a new one.
-func (s *Service) accountKey(supi string) (*as.Key, error) {
-	if s.cache != nil {
-		if k := s.cache.key(supi); k != nil {
-			return k, nil
-		}
-	}
+// newKey builds the record key of supi.
+func (s *Service) newKey(supi string) (*as.Key, error) {
 	key, err := as.NewKey(s.cfg.Namespace, s.cfg.Set, supi)
 	if err != nil {
 		return nil, fmt.Errorf("cannot build account key: %w", err)
@@ -346,12 +358,24 @@ func (s *Service) countReplays(resps []*chf.ChargeResponse, errs []error) {
 // rmw is the generation-checked read-modify-write loop. With the account
 // cache on, a charging event on an account this process wrote last is
 // first tried on the cached state (no read); any doubt falls back to the
-// read-modify-write loop.
+// read-modify-write loop. key nil: the account cache's key of the
+// account (found by the same lookup), else a new one.
 func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch) error {
 	deadline, hasDeadline := ctx.Deadline()
-	if s.cache != nil && req.Op != chf.OpBalance && req.Op != chf.OpSessions && req.Op != opExpire {
-		done, err := s.applyCached(ctx, key, req, resp, sc, deadline, hasDeadline)
-		if done {
+	if s.cache != nil {
+		if req.Op != chf.OpBalance && req.Op != chf.OpSessions && req.Op != opExpire {
+			var done bool
+			var err error
+			if done, key, err = s.applyCached(ctx, key, req, resp, sc, deadline, hasDeadline); done {
+				return err
+			}
+		} else if key == nil {
+			key = s.cache.key(req.SUPI)
+		}
+	}
+	if key == nil {
+		var err error
+		if key, err = s.newKey(req.SUPI); err != nil {
 			return err
 		}
 	}
@@ -444,26 +468,36 @@ func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, r
 // applyCached applies req to the cached state of its account and writes it
 // expecting the cached generation. It reports done when the event was
 // applied (or failed for good); otherwise (no entry, nothing to write, a
-// stale entry) the caller reads the record and applies req again.
-func (s *Service) applyCached(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch, deadline time.Time, hasDeadline bool) (done bool, err error) {
+// stale entry) the caller reads the record and applies req again. key nil
+// is taken from the entry (built when the entry has none); the key used is
+// returned for the caller's read (nil when there was no entry).
+func (s *Service) applyCached(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch, deadline time.Time, hasDeadline bool) (done bool, _ *as.Key, err error) {
 	nowNs := time.Now().UnixNano()
 	acc := &sc.acc
-	gen, _, ok := s.cache.load(req.SUPI, nowNs, acc)
+	gen, cached, ok := s.cache.load(req.SUPI, nowNs, acc)
+	if key == nil {
+		key = cached
+	}
 	if !ok {
-		return false, nil
+		return false, key, nil
 	}
 	// Events that write nothing (replays, refusals) are answered from a
 	// fresh read, never from the cache.
 	if !acc.apply(req, s.cfg.Now().Unix(), &s.lim, resp) {
-		return false, nil
+		return false, key, nil
 	}
 	timeout := s.cfg.Timeout
 	if hasDeadline {
 		left := time.Until(deadline)
 		if left <= 0 {
-			return true, fmt.Errorf("cannot update account %s: %w", req.SUPI, context.DeadlineExceeded)
+			return true, key, fmt.Errorf("cannot update account %s: %w", req.SUPI, context.DeadlineExceeded)
 		}
 		timeout = min(timeout, left)
+	}
+	if key == nil {
+		if key, err = s.newKey(req.SUPI); err != nil {
+			return true, nil, err
+		}
 	}
 	aerr := s.write(key, gen, timeout, acc, sc)
 	if aerr == nil {
@@ -471,12 +505,12 @@ func (s *Service) applyCached(ctx context.Context, key *as.Key, req *chf.ApplyRe
 		s.overage.Add(uint64(acc.overNew))
 		s.cacheHits.Add(1)
 		s.cache.store(req.SUPI, key, gen, nowNs, acc, sc.blob)
-		return true, nil
+		return true, key, nil
 	}
 	s.cache.drop(req.SUPI)
 	if aerr.Matches(types.GENERATION_ERROR) {
 		s.cacheStale.Add(1)
-		return false, nil
+		return false, key, nil
 	}
 	if inDoubt(aerr) {
 		landed, known := s.settle(ctx, key, gen, acc, sc.blob, []*chf.ApplyRequest{req}, settleDeadline(deadline, hasDeadline, s.cfg.Timeout))
@@ -485,15 +519,15 @@ func (s *Service) applyCached(ctx context.Context, key *as.Key, req *chf.ApplyRe
 			s.applied.Add(1)
 			s.overage.Add(uint64(acc.overNew))
 			s.cacheHits.Add(1)
-			return true, nil
+			return true, key, nil
 		case known:
-			return false, nil // not written: the caller reads and applies again
+			return false, key, nil // not written: the caller reads and applies again
 		}
-		return true, fmt.Errorf("cannot write account %s (in doubt): %w", req.SUPI, aerr)
+		return true, key, fmt.Errorf("cannot write account %s (in doubt): %w", req.SUPI, aerr)
 	}
 	// The write failed before it was sent: nothing was written; report it
 	// (the caller may retry with the same sequence number).
-	return true, fmt.Errorf("cannot write account %s: %w", req.SUPI, aerr)
+	return true, key, fmt.Errorf("cannot write account %s: %w", req.SUPI, aerr)
 }
 
 // write stores acc if the record is still at generation gen, within
@@ -503,23 +537,14 @@ func (s *Service) write(key *as.Key, gen uint32, timeout time.Duration, acc *acc
 	sc.wp = s.writePolicy
 	sc.wp.Generation = gen
 	sc.wp.TotalTimeout, sc.wp.SocketTimeout = timeout, timeout
-	sc.ints[0], sc.ints[1], sc.bytes = as.IntegerValue(acc.balance), as.IntegerValue(acc.debited), as.BytesValue(sc.blob)
-	sc.bins[0] = as.Bin{Name: BinBalance, Value: &sc.ints[0]}
-	sc.bins[1] = as.Bin{Name: BinDebited, Value: &sc.ints[1]}
-	sc.bins[2] = as.Bin{Name: BinSessions, Value: &sc.bytes}
-	n := 3
-	if acc.epoch != acc.epochRead {
-		sc.ints[2] = as.IntegerValue(int64(acc.epoch))
-		sc.bins[3] = as.Bin{Name: BinEpoch, Value: &sc.ints[2]}
-		n = 4
-	}
+	n := sc.rb.fill(acc, sc.blob)
 	for i := range n {
-		sc.ptrs[i] = &sc.bins[i]
+		sc.ptrs[i] = &sc.rb.bins[i]
 	}
 	start := time.Now()
 	err := s.client.PutBins(&sc.wp, key, sc.ptrs[:n]...)
 	observeAS(asPut, err, start)
-	sc.bins, sc.bytes = [4]as.Bin{}, nil
+	sc.rb = recordBins{}
 	return err
 }
 
