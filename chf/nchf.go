@@ -1,9 +1,11 @@
 package chf
 
 import (
-	"errors"
+	"bytes"
 	"strconv"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 )
@@ -11,7 +13,8 @@ import (
 // This file is the part of the Nchf_ConvergedCharging data model (TS 32.291
 // V17.9.0, API 3.1.6) the CHF acts on: decoding a ChargingDataRequest into
 // the internal UsageLines and encoding ChargingDataResponse and
-// ProblemDetails. Decoding walks a fastjson tree (no reflection) and checks
+// ProblemDetails. Decoding reads the body in one pass (no parse tree, no
+// reflection) after fastjson's validator has accepted it, and checks
 // every field it uses against the OpenAPI schema: mandatory fields
 // (nfConsumerIdentification with nodeFunctionality, invocationTimeStamp,
 // invocationSequenceNumber, ratingGroup, localSequenceNumber) and types.
@@ -78,102 +81,157 @@ func (e *FieldError) Error() string {
 	return "chf: invalid ChargingDataRequest field " + e.Param + ": " + e.Reason
 }
 
-// ErrNotJSON is wrapped in the FieldError for a body that is not valid JSON.
-var ErrNotJSON = errors.New("chf: body is not valid JSON")
-
-// NchfDecoder decodes ChargingDataRequests. It keeps its parse buffers
-// between calls, so one decoder per goroutine (or a sync.Pool of them)
-// decodes without allocating except for the SUPI string. Not safe for
-// concurrent use.
+// NchfDecoder decodes ChargingDataRequests in one pass over the body that
+// both checks the JSON syntax (as strictly as fastjson's validator: RFC
+// 8259, nesting at most maxDepth deep) and reads the members the CHF uses:
+// no parse tree, no reflection. It keeps its buffers between calls, so
+// one decoder per goroutine (or a sync.Pool of them) decodes without
+// allocating except for the SUPI string. Not safe for concurrent use.
+//
+// A body that is not valid JSON is refused as malformed whatever else is
+// wrong with it. Where a body names a member twice, a member the decoder
+// looks up (nodeFunctionality, ratingGroup, requestedUnit,
+// usedUnitContainer, localSequenceNumber, triggerCategory, triggerType and
+// the identity fields) is taken from its first occurrence; the others are
+// read in order, the last one standing (multipleUnitUsage: each one's
+// lines are added). Of several errors, the one reported is the first in
+// the order the members are checked: a usage entry's ratingGroup, then its
+// requestedUnit, then its usedUnitContainer; a container's
+// localSequenceNumber, then its other members in the body's order.
 type NchfDecoder struct {
-	p    fastjson.Parser
-	err  *FieldError
-	trig Triggers // triggers of the container being decoded
+	// b is a copy of the body being decoded followed by a 0, which no
+	// JSON token may hold, so every scan stops there.
+	b   []byte
+	err *FieldError
+	// syntax: the body is not valid JSON (err is errSyntax); deep: it
+	// nests more than maxDepth deep.
+	syntax, deep bool
+	trig         Triggers // triggers of the container being decoded
 	// offline: the container being decoded is OFFLINE_CHARGING.
 	offline bool
+	kbuf    []byte // an unescaped member name
+	sbuf    []byte // an unescaped string value
 }
+
+// maxDepth is the deepest nesting accepted: a value inside maxDepth
+// arrays or objects is refused as malformed (fastjson's parser's bound).
+const maxDepth = 300
+
+// errSyntax stands in d.err for a syntax error while decoding; Decode
+// replaces it with the validator's description.
+var errSyntax = &FieldError{Reason: "malformed JSON"}
 
 // Decode parses body into r. It returns a *FieldError for a malformed
 // body, a missing mandatory field or a wrong type. r does not keep
 // references to body.
 func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 	r.reset()
-	d.err = nil
-	// fastjson's parser is lax about numbers it is not asked to read;
-	// validating first keeps malformed bodies out at a small cost.
-	if err := fastjson.ValidateBytes(body); err != nil {
-		return &FieldError{Reason: "malformed JSON: " + err.Error()}
+	d.err, d.syntax, d.deep = nil, false, false
+	d.b = append(append(d.b[:0], body...), 0)
+	err := d.request(r)
+	if err == nil {
+		return nil
 	}
-	v, err := d.p.ParseBytes(body)
-	if err != nil {
-		return &FieldError{Reason: "malformed JSON: " + err.Error()}
+	// Malformed JSON anywhere in the body comes before what its members
+	// say: errors are rare, so the validator describes them.
+	if verr := fastjson.ValidateBytes(body); verr != nil {
+		return &FieldError{Reason: "malformed JSON: " + verr.Error()}
 	}
-	o, err := v.Object()
-	if err != nil {
+	if !d.deep {
+		// The decoding may have stopped before a part nested too deep.
+		d.err, d.syntax = nil, false
+		d.skip(ws(d.b, 0), 1)
+	}
+	if d.deep {
+		return &FieldError{Reason: "malformed JSON: nested more than " + strconv.Itoa(maxDepth) + " deep"}
+	}
+	return err
+}
+
+func (d *NchfDecoder) request(r *NchfRequest) *FieldError {
+	b := d.b
+	i := ws(b, 0)
+	if b[i] != '{' {
 		return &FieldError{Param: "/", Reason: "must be a JSON object (ChargingDataRequest)"}
 	}
 	var haveNF, haveTS, haveSeq bool
 	var nfHash, tsHash, pduHash uint64
-	o.Visit(func(key []byte, v *fastjson.Value) {
+	m, more := d.open(i, '}')
+	for more {
+		key, v := d.member(m)
 		if d.err != nil {
-			return
+			return d.err
 		}
 		switch string(key) {
 		case "subscriberIdentifier":
-			b, ok := d.str(v, "/subscriberIdentifier")
-			if ok {
-				if len(b) == 0 {
+			var s []byte
+			if s, i = d.str(v, "/subscriberIdentifier"); d.err == nil {
+				if len(s) == 0 {
 					d.fail("/subscriberIdentifier", "must not be empty")
-					return
 				}
-				r.SUPI = string(b)
+				r.SUPI = string(s)
 			}
 		case "nfConsumerIdentification":
 			haveNF = true
-			d.decodeNF(v, r)
-			nfHash = hashFields(v, "nodeFunctionality", "nFName", "nFIPv4Address", "nFIPv6Address", "nFFqdn")
+			nfHash, i = d.decodeNF(v, r)
 		case "pduSessionChargingInformation":
-			pduHash = hashFields(v, "chargingId", "chargingIdentifier")
+			// A value that is not an object hashes as no identity.
+			pduHash, i = HashSeed, d.skip(v, 2)
+			if b[v] == '{' {
+				var at [len(pduIdentity)]int
+				i = d.find(v, 2, pduIdentity[:], at[:])
+				pduHash = d.hashFields(pduIdentity[:], at[:])
+			}
 		case "invocationTimeStamp":
 			haveTS = true
-			if b, ok := d.str(v, "/invocationTimeStamp"); ok {
-				if _, err := time.Parse(time.RFC3339, string(b)); err != nil {
+			var s []byte
+			if s, i = d.str(v, "/invocationTimeStamp"); d.err == nil {
+				if _, err := time.Parse(time.RFC3339, string(s)); err != nil {
 					d.fail("/invocationTimeStamp", "must be a date-time (RFC 3339)")
 				}
-				tsHash = Hash(HashSeed, b)
+				tsHash = Hash(HashSeed, s)
 			}
 		case "invocationSequenceNumber":
 			haveSeq = true
-			r.Seq = d.uint32(v, "/invocationSequenceNumber")
+			r.Seq, i = d.uint32(v, "/invocationSequenceNumber")
 		case "retransmissionIndicator":
-			r.Retransmission = d.bool(v, "/retransmissionIndicator")
+			r.Retransmission, i = d.bool(v, "/retransmissionIndicator")
 		case "oneTimeEvent":
-			r.OneTimeEvent = d.bool(v, "/oneTimeEvent")
+			r.OneTimeEvent, i = d.bool(v, "/oneTimeEvent")
 		case "oneTimeEventType":
-			if b, ok := d.str(v, "/oneTimeEventType"); ok {
-				switch string(b) {
+			var s []byte
+			if s, i = d.str(v, "/oneTimeEventType"); d.err == nil {
+				switch string(s) {
 				case "IEC":
 					r.OneTimeEventType = "IEC"
 				case "PEC":
 					r.OneTimeEventType = "PEC"
 				default:
-					r.OneTimeEventType = string(b)
+					r.OneTimeEventType = string(s)
 				}
 			}
 		case "multipleUnitUsage":
-			d.decodeMUUs(v, r)
+			i = d.decodeMUUs(v, r)
 		case "notifyUri":
-			if b, ok := d.str(v, "/notifyUri"); ok {
-				r.NotifyURI = append(r.NotifyURI[:0], b...)
+			var s []byte
+			if s, i = d.str(v, "/notifyUri"); d.err == nil {
+				r.NotifyURI = append(r.NotifyURI[:0], s...)
 			}
 		case "tenantIdentifier", "mnSConsumerIdentifier", "serviceSpecificationInfo", "supportedFeatures":
-			d.str(v, "/"+string(key))
+			_, i = d.str(v, "/"+string(key))
+		default:
+			i = d.skip(v, 2)
 		}
-	})
+		if d.err != nil {
+			return d.err
+		}
+		m, more = d.next(i, '}')
+	}
+	if ws(b, m) != len(b)-1 {
+		d.bad()
+	}
 	if d.err != nil {
-		err := d.err
-		d.err = nil
-		return err
+		return d.err
 	}
 	switch {
 	case !haveNF:
@@ -191,26 +249,29 @@ func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 	return nil
 }
 
-// hashFields hashes the named members of object v, in the order named
-// (so the members' order in the body does not matter), as they were sent.
-func hashFields(v *fastjson.Value, names ...string) uint64 {
+// The members hashed into a request's identity, in this order (so the
+// members' order in the body does not matter), as they were sent.
+var (
+	nfIdentity  = [...]string{"nodeFunctionality", "nFName", "nFIPv4Address", "nFIPv6Address", "nFFqdn"}
+	pduIdentity = [...]string{"chargingId", "chargingIdentifier"}
+)
+
+// hashFields hashes the members named, whose values are at at (0 when
+// absent): a string as its unescaped bytes, a number as its unsigned
+// value or 0, another type as absent.
+func (d *NchfDecoder) hashFields(names []string, at []int) uint64 {
+	b := d.b
 	h := HashSeed
-	o, err := v.Object()
-	if err != nil {
-		return h
-	}
-	for _, n := range names {
-		f := o.Get(n)
+	for k, n := range names {
 		h = HashUint(h, uint64(len(n)))
-		if f == nil {
-			continue
-		}
-		switch f.Type() {
-		case fastjson.TypeString:
-			b, _ := f.StringBytes()
-			h = Hash(h, b)
-		case fastjson.TypeNumber:
-			u, _ := f.Uint64()
+		x := at[k]
+		switch {
+		case x == 0:
+		case b[x] == '"':
+			s, _ := d.strValue(x)
+			h = Hash(h, s)
+		case isNumber(b[x]):
+			u, _ := parseUint(b[x:d.number(x)])
 			h = HashUint(h, u)
 		}
 	}
@@ -223,57 +284,75 @@ func (d *NchfDecoder) fail(param, reason string) {
 	}
 }
 
-func (d *NchfDecoder) str(v *fastjson.Value, param string) ([]byte, bool) {
-	if v.Type() != fastjson.TypeString {
+// bad records a syntax error.
+func (d *NchfDecoder) bad() {
+	d.syntax = true
+	if d.err == nil {
+		d.err = errSyntax
+	}
+}
+
+// str reads the string at v (unescaped; valid until the next string is
+// read), failing param when v holds another type.
+func (d *NchfDecoder) str(v int, param string) ([]byte, int) {
+	if d.b[v] != '"' {
 		d.fail(param, "must be a string")
-		return nil, false
+		return nil, v
 	}
-	b, _ := v.StringBytes()
-	return b, true
+	return d.strValue(v)
 }
 
-func (d *NchfDecoder) bool(v *fastjson.Value, param string) bool {
-	b, err := v.Bool()
-	if err != nil {
-		d.fail(param, "must be a boolean")
+func (d *NchfDecoder) bool(v int, param string) (bool, int) {
+	switch d.b[v] {
+	case 't', 'f':
+		end := d.skip(v, 2)
+		return d.b[v] == 't', end
 	}
-	return b
+	d.fail(param, "must be a boolean")
+	return false, v
 }
 
-func (d *NchfDecoder) uint64(v *fastjson.Value, param string) uint64 {
-	if v.Type() != fastjson.TypeNumber {
+func (d *NchfDecoder) uint64(v int, param string) (uint64, int) {
+	if !isNumber(d.b[v]) {
 		d.fail(param, "must be an unsigned integer")
-		return 0
+		return 0, v
 	}
-	n, err := v.Uint64()
-	if err != nil {
+	end := d.number(v)
+	n, ok := parseUint(d.b[v:end])
+	if !ok {
 		d.fail(param, "must be an unsigned integer")
 	}
-	return n
+	return n, end
 }
 
-func (d *NchfDecoder) uint32(v *fastjson.Value, param string) uint32 {
-	n := d.uint64(v, param)
+func (d *NchfDecoder) uint32(v int, param string) (uint32, int) {
+	n, end := d.uint64(v, param)
 	if n > 1<<32-1 {
 		d.fail(param, "must be an unsigned 32-bit integer")
-		return 0
+		return 0, end
 	}
-	return uint32(n)
+	return uint32(n), end
 }
 
-func (d *NchfDecoder) decodeNF(v *fastjson.Value, r *NchfRequest) {
-	o, err := v.Object()
-	if err != nil {
+// decodeNF reads the nfConsumerIdentification at v: its identity hash
+// and the index past it.
+func (d *NchfDecoder) decodeNF(v int, r *NchfRequest) (uint64, int) {
+	if d.b[v] != '{' {
 		d.fail("/nfConsumerIdentification", "must be an object (NFIdentification)")
-		return
+		return 0, v
 	}
-	nf := o.Get("nodeFunctionality")
-	if nf == nil {
+	var at [len(nfIdentity)]int
+	end := d.find(v, 2, nfIdentity[:], at[:])
+	if d.err != nil {
+		return 0, end
+	}
+	nf := at[0] // nfIdentity[0] is nodeFunctionality
+	if nf == 0 {
 		d.fail("/nfConsumerIdentification/nodeFunctionality", "mandatory field missing")
-		return
+		return 0, end
 	}
-	if b, ok := d.str(nf, "/nfConsumerIdentification/nodeFunctionality"); ok {
-		switch string(b) {
+	if s, _ := d.str(nf, "/nfConsumerIdentification/nodeFunctionality"); d.err == nil {
+		switch string(s) {
 		case "SMF":
 			r.NodeFunctionality = "SMF"
 		case "SMSF":
@@ -281,187 +360,728 @@ func (d *NchfDecoder) decodeNF(v *fastjson.Value, r *NchfRequest) {
 		case "PGW_C_SMF":
 			r.NodeFunctionality = "PGW_C_SMF"
 		default:
-			r.NodeFunctionality = string(b)
+			r.NodeFunctionality = string(s)
 		}
 	}
+	return d.hashFields(nfIdentity[:], at[:]), end
 }
 
-func (d *NchfDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
-	arr, err := v.Array()
-	if err != nil {
+// The members looked up (first occurrence) in the objects that hold them.
+var (
+	usageMembers     = [...]string{"ratingGroup", "requestedUnit", "usedUnitContainer"}
+	containerMembers = [...]string{"localSequenceNumber"}
+	triggerMembers   = [...]string{"triggerCategory", "triggerType"}
+)
+
+// find checks the object at v, at depth depth, and sets at[k] to the
+// index of the value of the first member named names[k] (0 when absent);
+// it returns the index past the object.
+func (d *NchfDecoder) find(v, depth int, names []string, at []int) int {
+	m, more := d.open(v, '}')
+	for more {
+		key, x := d.member(m)
+		for k, n := range names {
+			if at[k] == 0 && string(key) == n {
+				at[k] = x
+				break
+			}
+		}
+		m, more = d.next(d.skip(x, depth+1), '}')
+	}
+	return m
+}
+
+// Depths (the body's object is 1) of the values the decoder reads.
+const (
+	depthUsage     = 3 // a multipleUnitUsage entry
+	depthUnits     = 4 // its requestedUnit, its usedUnitContainer array
+	depthContainer = 5 // a usedUnitContainer
+	depthTrigger   = 7 // a trigger of a container
+)
+
+func (d *NchfDecoder) decodeMUUs(v int, r *NchfRequest) int {
+	if d.b[v] != '[' {
 		d.fail("/multipleUnitUsage", "must be an array (MultipleUnitUsage)")
-		return
+		return v
 	}
-	if len(arr) > MaxUsageLines {
-		d.fail("/multipleUnitUsage", "at most "+strconv.Itoa(MaxUsageLines)+" entries")
-		return
-	}
-	for i, e := range arr {
-		o, err := e.Object()
-		if err != nil {
-			d.fail(idxParam("/multipleUnitUsage/", i, ""), "must be an object (MultipleUnitUsage)")
-			return
+	base, i := len(r.Lines), 0
+	e, more := d.open(v, ']')
+	for more {
+		if base+i == MaxUsageLines {
+			d.tooManyLines()
+			return e
 		}
-		var line UsageLine
-		rg := o.Get("ratingGroup")
-		if rg == nil {
-			d.fail(idxParam("/multipleUnitUsage/", i, "/ratingGroup"), "mandatory field missing")
-			return
-		}
-		if rg.Type() != fastjson.TypeNumber {
-			d.fail(idxParam("/multipleUnitUsage/", i, "/ratingGroup"), "must be an unsigned 32-bit integer")
-			return
-		}
-		line.RatingGroup = d.uint32(rg, "")
+		x := d.decodeMUU(e, i, r)
 		if d.err != nil {
-			d.err.Param = idxParam("/multipleUnitUsage/", i, "/ratingGroup")
-			return
+			// The bound comes before any entry's content.
+			if !d.syntax && base+d.count(v, depthUsage) > MaxUsageLines {
+				d.err = nil
+				d.tooManyLines()
+			}
+			return x
 		}
-		if ru := o.Get("requestedUnit"); ru != nil {
-			line.Request = true
-			d.units(ru, &line.Requested, i, -1)
-		}
-		for k := range r.Lines {
-			if r.Lines[k].RatingGroup == line.RatingGroup {
-				d.fail(idxParam("/multipleUnitUsage/", i, "/ratingGroup"),
-					"rating group "+strconv.FormatUint(uint64(line.RatingGroup), 10)+" already named in "+idxParam("/multipleUnitUsage/", k, ""))
-				return
+		i++
+		e, more = d.next(x, ']')
+	}
+	return e
+}
+
+func (d *NchfDecoder) tooManyLines() {
+	d.fail("/multipleUnitUsage", "at most "+strconv.Itoa(MaxUsageLines)+" entries")
+}
+
+// count checks the array at v, whose elements are at depth depth, and
+// returns how many elements it has, keeping d.err unless the array is
+// malformed.
+func (d *NchfDecoder) count(v, depth int) int {
+	err := d.err
+	d.err = nil
+	n := 0
+	e, more := d.open(v, ']')
+	for more {
+		n++
+		e, more = d.next(d.skip(e, depth), ']')
+	}
+	if d.err == nil {
+		d.err = err
+	}
+	return n
+}
+
+// decodeMUU decodes multipleUnitUsage entry i, at e, into a line of r and
+// returns the index past it. It reads the entry's members in order; a
+// semantic error sends it to decodeMUUChecked, which checks them in the
+// order that decides which error is reported.
+func (d *NchfDecoder) decodeMUU(e, i int, r *NchfRequest) int {
+	b := d.b
+	if b[e] != '{' {
+		d.fail(idxParam("/multipleUnitUsage/", i, ""), "must be an object (MultipleUnitUsage)")
+		return e
+	}
+	var line UsageLine
+	var haveRG, haveRU, haveUC bool
+	m, more := d.open(e, '}')
+	for more {
+		key, x := d.member(m)
+		end := x
+		switch {
+		case d.err != nil:
+		case string(key) == "ratingGroup" && !haveRG:
+			haveRG = true
+			if isNumber(b[x]) {
+				line.RatingGroup, end = d.uint32(x, "")
+			} else {
+				d.fail("", "")
 			}
-		}
-		if uc := o.Get("usedUnitContainer"); uc != nil {
-			cs, err := uc.Array()
-			if err != nil {
-				d.fail(idxParam("/multipleUnitUsage/", i, "/usedUnitContainer"), "must be an array (UsedUnitContainer)")
-				return
-			}
-			offline, online := 0, 0
-			for j, c := range cs {
-				var u Units
-				d.trig, d.offline = 0, false
-				hasTotal := d.units(c, &u, i, j)
-				line.Reported |= d.trig
-				if d.offline {
-					offline++
-				} else {
-					online++
-				}
-				vol := u.UplinkVolume + u.DownlinkVolume
-				if hasTotal {
-					vol = u.TotalVolume
-				} else if vol < u.UplinkVolume {
-					d.fail(unitParam(i, j, ""), "uplinkVolume + downlinkVolume overflows 64 bits")
-				}
-				if !line.Used.Add(u, vol) {
-					d.fail(unitParam(i, j, ""), "the rating group's usage overflows")
-				}
-			}
-			if offline > 0 && online > 0 {
-				d.fail(idxParam("/multipleUnitUsage/", i, "/usedUnitContainer"), "the containers of one rating group must be all OFFLINE_CHARGING or none")
-			}
-			line.Offline = offline > 0
+		case string(key) == "requestedUnit" && !haveRU:
+			haveRU, line.Request = true, true
+			_, end = d.units(x, &line.Requested, i, -1)
+		case string(key) == "usedUnitContainer" && !haveUC:
+			haveUC = true
+			end = d.containers(x, i, &line)
+		default:
+			end = d.skip(x, depthUsage+1)
 		}
 		if d.err != nil {
-			return
+			if d.syntax {
+				return end
+			}
+			d.err = nil
+			return d.decodeMUUChecked(e, i, r)
 		}
-		r.Lines = append(r.Lines, line)
+		m, more = d.next(end, '}')
 	}
+	if d.err != nil {
+		return m
+	}
+	if !haveRG {
+		return d.decodeMUUChecked(e, i, r)
+	}
+	for k := range r.Lines {
+		if r.Lines[k].RatingGroup == line.RatingGroup {
+			return d.decodeMUUChecked(e, i, r)
+		}
+	}
+	r.Lines = append(r.Lines, line)
+	return m
+}
+
+// decodeMUUChecked decodes multipleUnitUsage entry i, at e, checking its
+// members in their order (ratingGroup, requestedUnit, ratingGroup named
+// before, usedUnitContainer), and returns the index past it.
+func (d *NchfDecoder) decodeMUUChecked(e, i int, r *NchfRequest) int {
+	b := d.b
+	var at [len(usageMembers)]int
+	end := d.find(e, depthUsage, usageMembers[:], at[:])
+	if d.err != nil {
+		return end
+	}
+	rg, ru, uc := at[0], at[1], at[2]
+	var line UsageLine
+	if rg == 0 {
+		d.fail(idxParam("/multipleUnitUsage/", i, "/ratingGroup"), "mandatory field missing")
+		return end
+	}
+	if !isNumber(b[rg]) {
+		d.fail(idxParam("/multipleUnitUsage/", i, "/ratingGroup"), "must be an unsigned 32-bit integer")
+		return end
+	}
+	line.RatingGroup, _ = d.uint32(rg, "")
+	if d.err != nil {
+		d.err.Param = idxParam("/multipleUnitUsage/", i, "/ratingGroup")
+		return end
+	}
+	if ru != 0 {
+		line.Request = true
+		if d.units(ru, &line.Requested, i, -1); d.err != nil {
+			return end
+		}
+	}
+	for k := range r.Lines {
+		if r.Lines[k].RatingGroup == line.RatingGroup {
+			d.fail(idxParam("/multipleUnitUsage/", i, "/ratingGroup"),
+				"rating group "+strconv.FormatUint(uint64(line.RatingGroup), 10)+" already named in "+idxParam("/multipleUnitUsage/", k, ""))
+			return end
+		}
+	}
+	if uc != 0 {
+		if d.containers(uc, i, &line); d.err != nil {
+			return end
+		}
+	}
+	r.Lines = append(r.Lines, line)
+	return end
+}
+
+// containers adds the usedUnitContainer array at v, of multipleUnitUsage
+// i, to line and returns the index past it.
+func (d *NchfDecoder) containers(v, i int, line *UsageLine) int {
+	if d.b[v] != '[' {
+		d.fail(idxParam("/multipleUnitUsage/", i, "/usedUnitContainer"), "must be an array (UsedUnitContainer)")
+		return v
+	}
+	offline, online, j := 0, 0, 0
+	c, more := d.open(v, ']')
+	for more {
+		var u Units
+		d.trig, d.offline = 0, false
+		hasTotal, end := d.units(c, &u, i, j)
+		if d.err != nil {
+			return end
+		}
+		line.Reported |= d.trig
+		if d.offline {
+			offline++
+		} else {
+			online++
+		}
+		vol := u.UplinkVolume + u.DownlinkVolume
+		if hasTotal {
+			vol = u.TotalVolume
+		} else if vol < u.UplinkVolume {
+			d.fail(unitParam(i, j, ""), "uplinkVolume + downlinkVolume overflows 64 bits")
+			return end
+		}
+		if !line.Used.Add(u, vol) {
+			d.fail(unitParam(i, j, ""), "the rating group's usage overflows")
+			return end
+		}
+		j++
+		c, more = d.next(end, ']')
+	}
+	if offline > 0 && online > 0 {
+		d.fail(idxParam("/multipleUnitUsage/", i, "/usedUnitContainer"), "the containers of one rating group must be all OFFLINE_CHARGING or none")
+	}
+	line.Offline = offline > 0
+	return c
 }
 
 // units decodes a RequestedUnit (j < 0) or the j-th UsedUnitContainer of
-// multipleUnitUsage i; it reports whether totalVolume was present.
-func (d *NchfDecoder) units(v *fastjson.Value, u *Units, i, j int) (hasTotal bool) {
+// multipleUnitUsage i, at v; it reports whether totalVolume was present,
+// and returns the index past it.
+func (d *NchfDecoder) units(v int, u *Units, i, j int) (hasTotal bool, end int) {
+	b := d.b
+	if b[v] != '{' {
+		d.fail(unitParam(i, j, ""), "must be an object")
+		return false, v
+	}
+	depth := depthUnits
+	if j >= 0 {
+		depth = depthContainer
+	}
+	lsn := 0
+	m, more := d.open(v, '}')
+	for more {
+		key, x := d.member(m)
+		if d.err != nil {
+			return false, x
+		}
+		var name string
+		switch string(key) {
+		case "localSequenceNumber":
+			if j >= 0 && lsn == 0 {
+				lsn = x
+			}
+			end = d.skip(x, depth+1)
+		case "time":
+			name = "/time"
+			u.Time, end = d.uint32(x, name)
+		case "totalVolume":
+			name = "/totalVolume"
+			u.TotalVolume, end = d.uint64(x, name)
+			hasTotal = true
+		case "uplinkVolume":
+			name = "/uplinkVolume"
+			u.UplinkVolume, end = d.uint64(x, name)
+		case "downlinkVolume":
+			name = "/downlinkVolume"
+			u.DownlinkVolume, end = d.uint64(x, name)
+		case "serviceSpecificUnits":
+			name = "/serviceSpecificUnits"
+			u.ServiceSpecific, end = d.uint64(x, name)
+		case "quotaManagementIndicator":
+			if j < 0 {
+				end = d.skip(x, depth+1)
+				break
+			}
+			name = "/quotaManagementIndicator"
+			var s []byte
+			if s, end = d.str(x, name); d.err == nil {
+				d.offline = string(s) == "OFFLINE_CHARGING"
+			}
+		case "triggers":
+			if j < 0 {
+				end = d.skip(x, depth+1)
+				break
+			}
+			end = d.triggers(x, i, j)
+		default:
+			end = d.skip(x, depth+1)
+		}
+		if d.err != nil {
+			if d.syntax {
+				return false, end
+			}
+			// The localSequenceNumber's errors come first, wherever it is.
+			if j >= 0 && !d.lsnValid(v, i, j) {
+				return false, end
+			}
+			if d.err.Param == name {
+				d.err.Param = unitParam(i, j, name)
+			}
+			return false, end
+		}
+		m, more = d.next(end, '}')
+	}
+	if j >= 0 && d.err == nil {
+		d.checkLSN(lsn, i, j)
+	}
+	return hasTotal, m
+}
+
+// lsnValid checks the localSequenceNumber of container j of
+// multipleUnitUsage i, at v, whose members after an error have not been
+// read: false, with d.err replaced, when it is missing or not an integer.
+func (d *NchfDecoder) lsnValid(v, i, j int) bool {
+	err := d.err
+	d.err = nil
+	var at [1]int
+	d.find(v, depthContainer, containerMembers[:], at[:])
+	if d.err == nil {
+		d.checkLSN(at[0], i, j)
+	}
 	if d.err != nil {
 		return false
 	}
-	o, err := v.Object()
-	if err != nil {
-		d.fail(unitParam(i, j, ""), "must be an object")
-		return false
-	}
-	if j >= 0 {
-		lsn := o.Get("localSequenceNumber")
-		if lsn == nil {
-			d.fail(unitParam(i, j, "/localSequenceNumber"), "mandatory field missing")
-			return false
-		}
-		if lsn.Type() != fastjson.TypeNumber {
-			d.fail(unitParam(i, j, "/localSequenceNumber"), "must be an integer")
-			return false
-		}
-		if _, err := lsn.Int64(); err != nil {
-			d.fail(unitParam(i, j, "/localSequenceNumber"), "must be an integer")
-			return false
-		}
-	}
-	o.Visit(func(key []byte, v *fastjson.Value) {
-		if d.err != nil {
-			return
-		}
-		switch string(key) {
-		case "time":
-			u.Time = d.uint32(v, "x")
-		case "totalVolume":
-			u.TotalVolume = d.uint64(v, "x")
-			hasTotal = true
-		case "uplinkVolume":
-			u.UplinkVolume = d.uint64(v, "x")
-		case "downlinkVolume":
-			u.DownlinkVolume = d.uint64(v, "x")
-		case "serviceSpecificUnits":
-			u.ServiceSpecific = d.uint64(v, "x")
-		case "quotaManagementIndicator":
-			if j >= 0 {
-				if b, ok := d.str(v, "x"); ok {
-					d.offline = string(b) == "OFFLINE_CHARGING"
-				}
-			}
-		case "triggers":
-			if j >= 0 {
-				d.triggers(v, i, j)
-			}
-			return
-		default:
-			return
-		}
-		if d.err != nil && d.err.Param == "x" {
-			d.err.Param = unitParam(i, j, "/"+string(key))
-		}
-	})
-	return hasTotal
+	d.err = err
+	return true
 }
 
-// triggers decodes the triggers of used unit container j of
-// multipleUnitUsage i into d.trig (Trigger: triggerCategory mandatory).
-func (d *NchfDecoder) triggers(v *fastjson.Value, i, j int) {
-	arr, err := v.Array()
-	if err != nil {
-		d.fail(unitParam(i, j, "/triggers"), "must be an array (Trigger)")
+func (d *NchfDecoder) checkLSN(lsn, i, j int) {
+	if lsn == 0 {
+		d.fail(unitParam(i, j, "/localSequenceNumber"), "mandatory field missing")
 		return
 	}
-	for k, t := range arr {
-		o, err := t.Object()
-		if err != nil {
+	if !isNumber(d.b[lsn]) || !isInt64(d.b[lsn:d.number(lsn)]) {
+		d.fail(unitParam(i, j, "/localSequenceNumber"), "must be an integer")
+	}
+}
+
+// triggers decodes the triggers, at v, of used unit container j of
+// multipleUnitUsage i into d.trig (Trigger: triggerCategory mandatory),
+// and returns the index past them.
+func (d *NchfDecoder) triggers(v, i, j int) int {
+	b := d.b
+	if b[v] != '[' {
+		d.fail(unitParam(i, j, "/triggers"), "must be an array (Trigger)")
+		return v
+	}
+	k := 0
+	t, more := d.open(v, ']')
+	for more {
+		if b[t] != '{' {
 			d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)), "must be an object (Trigger)")
-			return
+			return t
 		}
-		cat := o.Get("triggerCategory")
-		if cat == nil {
+		var at [len(triggerMembers)]int
+		end := d.find(t, depthTrigger, triggerMembers[:], at[:])
+		if d.err != nil {
+			return end
+		}
+		cat, tt := at[0], at[1]
+		if cat == 0 {
 			d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)+"/triggerCategory"), "mandatory field missing")
-			return
+			return end
 		}
-		if cat.Type() != fastjson.TypeString {
+		if b[cat] != '"' {
 			d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)+"/triggerCategory"), "must be a string")
-			return
+			return end
 		}
-		if tt := o.Get("triggerType"); tt != nil {
-			b, err := tt.StringBytes()
-			if err != nil {
+		if tt != 0 {
+			if b[tt] != '"' {
 				d.fail(unitParam(i, j, "/triggers/"+strconv.Itoa(k)+"/triggerType"), "must be a string")
-				return
+				return end
 			}
-			d.trig |= ParseTrigger(b)
+			s, _ := d.strValue(tt)
+			d.trig |= ParseTrigger(s)
+		}
+		k++
+		t, more = d.next(end, ']')
+	}
+	return t
+}
+
+// The scanner. Each function takes an index into d.b and returns the
+// index past what it read; on a syntax error it calls d.bad and returns
+// an index at or before the offending byte, so d.b's final 0 is never
+// passed.
+
+// ws returns the index of the first byte at or after i that is not JSON
+// white space.
+func ws(b []byte, i int) int {
+	for {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
 		}
 	}
+}
+
+// open takes the array or object at v: the index of its first element
+// (a member's name for an object) and true, or the index past it and
+// false when it is empty.
+func (d *NchfDecoder) open(v int, end byte) (int, bool) {
+	i := ws(d.b, v+1)
+	if d.b[i] == end {
+		return i + 1, false
+	}
+	return i, true
+}
+
+// next takes the index past an element's value: the index of the next
+// element and true, or the index past the enclosing array or object and
+// false.
+func (d *NchfDecoder) next(i int, end byte) (int, bool) {
+	if d.err != nil {
+		return i, false
+	}
+	i = ws(d.b, i)
+	switch d.b[i] {
+	case ',':
+		return ws(d.b, i+1), true
+	case end:
+		return i + 1, false
+	}
+	d.bad()
+	return i, false
+}
+
+// member reads the member at m (at its name's quote): its name, unescaped
+// (valid until the next member is read), and the index of its value.
+func (d *NchfDecoder) member(m int) ([]byte, int) {
+	b := d.b
+	if b[m] != '"' {
+		d.bad()
+		return nil, m
+	}
+	end, esc := d.scanString(m + 1)
+	if d.syntax {
+		return nil, end
+	}
+	key := b[m+1 : end-1]
+	if esc {
+		d.kbuf = unescape(d.kbuf[:0], key)
+		key = d.kbuf
+	}
+	i := ws(b, end)
+	if b[i] != ':' {
+		d.bad()
+		return nil, i
+	}
+	return key, ws(b, i+1)
+}
+
+// strValue reads the string at v: its bytes unescaped (valid until the
+// next string is read) and the index past it.
+func (d *NchfDecoder) strValue(v int) ([]byte, int) {
+	end, esc := d.scanString(v + 1)
+	if d.syntax {
+		return nil, end
+	}
+	s := d.b[v+1 : end-1]
+	if esc {
+		d.sbuf = unescape(d.sbuf[:0], s)
+		s = d.sbuf
+	}
+	return s, end
+}
+
+// plain marks the bytes a string holds as themselves: not a quote, a
+// backslash or a control character.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// scanString checks the string whose contents start at i and returns the
+// index past its closing quote, and whether it holds escapes.
+func (d *NchfDecoder) scanString(i int) (int, bool) {
+	b := d.b
+	esc := false
+	for {
+		for plain[b[i]] {
+			i++
+		}
+		switch b[i] {
+		case '"':
+			return i + 1, esc
+		case '\\':
+			esc = true
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+				continue
+			case 'u':
+				if isHex(b[i+2]) && isHex(b[i+3]) && isHex(b[i+4]) && isHex(b[i+5]) {
+					i += 6
+					continue
+				}
+			}
+		}
+		d.bad()
+		return i, esc
+	}
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func isNumber(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// number checks the number at v (RFC 8259: -?(0|[1-9][0-9]*)(\.[0-9]+)?
+// ([eE][+-]?[0-9]+)?) and returns the index past it.
+func (d *NchfDecoder) number(v int) int {
+	b := d.b
+	i := v
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case b[i] == '0':
+		i++
+	case isDigit(b[i]):
+		for isDigit(b[i]) {
+			i++
+		}
+	default:
+		d.bad()
+		return i
+	}
+	if b[i] == '.' {
+		i++
+		if !isDigit(b[i]) {
+			d.bad()
+			return i
+		}
+		for isDigit(b[i]) {
+			i++
+		}
+	}
+	if b[i] == 'e' || b[i] == 'E' {
+		i++
+		if b[i] == '+' || b[i] == '-' {
+			i++
+		}
+		if !isDigit(b[i]) {
+			d.bad()
+			return i
+		}
+		for isDigit(b[i]) {
+			i++
+		}
+	}
+	return i
+}
+
+// skip checks the value at v, at depth depth, and returns the index past
+// it.
+func (d *NchfDecoder) skip(v, depth int) int {
+	b := d.b
+	if depth > maxDepth {
+		d.deep = true
+		d.bad()
+		return v
+	}
+	switch b[v] {
+	case '"':
+		end, _ := d.scanString(v + 1)
+		return end
+	case '{':
+		m, more := d.open(v, '}')
+		for more {
+			_, x := d.member(m)
+			if d.err != nil {
+				return x
+			}
+			m, more = d.next(d.skip(x, depth+1), '}')
+		}
+		return m
+	case '[':
+		e, more := d.open(v, ']')
+		for more {
+			e, more = d.next(d.skip(e, depth+1), ']')
+		}
+		return e
+	case 't':
+		if b[v+1] == 'r' && b[v+2] == 'u' && b[v+3] == 'e' {
+			return v + 4
+		}
+	case 'f':
+		if b[v+1] == 'a' && b[v+2] == 'l' && b[v+3] == 's' && b[v+4] == 'e' {
+			return v + 5
+		}
+	case 'n':
+		if b[v+1] == 'u' && b[v+2] == 'l' && b[v+3] == 'l' {
+			return v + 4
+		}
+	default:
+		if isNumber(b[v]) {
+			return d.number(v)
+		}
+	}
+	d.bad()
+	return v
+}
+
+// parseUint parses a JSON number as a uint64: false when it has a sign,
+// a fraction or an exponent, or does not fit.
+func parseUint(s []byte) (uint64, bool) {
+	if len(s) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		x := uint64(c - '0')
+		if n > (1<<64-1-x)/10 {
+			return 0, false
+		}
+		n = n*10 + x
+	}
+	return n, true
+}
+
+// isInt64 reports whether a JSON number is an integer that fits an int64.
+func isInt64(s []byte) bool {
+	limit := uint64(1<<63 - 1)
+	if len(s) > 0 && s[0] == '-' {
+		s, limit = s[1:], 1<<63
+	}
+	n, ok := parseUint(s)
+	return ok && n <= limit
+}
+
+// unescape appends s, the contents of a JSON string, unescaped to dst, as
+// fastjson does (an escaped lone surrogate is kept as it was sent).
+func unescape(dst, s []byte) []byte {
+	for len(s) > 0 {
+		n := bytes.IndexByte(s, '\\')
+		if n < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:n]...)
+		s = s[n+1:]
+		if len(s) == 0 {
+			return append(dst, '\\')
+		}
+		c := s[0]
+		s = s[1:]
+		switch c {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			x, ok := hex4(s)
+			if !ok {
+				dst = append(dst, '\\', 'u')
+				break
+			}
+			xs := s[:4]
+			s = s[4:]
+			if !utf16.IsSurrogate(x) {
+				dst = utf8.AppendRune(dst, x)
+				break
+			}
+			y, ok := rune(0), len(s) >= 6 && s[0] == '\\' && s[1] == 'u'
+			if ok {
+				y, ok = hex4(s[2:])
+			}
+			if !ok {
+				dst = append(dst, '\\', 'u')
+				dst = append(dst, xs...)
+				break
+			}
+			dst = utf8.AppendRune(dst, utf16.DecodeRune(x, y))
+			s = s[6:]
+		default: // '"', '\\', '/'
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+func hex4(s []byte) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	var x rune
+	for _, c := range s[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			x = x<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			x = x<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			x = x<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return x, true
 }
 
 func idxParam(prefix string, i int, suffix string) string {
