@@ -562,3 +562,38 @@ func FuzzNchfDecodeMatchesReference(f *testing.F) {
 		sameDecode(t, &d, &ref, body)
 	})
 }
+
+// TestNchfDecodeBounds checks the two bounds directly: usage lines over
+// all multipleUnitUsage members of a body, and nesting depth.
+func TestNchfDecodeBounds(t *testing.T) {
+	head := `"nfConsumerIdentification":{"nodeFunctionality":"SMF"},"invocationTimeStamp":"2026-01-01T00:00:00Z","invocationSequenceNumber":1`
+	entries := func(from, to int) string {
+		var e []string
+		for k := from; k < to; k++ {
+			e = append(e, `{"ratingGroup":`+strconv.Itoa(k)+`}`)
+		}
+		return strings.Join(e, ",")
+	}
+	var d NchfDecoder
+	var r NchfRequest
+	var fe *FieldError
+	split := `{` + head + `,"multipleUnitUsage":[` + entries(0, 40) + `],"multipleUnitUsage":[` + entries(40, MaxUsageLines+1) + `]}`
+	if err := d.Decode([]byte(split), &r); !errors.As(err, &fe) || fe.Param != "/multipleUnitUsage" {
+		t.Fatalf("%d lines in two members: %v", MaxUsageLines+1, err)
+	}
+	full := `{` + head + `,"multipleUnitUsage":[` + entries(0, 40) + `],"multipleUnitUsage":[` + entries(40, MaxUsageLines) + `]}`
+	if err := d.Decode([]byte(full), &r); err != nil || len(r.Lines) != MaxUsageLines {
+		t.Fatalf("%d lines in two members: %v, %d lines", MaxUsageLines, err, len(r.Lines))
+	}
+	// fastjson's bound: a value inside 300 arrays is too deep, inside
+	// 299 it is not (the body's object is one of them).
+	nest := func(n int) []byte {
+		return []byte(`{` + head + `,"x":` + strings.Repeat("[", n) + "1" + strings.Repeat("]", n) + `}`)
+	}
+	if err := d.Decode(nest(maxDepth-2), &r); err != nil {
+		t.Fatalf("%d deep: %v", maxDepth-1, err)
+	}
+	if err := d.Decode(nest(maxDepth-1), &r); !errors.As(err, &fe) || fe.Param != "" || !strings.HasPrefix(fe.Reason, "malformed JSON: nested") {
+		t.Fatalf("%d deep: %v", maxDepth, err)
+	}
+}
