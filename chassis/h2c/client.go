@@ -102,7 +102,7 @@ type Conn struct {
 	l    link
 	opts ClientOptions
 
-	dec      *hpack.Decoder
+	dec      *hpackDecoder
 	cur      *cstream // stream whose header block is being decoded
 	contID   uint32
 	contEnd  bool
@@ -207,8 +207,7 @@ func newConn(opts *ClientOptions) *Conn {
 // window once the link is set up.
 func (c *Conn) start0() {
 	c.l.rf.SetMaxReadFrameSize(defaultMaxFrameSize)
-	c.dec = hpack.NewDecoder(4096, c.emit)
-	c.dec.SetMaxStringLength(1 << 20)
+	c.dec = newHpackDecoder(4096, 1<<20, 2*(1<<20+8), c.emit)
 	l := &c.l
 	l.mu.Lock()
 	l.ob.b = append(l.ob.b, ClientPreface...)
@@ -677,10 +676,7 @@ func (c *Conn) onHeaderFragment(frag []byte, end bool) error {
 	if c.cur != nil && l.streams[c.contID] != sender(c.cur) {
 		c.cur = nil
 	}
-	_, err := c.dec.Write(frag)
-	if err == nil && end {
-		err = c.dec.Close()
-	}
+	err := c.dec.fragment(frag, end)
 	l.mu.Unlock()
 	if err != nil {
 		return c.fail(http2.ErrCodeCompression, "bad header block")

@@ -1,6 +1,7 @@
 // Package h2c is a lean HTTP/2 cleartext (prior knowledge, RFC 9113)
 // server and client built on golang.org/x/net/http2's Framer and
-// golang.org/x/net/http2/hpack.
+// golang.org/x/net/http2/hpack's encoder, with an HPACK decoder of its own
+// that does not allocate.
 //
 // It trades generality for CPU per request: one reader goroutine per
 // connection, every outgoing frame appended to one buffer that a writer

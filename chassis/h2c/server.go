@@ -326,7 +326,7 @@ type serverConn struct {
 	nc  net.Conn
 	l   link
 
-	dec         *hpack.Decoder
+	dec         *hpackDecoder
 	cur         *sstream // stream whose header block is being decoded (nil: discard)
 	contEnd     bool     // END_STREAM flag of the HEADERS being continued
 	contID      uint32
@@ -369,8 +369,7 @@ func (sc *serverConn) serve(c net.Conn) {
 	l.mu.Lock()
 	l.init(c, br)
 	l.rf.SetMaxReadFrameSize(defaultMaxFrameSize)
-	sc.dec = hpack.NewDecoder(4096, sc.emit)
-	sc.dec.SetMaxStringLength(int(sc.srv.maxHeaderList()))
+	sc.dec = newHpackDecoder(4096, int(sc.srv.maxHeaderList()), 2*int(sc.srv.maxHeaderList()), sc.emit)
 	sc.started = true
 	l.wf.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: sc.srv.maxStreams()},
@@ -680,7 +679,10 @@ func (sc *serverConn) onHeaderFragment(frag []byte, end bool) error {
 	if sc.blockFrames > maxBlockFrames || sc.blockBytes > 2*int(sc.srv.maxHeaderList()) {
 		return sc.goAway(http2.ErrCodeEnhanceYourCalm, "header block too large")
 	}
-	if _, err := sc.dec.Write(frag); err != nil {
+	if err := sc.dec.fragment(frag, end); err != nil {
+		if errors.Is(err, errHpackTruncated) {
+			return sc.goAway(http2.ErrCodeCompression, "truncated header block")
+		}
 		return sc.goAway(http2.ErrCodeCompression, "bad header block")
 	}
 	if !end {
@@ -688,9 +690,6 @@ func (sc *serverConn) onHeaderFragment(frag []byte, end bool) error {
 		return nil
 	}
 	sc.contActive = false
-	if err := sc.dec.Close(); err != nil {
-		return sc.goAway(http2.ErrCodeCompression, "truncated header block")
-	}
 	st := sc.cur
 	sc.cur = nil
 	if st == nil {
