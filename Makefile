@@ -171,7 +171,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCCR -fuzztime $(FUZZTIME) ./cgw/diameter
 	$(GO) test -run '^$$' -fuzz FuzzPeer -fuzztime $(FUZZTIME) ./cgw/diameter
 	$(GO) test -run '^$$' -fuzz FuzzDecodeCCA -fuzztime $(FUZZTIME) ./loadgen/gy
-	$(GO) test -run '^$$' -fuzz FuzzNchfDecode -fuzztime $(FUZZTIME) ./chf
+	$(GO) test -run '^$$' -fuzz 'FuzzNchfDecode$$' -fuzztime $(FUZZTIME) ./chf
+	$(GO) test -run '^$$' -fuzz FuzzNchfDecodeMatchesReference -fuzztime $(FUZZTIME) ./chf
+	$(GO) test -run '^$$' -fuzz FuzzHpackDecoderMatchesXNet -fuzztime $(FUZZTIME) ./chassis/h2c
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSessions -fuzztime $(FUZZTIME) ./abm
 	$(GO) test -run '^$$' -fuzz FuzzChargeBatch -fuzztime $(FUZZTIME) ./chassis/rpc
 	$(GO) test -run '^$$' -fuzz FuzzApplyBatch -fuzztime $(FUZZTIME) ./chassis/rpc
