@@ -903,13 +903,8 @@ func (d *NchfDecoder) number(v int) int {
 		return i
 	}
 	if b[i] == '.' {
-		i++
-		if !isDigit(b[i]) {
-			d.bad()
+		if i = d.digits(i + 1); d.syntax {
 			return i
-		}
-		for isDigit(b[i]) {
-			i++
 		}
 	}
 	if b[i] == 'e' || b[i] == 'E' {
@@ -917,13 +912,20 @@ func (d *NchfDecoder) number(v int) int {
 		if b[i] == '+' || b[i] == '-' {
 			i++
 		}
-		if !isDigit(b[i]) {
-			d.bad()
-			return i
-		}
-		for isDigit(b[i]) {
-			i++
-		}
+		i = d.digits(i)
+	}
+	return i
+}
+
+// digits checks that one or more digits start at i and returns the index
+// past them.
+func (d *NchfDecoder) digits(i int) int {
+	if !isDigit(d.b[i]) {
+		d.bad()
+		return i
+	}
+	for isDigit(d.b[i]) {
+		i++
 	}
 	return i
 }
