@@ -56,8 +56,8 @@ func TestKneeOfKnownCapacity(t *testing.T) {
 	// machine was.
 	var md bytes.Buffer
 	res.WriteMarkdown(&md)
-	if !strings.Contains(md.String(), "| SUT µs/txn | CPU % (100 = one core) | machine idle % | SLO |") || !strings.Contains(md.String(), "| loadgen ") {
-		t.Errorf("sweep table lacks the CPU and idle columns:\n%s", md.String())
+	if !strings.Contains(md.String(), "| SUT µs/txn | CPU % (100 = one core) | machine idle % | steal % | SLO |") || !strings.Contains(md.String(), "| loadgen ") {
+		t.Errorf("sweep table lacks the CPU, idle and steal columns:\n%s", md.String())
 	}
 	if _, err := os.Stat("/proc/stat"); err == nil {
 		for _, s := range res.Steps {
@@ -90,6 +90,9 @@ func TestRetries(t *testing.T) {
 		r := &report.Result{Transactions: 100, Offered: 100, OfferedTPS: tps, TPS: tps}
 		r.LatencyMs.P99 = p[min(i, len(p)-1)]
 		r.Audit.Skipped = true
+		if tps == 100 {
+			r.Host = &report.HostCPU{Cores: 2, BusyPercent: 104.7, IdlePercent: 41.6, StealPercent: 12.3}
+		}
 		return r, nil
 	}
 	res, err := Run(context.Background(), Config{Start: 100, Step: 100, Max: 400, UntilBreak: true, Retries: 2, RunStep: step,
@@ -111,7 +114,7 @@ func TestRetries(t *testing.T) {
 	}
 	var b bytes.Buffer
 	res.WriteMarkdown(&b)
-	for _, want := range []string{"up to 2 more times", "|  | n/a | met (attempt 2; earlier: p99 50.00 ms > 10.00 ms)"} {
+	for _, want := range []string{"up to 2 more times", "|  | n/a | n/a | met (attempt 2; earlier: p99 50.00 ms > 10.00 ms)", "|  | 42 | 12.3 | met |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("sweep.md lacks %q:\n%s", want, b.String())
 		}
