@@ -1,10 +1,12 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,17 +38,32 @@ func TestCPUSourceStrict(t *testing.T) {
 		t.Fatalf("missing at the start, optional: %v, incomplete %q", err, res.Incomplete)
 	}
 
-	// A process that dies during the measured window.
+	// A process that dies during the measured window: killed (and reaped)
+	// on the first progress line of the measure phase, so inside the
+	// window however late the run starts (a process timed to die by
+	// itself outlived a run CI had delayed).
 	lost := func(optional bool) (*report.Result, error) {
 		t.Helper()
-		p := exec.Command("sleep", "0.4")
+		p := exec.Command("sleep", "60")
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		defer func() { <-done }()
+		var once sync.Once
+		kill := func() {
+			once.Do(func() {
+				p.Process.Kill()
+				p.Wait()
+			})
+		}
+		defer kill()
 		o := options(fake.Addr())
+		o.Scenario.Phases.Duration = scenario.Duration(2500 * time.Millisecond)
+		o.ProgressOut = writerFunc(func(b []byte) (int, error) {
+			if bytes.Contains(b, []byte(`"phase":"measure"`)) {
+				kill()
+			}
+			return len(b), nil
+		})
 		o.CPUOptional = optional
 		o.CPU = append(o.CPU, cpu.NewProc("dying", p.Process.Pid))
 		return execute(t, o)
@@ -96,3 +113,7 @@ func TestThresholdsAndInterrupt(t *testing.T) {
 		t.Fatalf("cancelled: err %v, interrupted %v, audit %+v, took %s", err, res != nil && res.Interrupted, res.Audit, time.Since(t0))
 	}
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
