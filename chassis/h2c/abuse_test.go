@@ -1,6 +1,7 @@
 package h2c
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -116,10 +117,21 @@ func TestControlFloods(t *testing.T) {
 			c.(*net.TCPConn).SetReadBuffer(4096)
 			c.SetWriteDeadline(time.Now().Add(20 * time.Second))
 			c.Write([]byte(ClientPreface))
-			fr := http2.NewFramer(c, nil)
-			fr.WriteSettings()
-			for i := 0; i < 2_000_000; i++ {
-				if send(fr) != nil {
+			http2.NewFramer(c, nil).WriteSettings()
+			// 1,000 frames per write. A flood of single-frame writes was
+			// slow enough on a loaded CI machine that the server's socket
+			// buffers took every answer within the write deadline: its
+			// writer never waited, nothing backed up, and the connection
+			// stayed open. In bursts the acknowledgements queue faster
+			// than any writer takes them, as they do behind a writer
+			// stuck on a peer that does not read.
+			var burst bytes.Buffer
+			fr := http2.NewFramer(&burst, nil)
+			for range 1000 {
+				send(fr)
+			}
+			for i := 0; i < 2_000; i++ {
+				if _, err := c.Write(burst.Bytes()); err != nil {
 					break // the server closed the connection
 				}
 			}
