@@ -176,11 +176,12 @@ func (d *NchfDecoder) request(r *NchfRequest) *FieldError {
 			nfHash, i = d.decodeNF(v, r)
 		case "pduSessionChargingInformation":
 			// A value that is not an object hashes as no identity.
-			pduHash, i = HashSeed, d.skip(v, 2)
 			if b[v] == '{' {
 				var at [len(pduIdentity)]int
 				i = d.find(v, 2, pduIdentity[:], at[:])
 				pduHash = d.hashFields(pduIdentity[:], at[:])
+			} else {
+				pduHash, i = HashSeed, d.skip(v, 2)
 			}
 		case "invocationTimeStamp":
 			haveTS = true
@@ -467,12 +468,11 @@ func (d *NchfDecoder) decodeMUU(e, i int, r *NchfRequest) int {
 		switch {
 		case d.err != nil:
 		case string(key) == "ratingGroup" && !haveRG:
-			haveRG = true
-			if isNumber(b[x]) {
-				line.RatingGroup, end = d.uint32(x, "")
-			} else {
-				d.fail("", "")
+			if !isNumber(b[x]) {
+				return d.decodeMUUChecked(e, i, r)
 			}
+			haveRG = true
+			line.RatingGroup, end = d.uint32(x, "")
 		case string(key) == "requestedUnit" && !haveRU:
 			haveRU, line.Request = true, true
 			_, end = d.units(x, &line.Requested, i, -1)
