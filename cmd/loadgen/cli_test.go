@@ -472,6 +472,11 @@ func TestBuiltinScenario(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "busy-hour") {
 		t.Fatalf("unknown name: exit %d, stderr %s", code, errs)
 	}
+	// Its steady start needs a ramp-up of one think time (60 s).
+	code, _, errs = runBinary(t, "run", "--target", "http://127.0.0.1:1", "--scenario", "busy-hour", "--ramp-up", "5s", "--check-flags")
+	if code != 2 || !strings.Contains(errs, "--ramp-up") || !strings.Contains(errs, "1m0s") {
+		t.Fatalf("busy-hour with --ramp-up 5s: exit %d, stderr %s", code, errs)
+	}
 	code, out, errs = runBinary(t, "plan", "--tps", "70000")
 	if code != 2 || !strings.Contains(errs, "--from") {
 		t.Fatalf("plan without --from: exit %d, stderr %s", code, errs)

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -120,5 +121,29 @@ func TestZipfPicker(t *testing.T) {
 	u := Subscribers{Count: 1000}
 	if got := u.Picker().Share(3); got != 1.0/1000 {
 		t.Fatalf("uniform share %v", got)
+	}
+}
+
+// TestSteadyStartNeedsAThinkTime: with steady_start the ramp-up must hold
+// one think time of the kinds in the mix, or the window would not see the
+// steady update rate; a kind not in the mix does not count.
+func TestSteadyStartNeedsAThinkTime(t *testing.T) {
+	s, err := Open("busy-hour")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Phases.RampUp = Duration(5e9)
+	var fe *FieldError
+	if err := s.Validate(); err == nil || !errors.As(err, &fe) || fe.Field != "phases.ramp_up" || !strings.Contains(err.Error(), "1m0s") {
+		t.Fatalf("busy-hour with a 5 s ramp-up: %v, want an error on phases.ramp_up naming the 60 s think time", err)
+	}
+	s.Phases.RampUp = s.Data.ThinkTime
+	if err := s.Validate(); err != nil {
+		t.Fatalf("a ramp-up of one think time: %v", err)
+	}
+	s.Mix = Mix{SMS: 1}
+	s.Phases.RampUp = Duration(5e9)
+	if err := s.Validate(); err != nil {
+		t.Fatalf("no sessions in the mix: %v", err)
 	}
 }

@@ -493,6 +493,14 @@ func (s *Scenario) Validate() error {
 	if s.Phases.SteadyStart && s.Phases.RampUp <= 0 {
 		return bad("phases.steady_start", "needs a ramp-up (phases.ramp_up) to open the sessions in")
 	}
+	// The steady state's sessions are opened over the ramp-up and update
+	// one think time after their create: a shorter ramp-up bunches every
+	// update into one band per think time, so the window would not see
+	// the steady rate (busy-hour with a 5 s ramp-up offered 149 of 1,000
+	// TPS in a 10 s window).
+	if t := s.steadyThinkTime(); s.Phases.SteadyStart && s.Phases.RampUp < t {
+		return bad("phases.ramp_up", "must be at least the sessions' think time (%s) with phases.steady_start, got %s", t.D(), s.Phases.RampUp.D())
+	}
 	if s.Phases.WarmUp < 0 {
 		return bad("phases.warm_up", "must not be negative, got %s", s.Phases.WarmUp.D())
 	}
@@ -561,6 +569,19 @@ func (s *Scenario) OfferedTPS() float64 {
 		return s.Load.TPS
 	}
 	return s.Load.SessionsPerSecond * s.TxnsPerFlow()
+}
+
+// steadyThinkTime is the longest think time of the session kinds in the
+// mix (0 when none thinks).
+func (s *Scenario) steadyThinkTime() Duration {
+	var t Duration
+	if s.Mix.Data > 0 {
+		t = max(t, s.Data.ThinkTime)
+	}
+	if s.Mix.Voice > 0 {
+		t = max(t, s.Voice.ThinkTime)
+	}
+	return t
 }
 
 // PrefillSessions returns how many sessions Phases.SteadyStart opens
