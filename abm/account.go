@@ -39,6 +39,9 @@ func (a *account) expire(now int64) bool {
 				changed = true
 			}
 		}
+		if n < len(s.res) {
+			s.touch()
+		}
 		s.res = s.res[:n]
 		if s.expires <= now && len(s.res) == 0 {
 			a.removeSession(i)
@@ -251,6 +254,7 @@ func (a *account) releaseRG(s *session, rg uint32) {
 		if r.rg == rg {
 			a.reserved -= r.amount
 			s.res = slices.Delete(s.res, i, i+1)
+			s.touch()
 			return
 		}
 	}
@@ -262,6 +266,7 @@ func (a *account) releaseAll(s *session) {
 		a.reserved -= r.amount
 	}
 	s.res = s.res[:0]
+	s.touch()
 }
 
 // holdSeconds is how long a grant on line l is held.
@@ -307,6 +312,7 @@ func (a *account) grant(s *session, l *chf.RatedLine, g *chf.GrantLine, now int6
 	g.Granted = chf.UnitsOf(l.Service, units)
 	if cost > 0 || bu > 0 {
 		s.res = append(s.res, reservation{rg: l.RatingGroup, amount: cost, units: units, expires: now + holdSeconds(l, lim), bunits: bu, svc: l.Service})
+		s.touch()
 		a.reserved += cost
 	}
 }
@@ -354,6 +360,7 @@ func (a *account) closeSession(s *session, now int64, lim *limits) {
 	a.releaseAll(s)
 	s.closed = true
 	s.expires = now + lim.closedTTL
+	s.touch()
 	id := s.id
 	closed, oldest := 0, -1
 	for i := range a.sessions {
@@ -381,6 +388,7 @@ func (s *session) refresh(now int64, lim *limits) {
 		exp = max(exp, r.expires)
 	}
 	s.expires = exp
+	s.touch()
 }
 
 // openSessions counts the sessions that are not closed.
@@ -434,6 +442,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 				resp.Targets = append(resp.Targets, chf.NotifyTarget{Session: string(s.id), URI: string(s.notify)})
 				if req.Op == chf.OpAbortSessions && !s.aborted {
 					s.aborted, marked = true, true
+					s.touch()
 				}
 			}
 		}
@@ -526,6 +535,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		if req.Op == chf.OpCreate || req.Session != "" {
 			s = a.newSession(req.Session)
 			s.notify = append(s.notify, req.Notify...)
+			s.touch()
 		}
 	case chf.OpUpdate, chf.OpRelease:
 		if si < 0 || a.sessions[si].closed {
@@ -555,6 +565,7 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		a.remember(req, id, resp, now, lim)
 	}
 	if s != nil {
+		s.touch()
 		s.lastSeq = req.Seq
 		s.op, s.digest = req.Op, req.Digest
 		s.result, s.charged = resp.Result, resp.Charged

@@ -112,12 +112,16 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	for gi := range bs.groups {
 		g := &bs.groups[gi]
 		if s.cache != nil {
-			gen, key, ok := s.cache.load(g.supi, nowNs, &g.acc)
-			g.key = key
-			if ok && s.applyCachedGroup(g, reqs, resps, now) {
-				g.gen, g.cached = gen, true
-				bs.writes = append(bs.writes, g)
-				continue
+			if readsOnly(g, reqs) {
+				g.key = s.cache.key(g.supi)
+			} else {
+				gen, key, ok := s.cache.load(g.supi, nowNs, &g.acc)
+				g.key = key
+				if ok && s.applyCachedGroup(g, reqs, resps, now) {
+					g.gen, g.cached = gen, true
+					bs.writes = append(bs.writes, g)
+					continue
+				}
 			}
 		}
 		if g.key == nil {
@@ -143,12 +147,28 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	}
 }
 
-// applyCachedGroup applies g's events to the cached state in g.acc. Like
-// Apply, it gives up (false) when an event would write nothing: replays,
-// refusals and inquiries are answered from a fresh read.
-func (s *Service) applyCachedGroup(g *batchGroup, reqs []*chf.ApplyRequest, resps []*chf.ChargeResponse, now int64) bool {
+// readsOnly reports whether g holds an event that is always answered from
+// a fresh read (an inquiry, the list of sessions), so that its group does
+// not use the account cache.
+func readsOnly(g *batchGroup, reqs []*chf.ApplyRequest) bool {
 	for _, i := range g.idx {
-		if reqs[i].Op == chf.OpBalance || reqs[i].Op == chf.OpSessions || !g.acc.apply(reqs[i], now, &s.lim, resps[i]) {
+		if op := reqs[i].Op; op == chf.OpBalance || op == chf.OpSessions {
+			return true
+		}
+	}
+	return false
+}
+
+// applyCachedGroup applies g's events to the cached state in g.acc. Like
+// Apply, it gives up (false) when an event would write nothing: replays
+// and refusals are answered from a fresh read. When the first event
+// gives up nothing changed, and the cache gets its state back.
+func (s *Service) applyCachedGroup(g *batchGroup, reqs []*chf.ApplyRequest, resps []*chf.ChargeResponse, now int64) bool {
+	for k, i := range g.idx {
+		if !g.acc.apply(reqs[i], now, &s.lim, resps[i]) {
+			if k == 0 {
+				s.cache.untake(g.supi, &g.acc)
+			}
 			return false
 		}
 	}

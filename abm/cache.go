@@ -18,6 +18,16 @@ import (
 //
 // It is sharded by key; each shard holds at most perShard entries and
 // drops an arbitrary one when full. Entries older than maxAge are not used.
+//
+// An account with heavySessions sessions or more is kept decoded rather
+// than as its session blob: its next event then decodes nothing, and
+// re-encodes only the sessions it changes (session.enc), so an event on
+// an account holding hundreds of open sessions (a popular subscriber under
+// a skewed load) costs a copy of its record rather than a decode and an
+// encode of every session. The event takes the decoded state out of the
+// entry (load) and gives it back with its write (store); meanwhile the
+// entry is unusable, and a concurrent event on the account reads the
+// record.
 type accountCache struct {
 	seed     maphash.Seed
 	perShard int
@@ -26,6 +36,12 @@ type accountCache struct {
 }
 
 const cacheShards = 64
+
+// heavySessions is how many sessions (open and closed) make an account
+// kept decoded in the cache. Closed sessions are at most 16 (MaxClosed),
+// so such an account has at least 16 open: a decoded session takes about
+// seven times its encoded size, which only accounts this large repay.
+const heavySessions = 32
 
 type cacheShard struct {
 	mu sync.Mutex
@@ -40,7 +56,12 @@ type cachedAccount struct {
 	debited  int64
 	currency string
 	epoch    uint32 // BinEpoch, as written
-	blob     []byte // sessions, as written
+	blob     []byte // sessions, as written (nil when acc is set)
+	// acc is the state as written of an account with heavySessions or
+	// more sessions, instead of blob and the fields above; taken while an
+	// event works on it (load to store).
+	acc   *account
+	taken bool
 	// key is the record's key, kept so that a cached account costs no
 	// digest (as.NewKey hashes the set and SUPI with RIPEMD-160 and
 	// allocates): it does not age and is immutable, so it is shared.
@@ -62,6 +83,8 @@ func (c *accountCache) shard(supi string) *cacheShard {
 // load decodes the cached state of supi into acc and returns its
 // generation; ok is false when there is no usable entry. key is the
 // record's key when supi has an entry, usable or not (too old), else nil.
+// An account kept decoded is swapped into acc and the entry left taken
+// until store (or untake) gives it back.
 func (c *accountCache) load(supi string, now int64, acc *account) (gen uint32, key *as.Key, ok bool) {
 	sh := c.shard(supi)
 	sh.mu.Lock()
@@ -71,9 +94,18 @@ func (c *accountCache) load(supi string, now int64, acc *account) (gen uint32, k
 		return 0, nil, false
 	}
 	key = e.key
-	if now-e.at > c.maxAge {
+	if now-e.at > c.maxAge || e.taken {
 		sh.mu.Unlock()
 		return 0, key, false
+	}
+	if e.acc != nil {
+		// The entry keeps acc's old memory until store swaps back.
+		*acc, *e.acc = *e.acc, *acc
+		acc.overNew = 0
+		e.taken = true
+		gen = e.gen
+		sh.mu.Unlock()
+		return gen, key, true
 	}
 	acc.reset()
 	acc.balance, acc.debited, acc.currency = e.balance, e.debited, e.currency
@@ -99,9 +131,24 @@ func (c *accountCache) key(supi string) *as.Key {
 	return k
 }
 
+// untake gives back the decoded state load took into acc, unchanged (an
+// event that wrote nothing); nothing when supi's entry is not taken.
+func (c *accountCache) untake(supi string, acc *account) {
+	sh := c.shard(supi)
+	sh.mu.Lock()
+	if e := sh.m[supi]; e != nil && e.taken && e.acc != nil {
+		*acc, *e.acc = *e.acc, *acc
+		e.taken = false
+	}
+	sh.mu.Unlock()
+}
+
 // store records that supi (whose record key is key) was written by this
 // process at generation written-from gen (its new generation is the next
-// one).
+// one): acc, its sessions encoded in blob. An account with heavySessions
+// or more sessions is kept decoded: its state is swapped out of acc,
+// which is left holding the entry's spare memory, so the caller must not
+// read acc afterwards.
 func (c *accountCache) store(supi string, key *as.Key, fromGen uint32, now int64, acc *account, blob []byte) {
 	gen := nextGeneration(fromGen)
 	sh := c.shard(supi)
@@ -124,9 +171,20 @@ func (c *accountCache) store(supi string, key *as.Key, fromGen uint32, now int64
 		}
 		sh.m[supi] = e
 	}
-	e.gen, e.at = gen, now
+	e.gen, e.at, e.key, e.taken = gen, now, key, false
+	if len(acc.sessions) >= heavySessions {
+		if e.acc == nil {
+			e.acc = new(account)
+		}
+		*e.acc, *acc = *acc, *e.acc
+		e.acc.epochRead, e.acc.overNew = e.acc.epoch, 0
+		e.blob = nil
+		sh.mu.Unlock()
+		return
+	}
+	e.acc = nil
 	e.balance, e.debited, e.currency = acc.balance, acc.debited, acc.currency
-	e.epoch, e.key = acc.epoch, key
+	e.epoch = acc.epoch
 	e.blob = reuseBlob(e.blob, blob)
 	sh.mu.Unlock()
 }

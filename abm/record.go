@@ -74,7 +74,17 @@ type session struct {
 	// aborted: the operator aborted the session (OpAbortSessions); it
 	// takes no update, only its release.
 	aborted bool
+	// enc is the session's encoding in the current blob version when
+	// encOK: appendSessions copies it instead of encoding the session
+	// again, so an event on an account with many sessions encodes only
+	// the ones it changed. Every change to the session clears encOK
+	// (touch); decodeSessions fills enc from the blob it reads.
+	enc   []byte
+	encOK bool
 }
+
+// touch marks s changed: its cached encoding is no longer valid.
+func (s *session) touch() { s.encOK = false }
 
 // recent is the remembered answer to a create or event, found again by
 // the request's identity (chf.ApplyRequest Key, or Loose for a
@@ -152,7 +162,7 @@ func (a *account) newSession(id string) *session {
 	s := &a.sessions[len(a.sessions)-1]
 	s.id = append(s.id[:0], id...)
 	s.lastSeq, s.closed, s.expires, s.result, s.op, s.digest, s.charged = 0, false, 0, chf.ResultSuccess, 0, 0, 0
-	s.aborted = false
+	s.aborted, s.encOK = false, false
 	s.res = s.res[:0]
 	s.lines = s.lines[:0]
 	s.notify = s.notify[:0]
@@ -229,34 +239,13 @@ func (a *account) appendSessions(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(a.sessions)))
 	for i := range a.sessions {
 		s := &a.sessions[i]
-		dst = binary.AppendUvarint(dst, uint64(len(s.id)))
-		dst = append(dst, s.id...)
-		dst = binary.AppendUvarint(dst, uint64(s.lastSeq))
-		var flags byte
-		if s.closed {
-			flags |= 1
+		if s.encOK {
+			dst = append(dst, s.enc...)
+			continue
 		}
-		if s.aborted {
-			flags |= 2
-		}
-		dst = append(dst, flags)
-		dst = binary.AppendVarint(dst, s.expires)
-		dst = binary.AppendUvarint(dst, uint64(len(s.res)))
-		for _, r := range s.res {
-			dst = binary.AppendUvarint(dst, uint64(r.rg))
-			dst = binary.AppendUvarint(dst, uint64(r.amount))
-			dst = binary.AppendUvarint(dst, r.units)
-			dst = binary.AppendVarint(dst, r.expires)
-			dst = binary.AppendUvarint(dst, r.bunits)
-			dst = append(dst, byte(r.svc))
-		}
-		dst = append(dst, byte(s.result))
-		dst = appendLines(dst, s.lines)
-		dst = append(dst, byte(s.op))
-		dst = binary.AppendUvarint(dst, s.digest)
-		dst = binary.AppendUvarint(dst, uint64(len(s.notify)))
-		dst = append(dst, s.notify...)
-		dst = binary.AppendVarint(dst, s.charged)
+		start := len(dst)
+		dst = appendSession(dst, s)
+		s.enc, s.encOK = append(s.enc[:0], dst[start:]...), true
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(a.recent)))
 	for i := range a.recent {
@@ -272,6 +261,39 @@ func (a *account) appendSessions(dst []byte) []byte {
 		dst = appendLines(dst, r.lines)
 		dst = binary.AppendVarint(dst, r.charged)
 	}
+	return dst
+}
+
+// appendSession encodes one session of a version 5 blob.
+func appendSession(dst []byte, s *session) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s.id)))
+	dst = append(dst, s.id...)
+	dst = binary.AppendUvarint(dst, uint64(s.lastSeq))
+	var flags byte
+	if s.closed {
+		flags |= 1
+	}
+	if s.aborted {
+		flags |= 2
+	}
+	dst = append(dst, flags)
+	dst = binary.AppendVarint(dst, s.expires)
+	dst = binary.AppendUvarint(dst, uint64(len(s.res)))
+	for _, r := range s.res {
+		dst = binary.AppendUvarint(dst, uint64(r.rg))
+		dst = binary.AppendUvarint(dst, uint64(r.amount))
+		dst = binary.AppendUvarint(dst, r.units)
+		dst = binary.AppendVarint(dst, r.expires)
+		dst = binary.AppendUvarint(dst, r.bunits)
+		dst = append(dst, byte(r.svc))
+	}
+	dst = append(dst, byte(s.result))
+	dst = appendLines(dst, s.lines)
+	dst = append(dst, byte(s.op))
+	dst = binary.AppendUvarint(dst, s.digest)
+	dst = binary.AppendUvarint(dst, uint64(len(s.notify)))
+	dst = append(dst, s.notify...)
+	dst = binary.AppendVarint(dst, s.charged)
 	return dst
 }
 
@@ -330,13 +352,28 @@ type blobReader struct {
 	err error
 }
 
+// fail records that the blob is corrupt; nothing more is read.
+func (r *blobReader) fail() {
+	r.err, r.b = ErrCorruptRecord, nil
+}
+
 func (r *blobReader) uvarint() uint64 {
+	// Most values of a blob fit one byte: that case inlines. (After an
+	// error r.b is empty, so it never applies.)
+	if b := r.b; len(b) > 0 && b[0] < 0x80 {
+		r.b = b[1:]
+		return uint64(b[0])
+	}
+	return r.uvarintLong()
+}
+
+func (r *blobReader) uvarintLong() uint64 {
 	if r.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.err = ErrCorruptRecord
+		r.fail()
 		return 0
 	}
 	r.b = r.b[n:]
@@ -344,12 +381,20 @@ func (r *blobReader) uvarint() uint64 {
 }
 
 func (r *blobReader) varint() int64 {
+	if b := r.b; len(b) > 0 && b[0] < 0x80 {
+		r.b = b[1:]
+		return int64(b[0]>>1) ^ -int64(b[0]&1)
+	}
+	return r.varintLong()
+}
+
+func (r *blobReader) varintLong() int64 {
 	if r.err != nil {
 		return 0
 	}
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
-		r.err = ErrCorruptRecord
+		r.fail()
 		return 0
 	}
 	r.b = r.b[n:]
@@ -361,7 +406,7 @@ func (r *blobReader) byte() byte {
 		return 0
 	}
 	if len(r.b) == 0 {
-		r.err = ErrCorruptRecord
+		r.fail()
 		return 0
 	}
 	c := r.b[0]
@@ -374,7 +419,7 @@ func (r *blobReader) bytes(n uint64) []byte {
 		return nil
 	}
 	if n > uint64(len(r.b)) {
-		r.err = ErrCorruptRecord
+		r.fail()
 		return nil
 	}
 	p := r.b[:n]
@@ -388,7 +433,7 @@ func (r *blobReader) bytes(n uint64) []byte {
 func (r *blobReader) count(min int) int {
 	n := r.uvarint()
 	if r.err == nil && n > uint64(len(r.b)/min) {
-		r.err = ErrCorruptRecord
+		r.fail()
 		return 0
 	}
 	return int(n)
@@ -422,7 +467,7 @@ func (a *account) decodeSessions(blob []byte) error {
 			a.buckets = append(a.buckets, bucket{svc: chf.Service(r.byte()), units: r.uvarint(), expires: r.varint()})
 		}
 		if a.creditLimit < 0 {
-			r.err = ErrCorruptRecord
+			r.fail()
 		}
 	}
 	if v >= 5 {
@@ -430,6 +475,7 @@ func (a *account) decodeSessions(blob []byte) error {
 	}
 	n := r.count(6)
 	for i := 0; i < n && r.err == nil; i++ {
+		rest := r.b
 		s := a.newSession("")
 		s.id = append(s.id[:0], r.bytes(r.uvarint())...)
 		s.lastSeq = uint32(r.uvarint())
@@ -449,7 +495,7 @@ func (a *account) decodeSessions(blob []byte) error {
 				res.svc = chf.Service(r.byte())
 			}
 			if res.amount < 0 {
-				r.err = ErrCorruptRecord
+				r.fail()
 			}
 			s.res = append(s.res, res)
 			a.reserved += res.amount
@@ -465,6 +511,10 @@ func (a *account) decodeSessions(blob []byte) error {
 		}
 		if v >= 4 {
 			s.charged = r.varint()
+		}
+		if v == blobVersion && r.err == nil {
+			// The bytes just read are the session's encoding.
+			s.enc, s.encOK = append(s.enc[:0], rest[:len(rest)-len(r.b)]...), true
 		}
 	}
 	if v >= 2 {
@@ -483,7 +533,7 @@ func (a *account) decodeSessions(blob []byte) error {
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
-		r.err = ErrCorruptRecord
+		r.fail()
 	}
 	return r.err
 }

@@ -1,6 +1,7 @@
 package abm
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -112,6 +113,37 @@ func BenchmarkApplyOpenSessions(b *testing.B) {
 				req.Seq++
 				acc.apply(&req, now, &lim, &resp)
 				blob = acc.appendSessions(blob[:0])
+			}
+		})
+	}
+}
+
+// BenchmarkApplyHeavyAslite measures one update, through the service and
+// its account cache against an in-process aslite, of a session of an
+// account holding N open sessions (what a popular subscriber under a
+// skewed load costs per event, the write of its record included).
+func BenchmarkApplyHeavyAslite(b *testing.B) {
+	for _, n := range []int{10, 100, DefaultMaxSessions} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			cl := startStore(b)
+			const supi = "imsi-001010000000001"
+			provision(b, cl, supi, 1, 1<<60)
+			svc := New(cl, Config{MaxSessions: MaxSessionsLimit})
+			ctx := context.Background()
+			var resp chf.ChargeResponse
+			for i := range n {
+				req := chf.ApplyRequest{Op: chf.OpCreate, SUPI: supi, Session: fmt.Sprintf("%016x", uint64(i)*0x9e3779b97f4a7c15), Lines: []chf.RatedLine{dataLine(0, 10_000_000)}}
+				if err := svc.Apply(ctx, &req, &resp); err != nil || resp.Result != chf.ResultSuccess {
+					b.Fatal(err, resp.Result)
+				}
+			}
+			req := chf.ApplyRequest{Op: chf.OpUpdate, SUPI: supi, Session: fmt.Sprintf("%016x", uint64(0)), Lines: []chf.RatedLine{dataLine(1_000_000, 10_000_000)}}
+			b.ReportAllocs()
+			for b.Loop() {
+				req.Seq++
+				if err := svc.Apply(ctx, &req, &resp); err != nil || resp.Result != chf.ResultSuccess {
+					b.Fatal(err, resp.Result)
+				}
 			}
 		})
 	}

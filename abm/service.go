@@ -482,8 +482,10 @@ func (s *Service) applyCached(ctx context.Context, key *as.Key, req *chf.ApplyRe
 		return false, key, nil
 	}
 	// Events that write nothing (replays, refusals) are answered from a
-	// fresh read, never from the cache.
+	// fresh read, never from the cache; they changed nothing, so the
+	// entry gets its state back.
 	if !acc.apply(req, s.cfg.Now().Unix(), &s.lim, resp) {
+		s.cache.untake(req.SUPI, acc)
 		return false, key, nil
 	}
 	timeout := s.cfg.Timeout
