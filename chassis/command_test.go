@@ -56,7 +56,7 @@ func TestParseCommand(t *testing.T) {
 	}
 	// String comes from the flag set: every flag, in name order, with the
 	// parsed values, the tracing flags included.
-	want := "count=7 discovery=static gogc=0 gomaxprocs=0 k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= sysmon-park=false trace-ratio=0.5"
+	want := "count=7 discovery=static gogc=0 gomaxprocs=0 k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= sched-batch=true sysmon-park=false trace-ratio=0.5"
 	if got := cfg.String(); got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
@@ -222,11 +222,20 @@ func TestRuntimeFlags(t *testing.T) {
 	b.Listen = "127.0.0.1:1"
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	b.RegisterFlags(fs, "listen")
-	if err := fs.Parse([]string{"--gomaxprocs", "1", "--sysmon-park", "--gogc", "400"}); err != nil {
+	if f := fs.Lookup("sched-batch"); f == nil || f.DefValue != "true" || b.Runtime.NoSchedBatch {
+		t.Fatalf("--sched-batch is not on by default: %+v", f)
+	}
+	if err := fs.Parse([]string{"--gomaxprocs", "1", "--sysmon-park", "--gogc", "400", "--sched-batch=false"}); err != nil {
 		t.Fatal(err)
 	}
-	if b.Runtime.GOMAXPROCS != 1 || !b.Runtime.SysmonPark || b.Runtime.GOGC != 400 {
+	if b.Runtime.GOMAXPROCS != 1 || !b.Runtime.SysmonPark || b.Runtime.GOGC != 400 || !b.Runtime.NoSchedBatch {
 		t.Fatalf("parsed %+v", b.Runtime)
+	}
+	if err := fs.Parse([]string{"--sched-batch"}); err != nil || b.Runtime.NoSchedBatch {
+		t.Fatalf("--sched-batch: %v, %+v", err, b.Runtime)
+	}
+	if err := fs.Parse([]string{"--sched-batch=maybe"}); err == nil {
+		t.Fatal("--sched-batch=maybe parsed")
 	}
 	if err := b.Validate(); err != nil {
 		t.Fatal(err)
