@@ -40,7 +40,7 @@ const cacheShards = 64
 // heavySessions is how many sessions (open and closed) make an account
 // kept decoded in the cache. Closed sessions are at most 16 (MaxClosed),
 // so such an account has at least 16 open: a decoded session takes about
-// seven times its encoded size, which only accounts this large repay.
+// nine times its encoded size, which only accounts this large repay.
 const heavySessions = 32
 
 type cacheShard struct {
