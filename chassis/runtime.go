@@ -14,11 +14,11 @@ import (
 	"github.com/chf-testbed/testbed/chassis/sched"
 )
 
-// sysmonAwake is the GODEBUG setting that keeps the runtime's sysmon
+// SysmonAwake is the GODEBUG setting that keeps the runtime's sysmon
 // thread from parking: with schedtrace > 0 sysmon never enters its deep
 // sleep (it backs off to 10 ms polls instead), and an interval of 2^31−1
 // ms (24.8 days) makes the trace itself practically never print.
-const sysmonAwake = "schedtrace=2147483647"
+const SysmonAwake = "schedtrace=2147483647"
 
 // Runtime is the Go runtime's and the scheduler's part of a service's
 // configuration (--gomaxprocs, --sysmon-park, --gogc, --sched-batch),
@@ -119,9 +119,9 @@ func ApplyRuntime(r Runtime, log *slog.Logger) {
 	if !r.SysmonPark && !strings.Contains(os.Getenv("GODEBUG"), "schedtrace=") {
 		exe, err := os.Executable()
 		if err == nil {
-			godebug := sysmonAwake
+			godebug := SysmonAwake
 			if v := os.Getenv("GODEBUG"); v != "" {
-				godebug = v + "," + sysmonAwake
+				godebug = v + "," + SysmonAwake
 			}
 			env := []string{"GODEBUG=" + godebug}
 			for _, kv := range os.Environ() {

@@ -40,9 +40,11 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
+	"github.com/chf-testbed/testbed/loadgen/internal/tail"
 )
 
 // ErrInput is returned for options out of range.
@@ -182,15 +184,14 @@ func startRelay(ctx context.Context, o Options, kind, next string) (*relay, erro
 	}
 	cmd := exec.Command(o.Exe, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// go: as chassis.Runtime runs the services, one P and sysmon polling
-	// (GODEBUG=schedtrace keeps it from parking when idle); raw: no
-	// asynchronous preemption (readFull).
-	env := []string{"GOMAXPROCS=1", "GODEBUG=schedtrace=2147483647"}
+	// go: sysmon kept polling as chassis.Runtime runs the services (Serve
+	// sets their one P); raw: no asynchronous preemption (readFull).
+	env := []string{"GODEBUG=" + chassis.SysmonAwake}
 	if kind == RelayRaw {
-		env[1] = "GODEBUG=asyncpreemptoff=1"
+		env[0] = "GODEBUG=asyncpreemptoff=1"
 	}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOMAXPROCS=") && !strings.HasPrefix(kv, "GODEBUG=") {
+		if !strings.HasPrefix(kv, "GODEBUG=") {
 			env = append(env, kv)
 		}
 	}
@@ -199,8 +200,8 @@ func startRelay(ctx context.Context, o Options, kind, next string) (*relay, erro
 	if err != nil {
 		return nil, fmt.Errorf("cannot start a relay: %w", err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &limitWriter{w: &stderr, n: 4096}
+	stderr := &tail.Buf{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("cannot start a relay (%s): %w", o.Exe, err)
 	}
@@ -218,7 +219,7 @@ func startRelay(ctx context.Context, o Options, kind, next string) (*relay, erro
 	case a := <-addr:
 		if a == "" {
 			r.kill()
-			return nil, fmt.Errorf("a relay exited before listening: %s", strings.TrimSpace(stderr.String()))
+			return nil, fmt.Errorf("a relay exited before listening: %s", stderr.String())
 		}
 		r.addr = a
 		return r, nil
@@ -508,21 +509,6 @@ func writeAll(fd int, b []byte) bool {
 		sent += int(n)
 	}
 	return true
-}
-
-// limitWriter keeps at most n bytes.
-type limitWriter struct {
-	w io.Writer
-	n int
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	if l.n > 0 {
-		k := min(len(p), l.n)
-		l.n -= k
-		_, _ = l.w.Write(p[:k])
-	}
-	return len(p), nil
 }
 
 // Write prints results as a table.

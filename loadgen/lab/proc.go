@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/internal/tail"
 )
 
 var pid = os.Getpid()
@@ -22,7 +24,7 @@ type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
-	tail *tailBuf
+	tail *tail.Buf
 }
 
 // Pid is the process id (ip netns exec and taskset exec in place, so it is
@@ -52,7 +54,7 @@ func command(ns, cpus string, env []string, args ...string) *exec.Cmd {
 // by name.
 func start(name, ns, cpus string, env []string, logs io.Writer, args ...string) (*proc, error) {
 	cmd := command(ns, cpus, env, args...)
-	t := &tailBuf{}
+	t := &tail.Buf{}
 	w := io.MultiWriter(t, &prefixWriter{prefix: name + " | ", out: logs})
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
@@ -98,7 +100,7 @@ func (p *proc) exited() error {
 func runOut(ctx context.Context, ns, cpus string, env []string, stderr io.Writer, args ...string) ([]byte, error) {
 	cmd := command(ns, cpus, env, args...)
 	var out bytes.Buffer
-	t := &tailBuf{}
+	t := &tail.Buf{}
 	cmd.Stdout = &out
 	cmd.Stderr = io.MultiWriter(t, stderr)
 	if err := cmd.Start(); err != nil {
@@ -123,28 +125,6 @@ func runOut(ctx context.Context, ns, cpus string, env []string, stderr io.Writer
 		return out.Bytes(), fmt.Errorf("%s failed: %w: %s", strings.Join(args, " "), err, t.String())
 	}
 	return out.Bytes(), nil
-}
-
-// tailBuf keeps the last 2 KiB written to it.
-type tailBuf struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tailBuf) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 2048 {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-2048:]...)
-	}
-	t.mu.Unlock()
-	return len(p), nil
-}
-
-func (t *tailBuf) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.buf))
 }
 
 // prefixWriter writes each line to out prefixed; out is shared, so writes
