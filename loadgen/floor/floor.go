@@ -483,30 +483,21 @@ func relayRaw(c, up net.Conn, size int) error {
 // (which it does while a thread sits in a syscall it was told of, and
 // which costs more than the relaying here); the relay process runs with
 // asynchronous preemption off, so no signal interrupts the read either.
-func readFull(fd int, b []byte) bool {
-	for got := 0; got < len(b); {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[got])), uintptr(len(b)-got))
-		if errno == syscall.EINTR {
-			continue
-		}
-		if errno != 0 || int(n) <= 0 {
-			return false
-		}
-		got += int(n)
-	}
-	return true
-}
+func readFull(fd int, b []byte) bool { return rawAll(syscall.SYS_READ, fd, b) }
 
-func writeAll(fd int, b []byte) bool {
-	for sent := 0; sent < len(b); {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[sent])), uintptr(len(b)-sent))
+func writeAll(fd int, b []byte) bool { return rawAll(syscall.SYS_WRITE, fd, b) }
+
+// rawAll reads (SYS_READ) or writes (SYS_WRITE) all of b on fd.
+func rawAll(trap uintptr, fd int, b []byte) bool {
+	for done := 0; done < len(b); {
+		n, _, errno := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[done])), uintptr(len(b)-done))
 		if errno == syscall.EINTR {
 			continue
 		}
 		if errno != 0 || int(n) <= 0 {
 			return false
 		}
-		sent += int(n)
+		done += int(n)
 	}
 	return true
 }
