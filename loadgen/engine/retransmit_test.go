@@ -101,3 +101,37 @@ func TestRetryErrorsResolveLostAnswers(t *testing.T) {
 		t.Fatalf("without retries: retried %d, unresolved %d, ledger %d, debited %d; want requests left unresolved", st.Retried, st.Unresolved, st.Ledger.Total, debited)
 	}
 }
+
+// A retry refused for overload (503) after the first attempt's answer was
+// lost says nothing about that first attempt, which the CHF charged: the
+// request stays in doubt and is retried again, until a replay resolves
+// it. Counting the refusal as the outcome would leave the charge out of
+// the ledger and the expectation while the account paid it (found under
+// faults: a store killed mid-write, the retry shed by the CGW).
+func TestRetryRefusedKeepsTheDoubt(t *testing.T) {
+	checkGoroutines(t)
+	var n atomic.Int64
+	fake := startFake(t, fakechf.Options{Lose: func() bool { return n.Add(1)%5 == 0 }, ShedRepeats: 1})
+	d := newDriver(t, "h2c", fake.Addr())
+	sc := scenario.Default()
+	sc.Subscribers.Count = 100
+	sc.Load = scenario.Load{TPS: 300}
+	sc.RetryErrors, sc.RetryBackoff = scenario.DefaultRetryErrors, scenario.Duration(10*time.Millisecond)
+	sc.Data.ThinkTime = scenario.Duration(50 * time.Millisecond)
+	sc.Voice.ThinkTime = scenario.Duration(50 * time.Millisecond)
+	sc.Phases = scenario.Phases{Duration: scenario.Duration(time.Second)}
+	st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Rater: fakeRater{}})
+	first, _ := scenario.ParseSUPI(sc.Subscribers.First)
+	var debited int64
+	for i := range sc.Subscribers.Count {
+		b, _, _ := fake.Balance(first.String(i))
+		debited += 1_000_000 - b
+	}
+	// Every lost answer takes two retries: the refused one and the replay.
+	if st.RetryResolved == 0 || st.Retried != 2*st.RetryResolved || st.Unresolved != 0 {
+		t.Fatalf("retried %d, resolved by a retry %d, unresolved %d: want each lost answer retried twice and resolved by the second", st.Retried, st.RetryResolved, st.Unresolved)
+	}
+	if st.Ledger.Total == 0 || st.Ledger.Total != debited || st.Ledger.ExpectedTotal != debited {
+		t.Fatalf("ledger %d, expected %d, fake debited %d: want all equal", st.Ledger.Total, st.Ledger.ExpectedTotal, debited)
+	}
+}

@@ -850,12 +850,14 @@ func (w *worker) resend(f *flow, flagged bool) {
 func retryFlagged(op Op) bool { return op == OpUpdate || op == OpRelease }
 
 // retry schedules f's request, which got no definitive answer, to be sent
-// again (Scenario.RetryErrors) and reports whether it did: not for shed
-// requests (refused before charging), past the retries allowed, or when
-// the retry could not finish before the drain bound.
-func (w *worker) retry(f *flow) bool {
+// again (Scenario.RetryErrors) and reports whether it did: not for a
+// first attempt that was shed (refused before charging: nothing is in
+// doubt), past the retries allowed, or when the retry could not finish
+// before the drain bound. repeat: the answer was to a retry or
+// retransmission of a request whose earlier attempt is in doubt.
+func (w *worker) retry(f *flow, repeat bool) bool {
 	r := f.r
-	if r.out.Shed || int(r.tries) >= w.retryMax {
+	if (r.out.Shed && !repeat) || int(r.tries) >= w.retryMax {
 		return false
 	}
 	at := w.now() + w.retryBackoff<<r.tries
@@ -961,7 +963,7 @@ func (w *worker) completed(f *flow) {
 		switch {
 		case r.out.Resolved:
 			w.account(f)
-		case w.retry(f):
+		case w.retry(f, false):
 			// no definitive answer: sent again later, as an SMF would
 			w.drainBacklog(w.now())
 			return
@@ -985,17 +987,19 @@ func (w *worker) completed(f *flow) {
 
 // retransmitted records the answer to a retransmission: it resolves a
 // request whose first attempt got none, and must agree with the first
-// answer otherwise.
+// answer otherwise. A refusal (shed, Nchf 503) does not resolve it: it
+// tells that this attempt was not admitted, not that the earlier one,
+// whose answer was lost, charged nothing.
 func (w *worker) retransmitted(f *flow) {
 	r := f.r
 	r.attempt = 0
 	switch {
-	case !r.counted && r.out.Resolved:
+	case !r.counted && r.out.Resolved && !r.out.Shed:
 		if r.tries > 0 {
 			w.retryResolved++
 		}
 		w.account(f)
-	case !r.counted && w.retry(f):
+	case !r.counted && w.retry(f, true):
 		w.drainBacklog(w.now())
 		return
 	case !r.counted:

@@ -51,6 +51,11 @@ type Options struct {
 	// answered the first, its X-Chf-Charged included, charging nothing
 	// again, as the CHF's replays do.
 	Lose func() bool
+	// ShedRepeats, with Lose, refuses the first ShedRepeats repeats of a
+	// request whose answer was lost with 503 NF_CONGESTION, as a CHF
+	// shedding retries under the overload its failure caused: the refusal
+	// tells that the repeat charged nothing, not that the first did not.
+	ShedRepeats int
 }
 
 // answer is what the fake answered a request it applied (Options.Lose).
@@ -58,6 +63,7 @@ type answer struct {
 	charged int64
 	status  int
 	session string
+	shed    int // repeats refused so far (Options.ShedRepeats)
 }
 
 type account struct {
@@ -199,10 +205,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.opts.Shed != nil && s.opts.Shed() {
 		time.Sleep(s.opts.ShedDelay)
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprint(w, `{"status":503,"cause":"NF_CONGESTION"}`)
+		shed(w)
 		return
 	}
 	const base = "/nchf-convergedcharging/v3/chargingdata"
@@ -254,7 +257,16 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, ref string, rele
 	if s.opts.Lose != nil {
 		id = fmt.Sprintf("%s|%s|%d|%s", r.URL.Path, supi, req.Seq, req.Stamp)
 		if an, ok := s.answers[id]; ok {
+			refuse := an.shed < s.opts.ShedRepeats
+			if refuse {
+				an.shed++
+				s.answers[id] = an
+			}
 			s.mu.Unlock()
+			if refuse {
+				shed(w)
+				return
+			}
 			s.answer(w, r, &req, supi, an)
 			return
 		}
@@ -307,6 +319,14 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, ref string, rele
 		return
 	}
 	s.answer(w, r, &req, supi, an)
+}
+
+// shed refuses a request as an overloaded CHF does.
+func shed(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprint(w, `{"status":503,"cause":"NF_CONGESTION"}`)
 }
 
 // answer writes an applied request's answer.

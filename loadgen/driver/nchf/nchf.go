@@ -235,7 +235,9 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 	// (NF_CONGESTION: shed, or the core refused it for overload) did not:
 	// the CHF answers it only for a request none of its instances
 	// processed (chassis.Client keeps an earlier attempt's doubt over a
-	// later refusal).
+	// later refusal). That holds for this attempt only: the engine does
+	// not let a refusal of a retry resolve a request whose earlier
+	// attempt is in doubt.
 	o.Resolved = m.status < 500 || m.status == http.StatusServiceUnavailable
 	var ok bool
 	switch op {
