@@ -135,3 +135,25 @@ func TestRetryRefusedKeepsTheDoubt(t *testing.T) {
 		t.Fatalf("ledger %d, expected %d, fake debited %d: want all equal", st.Ledger.Total, st.Ledger.ExpectedTotal, debited)
 	}
 }
+
+// retryWait spreads retries uniformly over [d/2, 3d/2): requests a fault
+// failed together are retried apart.
+func TestRetryWaitJitter(t *testing.T) {
+	const d = int64(400 * time.Millisecond)
+	if got := retryWait(d, 0); got != d/2 {
+		t.Fatalf("u=0: %d, want %d", got, d/2)
+	}
+	if got := retryWait(d, 0.999999); got >= 3*d/2 || got < 3*d/2-d/1000 {
+		t.Fatalf("u→1: %d, want just under %d", got, 3*d/2)
+	}
+	var buckets [4]int
+	for i := range 4000 {
+		w := retryWait(d, (float64(i)+0.5)/4000)
+		buckets[(w-d/2)*4/d]++
+	}
+	for i, n := range buckets {
+		if n != 1000 {
+			t.Fatalf("quarter %d of [d/2, 3d/2) got %d of 4000 waits, want 1000: %v", i, n, buckets)
+		}
+	}
+}

@@ -211,6 +211,7 @@ type worker struct {
 	mEnd       int64
 	stopAt     int64 // no new flow at or after
 	rng        *rand.Rand
+	jit        *rand.Rand // the retries' jitter, apart from rng: faults do not change the load after them
 	shares     [scenario.NumKinds]float64
 	timeout    int64
 	lateThr    int64
@@ -291,6 +292,10 @@ type worker struct {
 // taken between batches whatever the offered rate.
 const genBatch = 1024
 
+// jitStream seeds the retries' jitter stream (worker.jit) apart from the
+// load's.
+const jitStream = 0x6a69747465720001
+
 func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, start time.Time, sched schedule, agg *aggregator, mStart, mEnd time.Duration) *worker {
 	sc := &cfg.Scenario
 	c := sc.MaxInFlight / n
@@ -301,6 +306,7 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		id: id, n: n, cfg: cfg, sc: sc, first: first, start: start, sched: sched, agg: agg, dw: dw,
 		mStart: int64(mStart), mEnd: int64(mEnd), stopAt: int64(mEnd),
 		rng:        rand.New(rand.NewPCG(uint64(sc.Seed), uint64(id)+1)),
+		jit:        rand.New(rand.NewPCG(uint64(sc.Seed)^jitStream, uint64(id)+1)),
 		shares:     sc.Shares(),
 		timeout:    int64(sc.Timeout.D()),
 		lateThr:    int64(sc.LateThreshold),
@@ -324,7 +330,7 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		// room for a request's whole chain of retries after the stop
 		w.retryMax, w.retryBackoff = sc.RetryErrors, int64(sc.RetryBackoff)
 		for k := range sc.RetryErrors {
-			w.drainLimit += w.retryBackoff<<k + w.timeout
+			w.drainLimit += (w.retryBackoff<<k)*3/2 + w.timeout // retryWait's most
 		}
 		w.retryLimit = w.drainLimit - int64(time.Second)
 	}
@@ -860,7 +866,7 @@ func (w *worker) retry(f *flow, repeat bool) bool {
 	if (r.out.Shed && !repeat) || int(r.tries) >= w.retryMax {
 		return false
 	}
-	at := w.now() + w.retryBackoff<<r.tries
+	at := w.now() + retryWait(w.retryBackoff<<r.tries, w.jit.Float64())
 	if at+w.timeout > w.retryLimit {
 		return false
 	}
@@ -868,6 +874,14 @@ func (w *worker) retry(f *flow, repeat bool) bool {
 	r.retryAt = at
 	heap.Push(&w.retryQ, r)
 	return true
+}
+
+// retryWait is a retry's wait for the nominal wait d and u uniform in
+// [0,1): uniform in [d/2, 3d/2), so that the requests a fault failed
+// together are not retried together, in a burst that an admission
+// control sheds again ("equal jitter").
+func retryWait(d int64, u float64) int64 {
+	return d/2 + int64(u*float64(d))
 }
 
 // drainBacklog sends queued requests while the pool has room, dropping new

@@ -248,11 +248,14 @@ type Scenario struct {
 	// sent again with the same identity (an update or release with the
 	// retransmission flag, a create or event exactly as first sent), as
 	// an SMF does: the first retry RetryBackoff after the failure, each
-	// next one after twice the previous wait, while it can finish before
-	// the run's drain bound. The first answer that resolves it is the
-	// one the ledger and the audit count; the first attempt's error stays
-	// in the error counts. Shed requests (503 with Retry-After, Gy 3004:
-	// refused before charging) are not retried. 0 = never.
+	// next one after twice the previous wait (each wait drawn uniformly
+	// from half to one and a half times it, so that what one fault failed
+	// is not retried in one burst), while it can finish before the run's
+	// drain bound. The first answer that resolves it is the one the
+	// ledger and the audit count; the first attempt's error stays in the
+	// error counts. A first attempt shed (503 with Retry-After, Gy 3004:
+	// refused before charging) is not retried; a retry refused so is,
+	// since its refusal says nothing of the attempt before. 0 = never.
 	RetryErrors  int      `yaml:"retry_errors" json:"retry_errors"`
 	RetryBackoff Duration `yaml:"retry_backoff" json:"retry_backoff"`
 	// Notifications are the CHF-initiated notifications the run triggers
@@ -305,9 +308,10 @@ func Default() Scenario {
 	}
 }
 
-// The defaults of RetryErrors and RetryBackoff: retries 0.25, 0.75, 1.75
-// and 3.75 s after the first failure (plus the attempts' own time), which
-// outlast a store or instance restart of a couple of seconds.
+// The defaults of RetryErrors and RetryBackoff: retries about 0.25, 0.75,
+// 1.75 and 3.75 s after the first failure (plus the attempts' own time;
+// each wait ±50%), which outlast a store or instance restart of a couple
+// of seconds.
 const (
 	DefaultRetryErrors  = 4
 	DefaultRetryBackoff = 250 * time.Millisecond
