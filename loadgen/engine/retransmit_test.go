@@ -65,28 +65,7 @@ func TestRetransmissions(t *testing.T) {
 // ledger short of the debits.
 func TestRetryErrorsResolveLostAnswers(t *testing.T) {
 	checkGoroutines(t)
-	run := func(retries int) (*Stats, int64) {
-		t.Helper()
-		var n atomic.Int64
-		fake := startFake(t, fakechf.Options{Lose: func() bool { return n.Add(1)%5 == 0 }})
-		d := newDriver(t, "h2c", fake.Addr())
-		sc := scenario.Default()
-		sc.Subscribers.Count = 100
-		sc.Load = scenario.Load{TPS: 300}
-		sc.RetryErrors, sc.RetryBackoff = retries, scenario.Duration(10*time.Millisecond)
-		sc.Data.ThinkTime = scenario.Duration(50 * time.Millisecond)
-		sc.Voice.ThinkTime = scenario.Duration(50 * time.Millisecond)
-		sc.Phases = scenario.Phases{Duration: scenario.Duration(time.Second)}
-		st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Rater: fakeRater{}})
-		first, _ := scenario.ParseSUPI(sc.Subscribers.First)
-		var debited int64
-		for i := range sc.Subscribers.Count {
-			b, _, _ := fake.Balance(first.String(i))
-			debited += 1_000_000 - b
-		}
-		return st, debited
-	}
-	st, debited := run(scenario.DefaultRetryErrors)
+	st, debited := runLosing(t, scenario.DefaultRetryErrors, 0)
 	if st.Retried == 0 || st.RetryResolved != st.Retried || st.Unresolved != 0 {
 		t.Fatalf("retried %d, resolved by a retry %d, unresolved %d: want every lost answer resolved by one retry", st.Retried, st.RetryResolved, st.Unresolved)
 	}
@@ -96,7 +75,7 @@ func TestRetryErrorsResolveLostAnswers(t *testing.T) {
 	if st.Errors["http_500"] == 0 {
 		t.Fatalf("errors %v: the first attempts' failures must stay counted", st.Errors)
 	}
-	st, debited = run(0)
+	st, debited = runLosing(t, 0, 0)
 	if st.Retried != 0 || st.Unresolved == 0 || st.Ledger.Total >= debited {
 		t.Fatalf("without retries: retried %d, unresolved %d, ledger %d, debited %d; want requests left unresolved", st.Retried, st.Unresolved, st.Ledger.Total, debited)
 	}
@@ -110,13 +89,29 @@ func TestRetryErrorsResolveLostAnswers(t *testing.T) {
 // faults: a store killed mid-write, the retry shed by the CGW).
 func TestRetryRefusedKeepsTheDoubt(t *testing.T) {
 	checkGoroutines(t)
+	st, debited := runLosing(t, scenario.DefaultRetryErrors, 1)
+	// Every lost answer takes two retries: the refused one and the replay.
+	if st.RetryResolved == 0 || st.Retried != 2*st.RetryResolved || st.Unresolved != 0 {
+		t.Fatalf("retried %d, resolved by a retry %d, unresolved %d: want each lost answer retried twice and resolved by the second", st.Retried, st.RetryResolved, st.Unresolved)
+	}
+	if st.Ledger.Total == 0 || st.Ledger.Total != debited || st.Ledger.ExpectedTotal != debited {
+		t.Fatalf("ledger %d, expected %d, fake debited %d: want all equal", st.Ledger.Total, st.Ledger.ExpectedTotal, debited)
+	}
+}
+
+// runLosing runs a second of load with retries against a fake CHF that
+// loses the answer of every fifth request it charges and refuses the
+// first shedRepeats repeats of each; it returns the run's statistics and
+// what the fake debited.
+func runLosing(t *testing.T, retries, shedRepeats int) (*Stats, int64) {
+	t.Helper()
 	var n atomic.Int64
-	fake := startFake(t, fakechf.Options{Lose: func() bool { return n.Add(1)%5 == 0 }, ShedRepeats: 1})
+	fake := startFake(t, fakechf.Options{Lose: func() bool { return n.Add(1)%5 == 0 }, ShedRepeats: shedRepeats})
 	d := newDriver(t, "h2c", fake.Addr())
 	sc := scenario.Default()
 	sc.Subscribers.Count = 100
 	sc.Load = scenario.Load{TPS: 300}
-	sc.RetryErrors, sc.RetryBackoff = scenario.DefaultRetryErrors, scenario.Duration(10*time.Millisecond)
+	sc.RetryErrors, sc.RetryBackoff = retries, scenario.Duration(10*time.Millisecond)
 	sc.Data.ThinkTime = scenario.Duration(50 * time.Millisecond)
 	sc.Voice.ThinkTime = scenario.Duration(50 * time.Millisecond)
 	sc.Phases = scenario.Phases{Duration: scenario.Duration(time.Second)}
@@ -127,13 +122,7 @@ func TestRetryRefusedKeepsTheDoubt(t *testing.T) {
 		b, _, _ := fake.Balance(first.String(i))
 		debited += 1_000_000 - b
 	}
-	// Every lost answer takes two retries: the refused one and the replay.
-	if st.RetryResolved == 0 || st.Retried != 2*st.RetryResolved || st.Unresolved != 0 {
-		t.Fatalf("retried %d, resolved by a retry %d, unresolved %d: want each lost answer retried twice and resolved by the second", st.Retried, st.RetryResolved, st.Unresolved)
-	}
-	if st.Ledger.Total == 0 || st.Ledger.Total != debited || st.Ledger.ExpectedTotal != debited {
-		t.Fatalf("ledger %d, expected %d, fake debited %d: want all equal", st.Ledger.Total, st.Ledger.ExpectedTotal, debited)
-	}
+	return st, debited
 }
 
 // retryWait spreads retries uniformly over [d/2, 3d/2): requests a fault
