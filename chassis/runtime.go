@@ -141,5 +141,38 @@ func ApplyRuntime(r Runtime, log *slog.Logger) {
 		gogc = r.GOGC
 	}
 	debug.SetGCPercent(gogc)
-	log.Info("go runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", runtime.NumCPU(), "sysmon_park", r.SysmonPark, "gogc", gogc, "sched_batch", batch)
+	memlimit := int64(-1)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if l := cgroupMemoryLimit("/sys/fs/cgroup"); l > 0 {
+			memlimit = l / 10 * 9
+			debug.SetMemoryLimit(memlimit)
+		}
+	}
+	log.Info("go runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", runtime.NumCPU(), "sysmon_park", r.SysmonPark, "gogc", gogc,
+		"memlimit", memlimit, "sched_batch", batch)
+}
+
+// cgroupMemoryLimit returns the memory limit of the cgroup the process
+// sees at root (cgroup v2 memory.max, else v1 memory/memory.limit_in_bytes:
+// in a container, its own), or 0 when there is none or it cannot be read.
+// ApplyRuntime sets Go's soft memory limit to 90% of it (unless GOMEMLIMIT
+// is set), so that a service whose --gogc lets its heap grow (the ABM's
+// 400) collects more often near its pod's limit instead of being killed.
+func cgroupMemoryLimit(root string) int64 {
+	for _, f := range []string{root + "/memory.max", root + "/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "max" {
+			return 0
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 || n >= 1<<60 { // v1 writes about 2^63 for none
+			return 0
+		}
+		return n
+	}
+	return 0
 }
