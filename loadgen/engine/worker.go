@@ -330,7 +330,7 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		// room for a request's whole chain of retries after the stop
 		w.retryMax, w.retryBackoff = sc.RetryErrors, int64(sc.RetryBackoff)
 		for k := range sc.RetryErrors {
-			w.drainLimit += (w.retryBackoff<<k)*3/2 + w.timeout // retryWait's most
+			w.drainLimit += retryWait(w.retryBackoff<<k, 1) + w.timeout // the longest wait
 		}
 		w.retryLimit = w.drainLimit - int64(time.Second)
 	}
