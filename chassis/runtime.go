@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -141,12 +142,14 @@ func ApplyRuntime(r Runtime, log *slog.Logger) {
 		gogc = r.GOGC
 	}
 	debug.SetGCPercent(gogc)
-	memlimit := int64(-1)
 	if os.Getenv("GOMEMLIMIT") == "" {
 		if l := cgroupMemoryLimit("/sys/fs/cgroup"); l > 0 {
-			memlimit = l / 10 * 9
-			debug.SetMemoryLimit(memlimit)
+			debug.SetMemoryLimit(l / 10 * 9)
 		}
+	}
+	memlimit := debug.SetMemoryLimit(-1) // the limit in force, ours or GOMEMLIMIT's
+	if memlimit == math.MaxInt64 {
+		memlimit = -1 // none
 	}
 	log.Info("go runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", runtime.NumCPU(), "sysmon_park", r.SysmonPark, "gogc", gogc,
 		"memlimit", memlimit, "sched_batch", batch)
