@@ -2,8 +2,11 @@ package diameter
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,15 +49,38 @@ func TestPeerThatNeverSendsCER(t *testing.T) {
 // TestPeerThatStopsReading: a peer that sends DWRs and never reads the
 // answers fills its socket buffers; the server abandons it at
 // WriteTimeout instead of blocking forever, and serves others meanwhile.
+//
+// Both socket buffers are small and fixed (the server's send buffer, set
+// on the listener and inherited by the peer's socket, and the peer's
+// receive buffer, set before connecting so that the window is small from
+// the start): with the host's defaults (a send buffer autotuned up to
+// tcp_wmem's 4 MiB) the server answered some 40,000 DWRs, one write each,
+// before its writes blocked, which under the race detector on a busy CI
+// host took longer than the test waited (1 run in 150).
 func TestPeerThatStopsReading(t *testing.T) {
 	f := newFakeCharger()
 	f.add(supi1, 1_000_000)
-	s := startServer(t, Config{WriteTimeout: 200 * time.Millisecond}, f)
-	raw := rawConnect(t, s.Addr(), "deaf.loadgen.test", "loadgen.test", 2001)
-	defer raw.Close()
-	if tc, ok := raw.(*net.TCPConn); ok {
-		tc.SetReadBuffer(4 << 10)
+	s, err := NewServer(Config{Logger: quiet, WriteTimeout: 200 * time.Millisecond}, f)
+	if err != nil {
+		t.Fatal(err)
 	}
+	lc := net.ListenConfig{Control: setBuffer(syscall.SO_SNDBUF)}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if err := <-served; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve: %v, want ErrServerClosed", err)
+		}
+	})
+	d := net.Dialer{Timeout: 5 * time.Second, Control: setBuffer(syscall.SO_RCVBUF)}
+	raw := rawConnectWith(t, &d, ln.Addr().String(), "deaf.loadgen.test", "loadgen.test", 2001)
 	dwr := wire.AppendHeader(nil, wire.FlagRequest, wire.CmdDeviceWatchdog, 0, 1, 1)
 	dwr = wire.AppendString(dwr, wire.CodeOriginHost, wire.AVPMandatory, 0, "deaf.loadgen.test")
 	dwr = wire.AppendString(dwr, wire.CodeOriginRealm, wire.AVPMandatory, 0, "loadgen.test")
@@ -67,15 +93,19 @@ func TestPeerThatStopsReading(t *testing.T) {
 	// out only says the server is not reading now: a slow server (CI under
 	// load) may just be behind, its writes not yet stuck, so keep pushing
 	// until they are and it gives up on us.
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	start := time.Now()
+	deadline := start.Add(10 * time.Second)
+	var written int
+	closed := false
+	for !closed && time.Now().Before(deadline) {
 		raw.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
-		if _, err := raw.Write(burst); err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
-			}
-			break
-		}
+		n, err := raw.Write(burst)
+		written += n
+		var ne net.Error
+		closed = err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	}
+	if !closed {
+		t.Logf("after writing %d bytes of DWRs for %s, the server has not closed the deaf peer's connection", written, time.Since(start).Round(time.Millisecond))
 	}
 	waitPeers(t, s, 0)
 	// Others are served.
@@ -83,6 +113,20 @@ func TestPeerThatStopsReading(t *testing.T) {
 	a := do(t, good, &gy.Request{SessionID: good.NewSessionID(), Type: gy.Event, IMSI: imsi1, Action: gy.DirectDebiting, HasAction: true,
 		Services: []gy.Service{{RatingGroup: 30, Request: true}}})
 	expectResult(t, a, 2001)
+}
+
+// setBuffer returns a socket Control that sets the buffer opt (SO_SNDBUF
+// or SO_RCVBUF) to 4 KiB, the kernel's minimum order.
+func setBuffer(opt int) func(network, address string, c syscall.RawConn) error {
+	return func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, opt, 4<<10)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}
 }
 
 // TestDWRStorm: a peer sending DWRs as fast as it can gets every DWA,

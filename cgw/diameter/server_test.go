@@ -331,7 +331,13 @@ func TestUnknownPeerRejected(t *testing.T) {
 // rawConnect sends a CER and checks the CEA Result-Code.
 func rawConnect(t *testing.T, addr, host, realm string, want uint32) net.Conn {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	return rawConnectWith(t, &net.Dialer{Timeout: 5 * time.Second}, addr, host, realm, want)
+}
+
+// rawConnectWith is rawConnect dialling with d.
+func rawConnectWith(t *testing.T, d *net.Dialer, addr, host, realm string, want uint32) net.Conn {
+	t.Helper()
+	conn, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
