@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -97,7 +98,7 @@ func TestNextGeneration(t *testing.T) {
 // accounts than it holds cost no allocation and leave no garbage, and it
 // never holds more than its size.
 func TestCacheChurnAllocatesNothing(t *testing.T) {
-	c := newAccountCache(cacheShards, int64(1<<62)) // one entry per shard
+	c := newAccountCache(cacheShards, int64(1<<62), "chf", "accounts") // one entry per shard
 	supis := make([]string, 4096)
 	for i := range supis {
 		supis[i] = fmt.Sprintf("imsi-00101%010d", i)
@@ -125,7 +126,7 @@ func TestCacheChurnAllocatesNothing(t *testing.T) {
 // across accounts), so the cache's retained bytes follow what it holds
 // instead of ratcheting up to its size times the largest record seen.
 func TestCacheMemoryFollowsRecords(t *testing.T) {
-	c := newAccountCache(cacheShards, int64(1<<62)) // one entry per shard
+	c := newAccountCache(cacheShards, int64(1<<62), "chf", "accounts") // one entry per shard
 	big, small := make([]byte, 64<<10), make([]byte, 100)
 	var acc account
 	for i := range 4 * cacheShards {
@@ -137,20 +138,23 @@ func TestCacheMemoryFollowsRecords(t *testing.T) {
 	}
 	held, stored := 0, 0
 	for i := range c.shards {
-		for _, e := range c.shards[i].m {
-			held += cap(e.blob)
-			stored += len(e.blob)
+		sh := &c.shards[i]
+		held += cap(sh.arena)
+		for _, e := range sh.slots {
+			if e.used {
+				stored += int(e.size)
+			}
 		}
 	}
-	if stored == 0 || held > 2*stored+cacheShards*blobSlack {
-		t.Errorf("cache keeps %d bytes of arrays for %d bytes of records", held, stored)
+	if stored == 0 || held > 2*stored+cacheShards*(blobSlack+arenaSlack) {
+		t.Errorf("cache keeps %d bytes of arena for %d bytes of records", held, stored)
 	}
 }
 
 // BenchmarkCacheStoreChurn: stores into a full cache over more accounts
 // than it holds (each store evicts).
 func BenchmarkCacheStoreChurn(b *testing.B) {
-	c := newAccountCache(1024, int64(1<<62))
+	c := newAccountCache(1024, int64(1<<62), "chf", "accounts")
 	supis := make([]string, 8192)
 	for i := range supis {
 		supis[i] = fmt.Sprintf("imsi-00101%010d", i)
@@ -170,7 +174,7 @@ func BenchmarkCacheStoreChurn(b *testing.B) {
 // another's record), and the keys Apply and ApplyBatch charge through the
 // cache are the ones as.NewKey builds.
 func TestCacheKeepsEachAccountsKey(t *testing.T) {
-	c := newAccountCache(cacheShards, int64(1<<62)) // one entry per shard
+	c := newAccountCache(cacheShards, int64(1<<62), "chf", "accounts") // one entry per shard
 	var acc account
 	acc.balance, acc.currency = 100, "EUR"
 	blob := acc.appendSessions(nil)
@@ -272,4 +276,111 @@ func balanceOf(t *testing.T, cl *as.Client, supi string) int64 {
 		t.Fatal(err)
 	}
 	return r.Balance
+}
+
+// TestCacheHoldsNoPointers: nothing the cache keeps per account is a
+// pointer the garbage collector would follow (the slots, the index's keys
+// and values), so a GC mark costs the same whatever the cache holds.
+func TestCacheHoldsNoPointers(t *testing.T) {
+	var walk func(path string, ty reflect.Type)
+	walk = func(path string, ty reflect.Type) {
+		switch ty.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.String, reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+			t.Errorf("%s is a %s: the GC follows it", path, ty.Kind())
+		case reflect.Struct:
+			for i := range ty.NumField() {
+				walk(path+"."+ty.Field(i).Name, ty.Field(i).Type)
+			}
+		case reflect.Array:
+			walk(path+"[]", ty.Elem())
+		}
+	}
+	walk("cacheSlot", reflect.TypeFor[cacheSlot]())
+	index := reflect.TypeFor[cacheShard]()
+	f, _ := index.FieldByName("index")
+	walk("index key", f.Type.Key())
+	walk("index value", f.Type.Elem())
+	a, _ := index.FieldByName("arena")
+	walk("arena element", a.Type.Elem())
+}
+
+// TestCacheArenaFollowsGrowingRecords: records that grow (sessions opened)
+// move to new regions of their shard's arena and the waste left behind is
+// compacted away; every load gives back exactly what was last stored.
+func TestCacheArenaFollowsGrowingRecords(t *testing.T) {
+	c := newAccountCache(4*cacheShards, int64(1<<62), "chf", "accounts")
+	lim := limits{sessionIdle: 300, closedTTL: 600, defaultHold: 600, maxSessions: 1000, maxClosed: 16, maxRecent: MaxRecent}
+	const n = 200 // more than the cache holds: it evicts too
+	accs := make([]*account, n)
+	for i := range accs {
+		accs[i] = &account{balance: int64(1000 + i), currency: "EUR"}
+	}
+	var got account
+	for round := range heavySessions - 1 {
+		for i, a := range accs {
+			supi := fmt.Sprintf("imsi-00101%010d", i)
+			openSessions(t, a, &lim, 1, 1_800_000_000+int64(round))
+			blob := a.appendSessions(nil)
+			c.store(supi, nil, uint32(round), 1, a, blob)
+			gen, _, ok := c.load(supi, 2, &got)
+			if !ok || gen != nextGeneration(uint32(round)) || got.balance != a.balance || !bytes.Equal(got.appendSessions(nil), blob) {
+				t.Fatalf("round %d %s: ok %v gen %d balance %d, sessions differ %v", round, supi, ok, gen, got.balance, !bytes.Equal(got.appendSessions(nil), blob))
+			}
+		}
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		live := 0
+		for _, e := range sh.slots {
+			if e.used {
+				live += int(e.room)
+			}
+		}
+		if live != sh.held {
+			t.Fatalf("shard %d: held %d, its slots' regions %d", i, sh.held, live)
+		}
+		if len(sh.arena) > sh.held+sh.held/2+arenaSlack+int(maxRoom(sh)) {
+			t.Errorf("shard %d: arena of %d bytes for %d held", i, len(sh.arena), sh.held)
+		}
+	}
+	if c.len() > 4*cacheShards {
+		t.Errorf("cache holds %d entries, more than its %d", c.len(), 4*cacheShards)
+	}
+}
+
+// maxRoom is the largest region of sh.
+func maxRoom(sh *cacheShard) uint32 {
+	var m uint32
+	for _, e := range sh.slots {
+		m = max(m, e.room)
+	}
+	return m
+}
+
+// TestCacheTellsCollidingSUPIsApart: the index is keyed by a hash of the
+// SUPI; a SUPI whose hash another's entry holds finds no entry (the
+// SUPIs are compared), and storing it takes the slot over.
+func TestCacheTellsCollidingSUPIsApart(t *testing.T) {
+	c := newAccountCache(1000, int64(1<<62), "chf", "accounts")
+	acc := &account{balance: 100, currency: "EUR"}
+	a, b := "imsi-001010000000001", "imsi-001010000000002"
+	c.store(a, nil, 1, 1, acc, acc.appendSessions(nil))
+	h, sh := c.locate(a)
+	if _, e := sh.find(h, b); e != nil {
+		t.Fatalf("%s found under %s's hash", b, a)
+	}
+	// b as if its hash were a's.
+	i := sh.claim(h, c.perShard)
+	if !sh.place(i, b, acc.appendSessions(nil)) {
+		t.Fatal("place failed")
+	}
+	if _, e := sh.find(h, a); e != nil {
+		t.Errorf("%s still found after %s took its slot", a, b)
+	}
+	if j, e := sh.find(h, b); e == nil || j != i {
+		t.Errorf("%s not found in the slot it took", b)
+	}
+	if n := c.len(); n != 1 {
+		t.Errorf("cache holds %d entries, want 1", n)
+	}
 }

@@ -229,9 +229,9 @@ func TestHeavyAccountCacheIsExact(t *testing.T) {
 			}
 		}
 		i += n
-		sh := cached.cache.shard(supi)
+		h, sh := cached.cache.locate(supi)
 		sh.mu.Lock()
-		if e := sh.m[supi]; e != nil && e.acc != nil {
+		if _, e := sh.find(h, supi); e != nil && e.heavy {
 			decoded++
 		}
 		sh.mu.Unlock()
@@ -333,7 +333,7 @@ func TestHeavyAccountConcurrentEvents(t *testing.T) {
 // second load misses until store or untake gives it back; an account
 // below heavySessions is kept as its blob.
 func TestCacheKeepsHeavyAccountsDecoded(t *testing.T) {
-	c := newAccountCache(1000, int64(1<<62))
+	c := newAccountCache(1000, int64(1<<62), "chf", "accounts")
 	lim := limits{sessionIdle: 300, closedTTL: 600, defaultHold: 600, maxSessions: 1000, maxClosed: 16, maxRecent: MaxRecent}
 	heavy := &account{balance: 1 << 40, currency: "EUR", epoch: 3, epochRead: 2, overNew: 9}
 	openSessions(t, heavy, &lim, heavySessions, 1_800_000_000)
@@ -361,8 +361,8 @@ func TestCacheKeepsHeavyAccountsDecoded(t *testing.T) {
 	light := &account{balance: 1 << 40, currency: "EUR"}
 	openSessions(t, light, &lim, heavySessions-1, 1_800_000_000)
 	c.store("light", nil, 1, 1, light, light.appendSessions(nil))
-	sh := c.shard("light")
-	if e := sh.m["light"]; e == nil || e.acc != nil || len(e.blob) == 0 {
+	h, sh := c.locate("light")
+	if i, e := sh.find(h, "light"); e == nil || e.heavy || sh.heavy[i] != nil || e.size <= uint32(len("light")) {
 		t.Fatal("an account below heavySessions is not kept as its blob")
 	}
 	if _, _, ok := c.load("light", 2, &got); !ok || len(got.sessions) != heavySessions-1 || got.balance != light.balance {

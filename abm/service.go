@@ -216,7 +216,7 @@ func New(client *as.Client, cfg Config) *Service {
 	wp.SendKey = true
 	var cache *accountCache
 	if cfg.AccountCache > 0 {
-		cache = newAccountCache(cfg.AccountCache, int64(cfg.AccountCacheAge))
+		cache = newAccountCache(cfg.AccountCache, int64(cfg.AccountCacheAge), cfg.Namespace, cfg.Set)
 	}
 	return &Service{
 		cache:  cache,
