@@ -44,19 +44,10 @@ type ServiceConfig struct {
 	TLS tlsconfig.Config
 }
 
-// DefaultGOGC is the ABM's --gogc. At GOMAXPROCS 1 each GC mark of the
-// ABM's heap (its live part mostly the account cache) takes 15-36 ms of
-// wall clock, during which the ABM serves slower and the hops before it
-// queue: at 9,000 TPS on the 2-core VM every second whose p99 passed 8 ms
-// overlapped one. 400 marks about a third as often: p99 2.4-2.9 ms
-// against 3.8-6.3 (3 alternated pairs, 30 s each), ABM RSS 170-183 MiB
-// against 108-111. 800 gained nothing more.
-const DefaultGOGC = 400
-
 // DefaultServiceConfig returns the defaults of the abm flags.
 func DefaultServiceConfig() ServiceConfig {
 	return ServiceConfig{
-		Base:             chassis.Base{Listen: "127.0.0.1:8082", Tracing: true, Runtime: chassis.Runtime{GOGC: DefaultGOGC}},
+		Base:             chassis.Base{Listen: "127.0.0.1:8082", Tracing: true},
 		Aerospike:        "127.0.0.1:3000",
 		Namespace:        "chf",
 		ReservationSweep: time.Minute,
