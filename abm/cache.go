@@ -116,12 +116,6 @@ func (c *accountCache) locate(supi string) (uint64, *cacheShard) {
 	return h, &c.shards[h%cacheShards]
 }
 
-// shard returns supi's shard.
-func (c *accountCache) shard(supi string) *cacheShard {
-	_, sh := c.locate(supi)
-	return sh
-}
-
 // find returns supi's slot, or -1 and nil.
 func (sh *cacheShard) find(h uint64, supi string) (int32, *cacheSlot) {
 	i, ok := sh.index[h]
