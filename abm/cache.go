@@ -237,8 +237,6 @@ func (c *accountCache) store(supi string, key *as.Key, fromGen uint32, now int64
 	i, e := sh.find(h, supi)
 	if e == nil {
 		i = sh.claim(h, c.perShard)
-		e = &sh.slots[i]
-		e.hash, e.used, e.supiLen, e.size = h, true, uint16(len(supi)), 0
 	}
 	if !sh.place(i, supi, blob) {
 		sh.remove(i)
@@ -286,10 +284,10 @@ func (sh *cacheShard) intern(currency string) int {
 	return len(sh.curs) - 1
 }
 
-// claim returns a slot for a new entry of hash h, indexed: the entry of
-// another SUPI with that hash, a dropped slot, a new one while the shard
-// holds fewer than perShard, else an arbitrary entry evicted. The slot
-// keeps its region for place to reuse.
+// claim returns a slot for a new entry of hash h, indexed and in use:
+// the entry of another SUPI with that hash, a dropped slot, a new one
+// while the shard holds fewer than perShard, else an arbitrary entry
+// evicted. The slot keeps its region for place to reuse.
 func (sh *cacheShard) claim(h uint64, perShard int) int32 {
 	i, ok := sh.index[h]
 	switch {
@@ -311,10 +309,12 @@ func (sh *cacheShard) claim(h uint64, perShard int) int32 {
 			break
 		}
 	}
-	if e := &sh.slots[i]; e.heavy {
+	e := &sh.slots[i]
+	if e.heavy {
 		delete(sh.heavy, i)
 		e.heavy = false
 	}
+	e.hash, e.used = h, true
 	sh.index[h] = i
 	return i
 }
