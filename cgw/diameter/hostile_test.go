@@ -60,25 +60,12 @@ func TestPeerThatNeverSendsCER(t *testing.T) {
 func TestPeerThatStopsReading(t *testing.T) {
 	f := newFakeCharger()
 	f.add(supi1, 1_000_000)
-	s, err := NewServer(Config{Logger: quiet, WriteTimeout: 200 * time.Millisecond}, f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	lc := net.ListenConfig{Control: setBuffer(syscall.SO_SNDBUF)}
 	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if err := <-served; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve: %v, want ErrServerClosed", err)
-		}
-	})
+	s := startServerOn(t, Config{WriteTimeout: 200 * time.Millisecond}, f, ln)
 	d := net.Dialer{Timeout: 5 * time.Second, Control: setBuffer(syscall.SO_RCVBUF)}
 	raw := rawConnectWith(t, &d, ln.Addr().String(), "deaf.loadgen.test", "loadgen.test", 2001)
 	dwr := wire.AppendHeader(nil, wire.FlagRequest, wire.CmdDeviceWatchdog, 0, 1, 1)
@@ -116,7 +103,7 @@ func TestPeerThatStopsReading(t *testing.T) {
 }
 
 // setBuffer returns a socket Control that sets the buffer opt (SO_SNDBUF
-// or SO_RCVBUF) to 4 KiB, the kernel's minimum order.
+// or SO_RCVBUF) to 4 KiB (Linux doubles it for its bookkeeping).
 func setBuffer(opt int) func(network, address string, c syscall.RawConn) error {
 	return func(_, _ string, c syscall.RawConn) error {
 		var serr error

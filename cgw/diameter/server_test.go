@@ -27,14 +27,40 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func startServer(t testing.TB, cfg Config, ch chf.Charger) *Server {
 	t.Helper()
+	s := newTestServer(t, cfg, ch)
+	if err := s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startServerOn is startServer serving ln.
+func startServerOn(t testing.TB, cfg Config, ch chf.Charger, ln net.Listener) *Server {
+	t.Helper()
+	var served chan error
+	t.Cleanup(func() { // after the Close newTestServer registers
+		if served == nil {
+			return
+		}
+		if err := <-served; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve: %v, want ErrServerClosed", err)
+		}
+	})
+	s := newTestServer(t, cfg, ch)
+	served = make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	return s
+}
+
+// newTestServer is a server (quiet unless cfg has a Logger) closed when
+// the test ends.
+func newTestServer(t testing.TB, cfg Config, ch chf.Charger) *Server {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
 	s, err := NewServer(cfg, ch)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
