@@ -159,8 +159,8 @@ func ApplyRuntime(r Runtime, log *slog.Logger) {
 // sees at root (cgroup v2 memory.max, else v1 memory/memory.limit_in_bytes:
 // in a container, its own), or 0 when there is none or it cannot be read.
 // ApplyRuntime sets Go's soft memory limit to 90% of it (unless GOMEMLIMIT
-// is set), so that a service whose --gogc lets its heap grow (the ABM's
-// 400) collects more often near its pod's limit instead of being killed.
+// is set), so that a service whose heap grows (a large cache, a high
+// --gogc) collects more often near its pod's limit instead of being killed.
 func cgroupMemoryLimit(root string) int64 {
 	for _, f := range []string{root + "/memory.max", root + "/memory/memory.limit_in_bytes"} {
 		b, err := os.ReadFile(f)
