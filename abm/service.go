@@ -616,6 +616,12 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Duration) (int, error) {
 	sp := as.NewScanPolicy()
 	sp.IncludeBinData = true
+	if rate > 0 {
+		// The store paces the scan too (Aerospike and aslite honour
+		// RecordsPerSecond per node), so that it sends the records as
+		// they are taken instead of a socket buffer's worth at once.
+		sp.RecordsPerSecond = int(min(max(rate, 1), math.MaxInt32))
+	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
 	var resp chf.ChargeResponse

@@ -24,6 +24,15 @@ func (st *streamer) maybeFlush() error {
 	if len(st.c.out)-st.at < flushSize {
 		return nil
 	}
+	return st.flush()
+}
+
+// flush sends the current frame, if it holds anything, and starts a new
+// one.
+func (st *streamer) flush() error {
+	if len(st.c.out) == st.at+8 { // only the frame header
+		return nil
+	}
 	finishProto(st.c.out, st.at, protoMsg)
 	if _, err := st.c.nc.Write(st.c.out); err != nil {
 		return err

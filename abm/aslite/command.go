@@ -168,7 +168,12 @@ func (s *Server) handleMsg(c *conn, body []byte) error {
 				return fmt.Errorf("%w: max-records field of %d bytes", ErrMalformed, len(data))
 			}
 			scan.maxRecords = binary.BigEndian.Uint64(data)
-		case fieldTranID, fieldSocketTimeout, fieldRecordsPerSecond, fieldScanOptions:
+		case fieldRecordsPerSecond:
+			if len(data) != 4 {
+				return fmt.Errorf("%w: records-per-second field of %d bytes", ErrMalformed, len(data))
+			}
+			scan.rps = binary.BigEndian.Uint32(data)
+		case fieldTranID, fieldSocketTimeout, fieldScanOptions:
 			// Scan bookkeeping and throttling: nothing to do in memory.
 		default:
 			// Filter expressions, UDFs, secondary-index queries and

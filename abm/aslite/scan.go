@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
+	"runtime"
 	"slices"
+	"time"
 )
 
 // scanFields are the scan-specific fields of a request.
@@ -12,7 +15,19 @@ type scanFields struct {
 	pids       []byte // little-endian uint16 partition ids
 	digests    []byte // 20-byte digests: resume each one's partition after it
 	maxRecords uint64
+	rps        uint32 // records per second at most (the policy's RecordsPerSecond); 0 = no limit
 }
+
+// scanPiece is how many records a scan sends under one hold of a
+// partition's lock: between pieces it flushes what it has when pacing
+// (records per second) calls for a pause, and yields the processor, so a
+// scan of a large partition neither holds the lock nor keeps every other
+// connection waiting for long. Unpaced and without the yield, a sweep's
+// scan of 20 M records filled the sockets' buffers at the start of each
+// command (tens of thousands of records, ~100 ms of CPU at GOMAXPROCS 1),
+// and every request served meanwhile waited: a p99 spike of 35–66 ms
+// every 3.9 s under the busy-hour scenario.
+const scanPiece = 256
 
 // handleScan serves a scan (or a query without a secondary-index filter,
 // which is the same thing): the records of the requested partitions, each
@@ -55,6 +70,7 @@ func (s *Server) handleScan(c *conn, r *request, sf *scanFields) error {
 		allSets: len(r.set) == 0, setID: setID,
 		now: s.nowCL(), left: sf.maxRecords,
 		noBins: h.info1&info1NoBinData != 0,
+		rps:    sf.rps, start: time.Now(),
 	}
 	if sc.left == 0 {
 		sc.left = ^uint64(0)
@@ -97,10 +113,17 @@ type scanner struct {
 	now     uint32
 	left    uint64
 	noBins  bool
+	rps     uint32    // records per second at most; 0 = no limit
+	start   time.Time // of the scan, for rps
+	sent    uint64    // records sent so far, for rps
 }
 
 // partition sends the live records of partition pid in digest order,
-// starting after `after` when it is not nil.
+// starting after `after` when it is not nil. The digests are collected
+// under the partition's lock and sorted outside it; the records are then
+// sent scanPiece at a time, each piece under the lock, skipping those
+// deleted or expired meanwhile (a scan is not a snapshot, as in
+// Aerospike).
 func (sc *scanner) partition(pid int, after *digest) error {
 	p := &sc.ns.parts[pid]
 	p.mu.RLock()
@@ -111,14 +134,68 @@ func (sc *scanner) partition(pid int, after *digest) error {
 			ds = append(ds, d)
 		}
 	}
+	p.mu.RUnlock()
 	slices.SortFunc(ds, func(a, b digest) int { return bytes.Compare(a[:], b[:]) })
+	for i := 0; i < len(ds) && sc.left > 0; i += scanPiece {
+		if i > 0 {
+			if err := sc.pause(); err != nil {
+				return err
+			}
+		}
+		p.mu.RLock()
+		sc.piece(p, ds[i:min(i+scanPiece, len(ds))])
+		p.mu.RUnlock()
+	}
+	if cap(ds) <= 1<<16 {
+		sc.ws.digests = ds
+	}
+	if err := sc.st.maybeFlush(); err != nil {
+		return err
+	}
+	return sc.pause()
+}
+
+// pause is what a scan does between two pieces: with a records-per-second
+// limit, it sends what it has and sleeps until the records sent so far are
+// due (or the server stops); without one, it lets other goroutines run.
+func (sc *scanner) pause() error {
+	if sc.rps == 0 {
+		runtime.Gosched()
+		return nil
+	}
+	due := sc.start.Add(time.Duration(float64(sc.sent) / float64(sc.rps) * float64(time.Second)))
+	wait := time.Until(due)
+	if wait <= 0 {
+		runtime.Gosched()
+		return nil
+	}
+	if err := sc.st.flush(); err != nil {
+		return err
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-sc.s.stop:
+		return net.ErrClosed
+	}
+}
+
+// piece appends the records of ds still live in p to the reply. The
+// caller holds p.mu for reading.
+func (sc *scanner) piece(p *partition, ds []digest) {
 	c := sc.st.c
 	for i := range ds {
 		if sc.left == 0 {
-			break
+			return
+		}
+		e, ok := p.m[ds[i]]
+		if !ok || expired(&e, sc.now) {
+			continue
 		}
 		sc.left--
-		e := p.m[ds[i]]
+		sc.sent++
 		key := p.storedKey(&e)
 		nf := 3
 		if key != nil {
@@ -155,9 +232,4 @@ func (sc *scanner) partition(pid int, after *digest) error {
 		}
 		binary.BigEndian.PutUint16(c.out[at+20:], uint16(nops))
 	}
-	p.mu.RUnlock()
-	if cap(ds) <= 1<<16 {
-		sc.ws.digests = ds
-	}
-	return sc.st.maybeFlush()
 }
