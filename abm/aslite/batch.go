@@ -34,7 +34,7 @@ func (st *streamer) flush() error {
 		return nil
 	}
 	finishProto(st.c.out, st.at, protoMsg)
-	if _, err := st.c.nc.Write(st.c.out); err != nil {
+	if err := st.c.write(); err != nil {
 		return err
 	}
 	st.begin()

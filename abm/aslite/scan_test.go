@@ -3,6 +3,8 @@ package aslite
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -149,5 +151,46 @@ func BenchmarkScanPartition(b *testing.B) {
 			}
 			got++
 		}
+	}
+}
+
+// TestScanPacedOutlastsWriteTimeout: a throttled scan may run for longer
+// than WriteTimeout (a sweep's scan of millions of records does); each of
+// its frames re-arms the deadline, so only a client that stops reading is
+// cut off, not a slow scan. The client has few connections, so the scan
+// runs on the connection whose deadline the puts before it armed.
+func TestScanPacedOutlastsWriteTimeout(t *testing.T) {
+	s := startServer(t, Config{WriteTimeout: 200 * time.Millisecond})
+	host, port, _ := net.SplitHostPort(s.Addr())
+	p, _ := strconv.Atoi(port)
+	cp := as.NewClientPolicy()
+	cp.Timeout = 5 * time.Second
+	cp.ConnectionQueueSize = 2
+	c, err := as.NewClientWithPolicy(cp, host, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const pid, n, rps = 5, 3 * scanPiece, 1000 // ~0.77 s, four WriteTimeouts
+	for i, k := range pieceKeys(t, pid, n) {
+		if err := c.Put(wp(), k, as.BinMap{"i": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp := as.NewScanPolicy()
+	sp.RecordsPerSecond = rps
+	rs, err := c.ScanPartitions(sp, as.NewPartitionFilterById(pid), "chf", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for r := range rs.Results() {
+		if r.Err != nil {
+			t.Fatalf("after %d records: %v", got, r.Err)
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("scan sent %d records, want %d", got, n)
 	}
 }

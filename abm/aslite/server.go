@@ -426,8 +426,23 @@ type conn struct {
 	zr  io.ReadCloser
 	hdr [8]byte
 
-	first          bool      // no complete request yet
-	rArmed, wArmed time.Time // when the read and write deadlines were last set
+	first          bool          // no complete request yet
+	rArmed, wArmed time.Time     // when the read and write deadlines were last set
+	wt             time.Duration // Config.WriteTimeout
+}
+
+// write sends c.out. It arms the write deadline (WriteTimeout from now)
+// when it was last armed more than a quarter of it ago, for every reply
+// and for every frame of a long reply (a throttled scan runs for as long
+// as its records take): a client that stops reading is cut off after
+// about WriteTimeout, a slow reply that keeps going is not.
+func (c *conn) write() error {
+	if now := time.Now(); now.Sub(c.wArmed) > c.wt/4 {
+		c.nc.SetWriteDeadline(now.Add(c.wt))
+		c.wArmed = now
+	}
+	_, err := c.nc.Write(c.out)
+	return err
 }
 
 var connPool = sync.Pool{New: func() any {
@@ -440,6 +455,8 @@ const maxRetained = 1 << 20
 func (s *Server) serveConn(nc net.Conn) {
 	c := connPool.Get().(*conn)
 	c.nc = nc
+	c.wt = s.cfg.WriteTimeout
+	c.rArmed, c.wArmed = time.Time{}, time.Time{} // a new socket has no deadlines yet
 	c.br.Reset(nc)
 	defer func() {
 		nc.Close()
@@ -597,11 +614,7 @@ func (s *Server) serveOne(c *conn) error {
 		}
 	}
 	if len(c.out) > 0 {
-		if now := time.Now(); now.Sub(c.wArmed) > s.cfg.WriteTimeout/4 {
-			c.nc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
-			c.wArmed = now
-		}
-		if _, err := c.nc.Write(c.out); err != nil {
+		if err := c.write(); err != nil {
 			return err
 		}
 	}
