@@ -64,6 +64,13 @@ func startServer(t testing.TB, cfg Config) *Server {
 // newClient connects the official client to addr.
 func newClient(t testing.TB, addr string) *as.Client {
 	t.Helper()
+	return newClientWith(t, addr, nil)
+}
+
+// newClientWith is newClient with tune (if not nil) applied to the client
+// policy first.
+func newClientWith(t testing.TB, addr string, tune func(*as.ClientPolicy)) *as.Client {
+	t.Helper()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +82,9 @@ func newClient(t testing.TB, addr string) *as.Client {
 	cp := as.NewClientPolicy()
 	cp.Timeout = 5 * time.Second
 	cp.TendInterval = 50 * time.Millisecond
+	if tune != nil {
+		tune(cp)
+	}
 	c, err := as.NewClientWithPolicy(cp, host, p)
 	if err != nil {
 		t.Fatalf("cannot connect client: %v", err)

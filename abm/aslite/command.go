@@ -174,7 +174,7 @@ func (s *Server) handleMsg(c *conn, body []byte) error {
 			}
 			scan.rps = binary.BigEndian.Uint32(data)
 		case fieldTranID, fieldSocketTimeout, fieldScanOptions:
-			// Scan bookkeeping and throttling: nothing to do in memory.
+			// Scan bookkeeping: nothing to do in memory.
 		default:
 			// Filter expressions, UDFs, secondary-index queries and
 			// anything newer: answered UNSUPPORTED, never ignored.

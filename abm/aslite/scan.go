@@ -159,12 +159,10 @@ func (sc *scanner) partition(pid int, after *digest) error {
 // limit, it sends what it has and sleeps until the records sent so far are
 // due (or the server stops); without one, it lets other goroutines run.
 func (sc *scanner) pause() error {
-	if sc.rps == 0 {
-		runtime.Gosched()
-		return nil
+	var wait time.Duration
+	if sc.rps > 0 {
+		wait = time.Until(sc.start.Add(time.Duration(float64(sc.sent) / float64(sc.rps) * float64(time.Second))))
 	}
-	due := sc.start.Add(time.Duration(float64(sc.sent) / float64(sc.rps) * float64(time.Second)))
-	wait := time.Until(due)
 	if wait <= 0 {
 		runtime.Gosched()
 		return nil

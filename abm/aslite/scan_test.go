@@ -3,8 +3,6 @@ package aslite
 import (
 	"bytes"
 	"encoding/binary"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -161,16 +159,7 @@ func BenchmarkScanPartition(b *testing.B) {
 // runs on the connection whose deadline the puts before it armed.
 func TestScanPacedOutlastsWriteTimeout(t *testing.T) {
 	s := startServer(t, Config{WriteTimeout: 200 * time.Millisecond})
-	host, port, _ := net.SplitHostPort(s.Addr())
-	p, _ := strconv.Atoi(port)
-	cp := as.NewClientPolicy()
-	cp.Timeout = 5 * time.Second
-	cp.ConnectionQueueSize = 2
-	c, err := as.NewClientWithPolicy(cp, host, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClientWith(t, s.Addr(), func(cp *as.ClientPolicy) { cp.ConnectionQueueSize = 2 })
 	const pid, n, rps = 5, 3 * scanPiece, 1000 // ~0.77 s, four WriteTimeouts
 	for i, k := range pieceKeys(t, pid, n) {
 		if err := c.Put(wp(), k, as.BinMap{"i": i}); err != nil {
