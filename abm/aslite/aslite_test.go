@@ -767,8 +767,10 @@ func TestUnsupportedKeepsConnectionUsable(t *testing.T) {
 			return err
 		}},
 		{"filter scan", func() error {
+			// Scans accept a subset of filter expressions
+			// (filter_test.go); a regex is outside it.
 			sp := as.NewScanPolicy()
-			sp.FilterExpression = p.FilterExpression
+			sp.FilterExpression = as.ExpRegexCompare("^a", as.ExpRegexFlagNONE, as.ExpStringBin("s"))
 			rs, err := c.ScanAll(sp, "chf", "accounts")
 			if err != nil {
 				return err

@@ -40,6 +40,7 @@ type workspace struct {
 	rec      []byte
 	inflated []byte
 	digests  []digest
+	filter   filter // a scan's compiled filter expression
 	logSeq   uint64 // last journal record of this request (durable servers)
 }
 
@@ -132,7 +133,7 @@ func (s *Server) handleMsg(c *conn, body []byte) error {
 		var typ byte
 		var data []byte
 		if typ, data, rest, err = nextField(rest); err != nil {
-			if r.unsupported {
+			if r.unsupported || scan.filter != nil {
 				// The client mis-sizes the batch field that follows a
 				// filter expression; the frame is intact, so answer.
 				var at int
@@ -175,11 +176,17 @@ func (s *Server) handleMsg(c *conn, body []byte) error {
 			scan.rps = binary.BigEndian.Uint32(data)
 		case fieldTranID, fieldSocketTimeout, fieldScanOptions:
 			// Scan bookkeeping: nothing to do in memory.
+		case fieldFilterExp:
+			// Compiled by handleScan; refused by every other command.
+			scan.filter = data
 		default:
-			// Filter expressions, UDFs, secondary-index queries and
-			// anything newer: answered UNSUPPORTED, never ignored.
+			// UDFs, secondary-index queries and anything newer:
+			// answered UNSUPPORTED, never ignored.
 			r.unsupported = true
 		}
+	}
+	if scan.filter != nil && (batchField != nil || r.hasDigest) {
+		r.unsupported = true
 	}
 	ws.ops = ws.ops[:0]
 	for i := 0; i < h.nOps; i++ {

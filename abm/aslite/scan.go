@@ -16,6 +16,7 @@ type scanFields struct {
 	digests    []byte // 20-byte digests: resume each one's partition after it
 	maxRecords uint64
 	rps        uint32 // records per second at most (the policy's RecordsPerSecond); 0 = no limit
+	filter     []byte // filter expression (msgpack); nil = none
 }
 
 // scanPiece is how many records a scan sends under one hold of a
@@ -31,7 +32,9 @@ const scanPiece = 256
 
 // handleScan serves a scan (or a query without a secondary-index filter,
 // which is the same thing): the records of the requested partitions, each
-// partition in digest order, then a LAST header.
+// partition in digest order, then a LAST header. With a filter expression
+// (filter.go) only the records for which it is true are sent; one outside
+// the supported subset answers UNSUPPORTED.
 func (s *Server) handleScan(c *conn, r *request, sf *scanFields) error {
 	st := streamer{c: c}
 	st.begin()
@@ -56,6 +59,15 @@ func (s *Server) handleScan(c *conn, r *request, sf *scanFields) error {
 	if len(sf.pids)%2 != 0 || len(sf.digests)%20 != 0 {
 		return fmt.Errorf("%w: partition arrays of %d and %d bytes", ErrMalformed, len(sf.pids), len(sf.digests))
 	}
+	var f *filter
+	if sf.filter != nil {
+		f = &c.ws.filter
+		defer f.reset() // it aliases the request
+		if !compileFilter(sf.filter, f) {
+			st.end(rcUnsupported)
+			return nil
+		}
+	}
 	ns := r.ns
 	var setID uint16
 	if len(r.set) > 0 {
@@ -71,6 +83,7 @@ func (s *Server) handleScan(c *conn, r *request, sf *scanFields) error {
 		now: s.nowCL(), left: sf.maxRecords,
 		noBins: h.info1&info1NoBinData != 0,
 		rps:    sf.rps, start: time.Now(),
+		filter: f,
 	}
 	if sc.left == 0 {
 		sc.left = ^uint64(0)
@@ -116,6 +129,7 @@ type scanner struct {
 	rps     uint32    // records per second at most; 0 = no limit
 	start   time.Time // of the scan, for rps
 	sent    uint64    // records sent so far, for rps
+	filter  *filter   // records sent must match it; nil = all
 }
 
 // partition sends the live records of partition pid in digest order,
@@ -180,8 +194,8 @@ func (sc *scanner) pause() error {
 	}
 }
 
-// piece appends the records of ds still live in p to the reply. The
-// caller holds p.mu for reading.
+// piece appends the records of ds still live in p (and matching the
+// scan's filter) to the reply. The caller holds p.mu for reading.
 func (sc *scanner) piece(p *partition, ds []digest) {
 	c := sc.st.c
 	for i := range ds {
@@ -190,6 +204,12 @@ func (sc *scanner) piece(p *partition, ds []digest) {
 		}
 		e, ok := p.m[ds[i]]
 		if !ok || expired(&e, sc.now) {
+			continue
+		}
+		bins := p.bins(&e)
+		if sc.filter != nil && !sc.filter.match(bins) {
+			// Filtered out: not sent, so counted neither against
+			// MaxRecords nor against RecordsPerSecond.
 			continue
 		}
 		sc.left--
@@ -214,7 +234,6 @@ func (sc *scanner) piece(p *partition, ds []digest) {
 			c.out = appendField(c.out, fieldKey, key)
 		}
 		nops := 0
-		bins := p.bins(&e)
 		switch {
 		case sc.noBins:
 		case len(sc.r.ops) == 0:
