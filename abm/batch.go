@@ -25,8 +25,8 @@ type batchGroup struct {
 	blob   []byte
 	wpol   as.BatchWritePolicy
 	rb     recordBins
-	opv    [4]as.Operation // what ops point to: the group's own, not one allocation per bin
-	ops    [4]*as.Operation
+	opv    [maxWriteBins]as.Operation // what ops point to: the group's own, not one allocation per bin
+	ops    [maxWriteBins]*as.Operation
 	bw     as.BatchWrite // what write points to
 	write  *as.BatchWrite
 }
@@ -86,7 +86,7 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	for i, req := range reqs {
 		errs[i] = nil
 		s.seeEpoch(req.Epoch)
-		if req.SUPI == "" || req.Op == opExpire {
+		if req.SUPI == "" || sweepOp(req.Op) {
 			// Apply answers a missing subscriber; expiry is the sweep's.
 			bs.solo = append(bs.solo, i)
 			continue
@@ -351,7 +351,7 @@ func (bs *batchState) release() {
 		g := &bs.groups[i]
 		g.supi, g.key, g.write = "", nil, nil
 		g.rb, g.bw = recordBins{}, as.BatchWrite{}
-		g.opv, g.ops = [4]as.Operation{}, [4]*as.Operation{}
+		g.opv, g.ops = [maxWriteBins]as.Operation{}, [maxWriteBins]*as.Operation{}
 	}
 	bs.groups = bs.groups[:0]
 	bs.ctx = nil

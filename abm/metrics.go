@@ -82,7 +82,7 @@ func (s *Service) RegisterMetrics(m metric.Meter) error {
 // re-authorisations it queued.
 func (s *Service) registerSweepMetrics(m metric.Meter) error {
 	fail := func(err error) error { return fmt.Errorf("cannot register abm sweep metrics: %w", err) }
-	scanned, err := m.Int64ObservableCounter("abm_sweep_records_scanned", metric.WithDescription("account records the reservation sweep scanned"))
+	scanned, err := m.Int64ObservableCounter("abm_sweep_records_scanned", metric.WithDescription("account records the reservation sweep read: those the store returned as due (BinDue)"))
 	if err != nil {
 		return fail(err)
 	}
@@ -94,7 +94,11 @@ func (s *Service) registerSweepMetrics(m metric.Meter) error {
 	if err != nil {
 		return fail(err)
 	}
-	rate, err := m.Float64ObservableGauge("abm_sweep_rate_cap", metric.WithDescription("most records per second the sweep scans (--sweep-rate; 0 = no cap)"))
+	rate, err := m.Float64ObservableGauge("abm_sweep_rate_cap", metric.WithDescription("most records per second the sweep reads, and the store examines for it (--sweep-rate; 0 = no cap)"))
+	if err != nil {
+		return fail(err)
+	}
+	accounts, err := m.Int64ObservableGauge("abm_sweep_accounts", metric.WithDescription("account records stored when the last capped sweep pass began: the store examines them all, spread over at least accounts / abm_sweep_rate_cap seconds"))
 	if err != nil {
 		return fail(err)
 	}
@@ -126,6 +130,7 @@ func (s *Service) registerSweepMetrics(m metric.Meter) error {
 		o.ObserveInt64(passes, int64(s.sweep.passes.Load()))
 		o.ObserveFloat64(last, time.Duration(s.sweep.lastNs.Load()).Seconds())
 		o.ObserveFloat64(rate, math.Float64frombits(s.sweep.rate.Load()))
+		o.ObserveInt64(accounts, s.sweep.accounts.Load())
 		for i := range reasons {
 			o.ObserveInt64(queued, int64(q.queued[i].Load()), reasons[i])
 		}
@@ -134,7 +139,7 @@ func (s *Service) registerSweepMetrics(m metric.Meter) error {
 		o.ObserveInt64(taken, int64(q.taken.Load()))
 		o.ObserveInt64(pending, int64(len(q.ch)))
 		return nil
-	}, scanned, passes, last, rate, queued, dropped, taken, pending)
+	}, scanned, passes, last, rate, accounts, queued, dropped, taken, pending)
 	if err != nil {
 		return fail(err)
 	}

@@ -65,28 +65,10 @@ func (a *account) sweepTargets(cur uint32, dst []chf.NotifyTarget, n *[nReasons]
 		return dst, false
 	}
 	stale = cur != 0 && a.epoch != 0 && a.epoch != cur
-	// Bucket units held beyond what the live buckets hold, per service.
 	var short [chf.ServiceSMS + 1]bool
 	if !stale {
-		var held, live [chf.ServiceSMS + 1]uint64
-		for i := range a.sessions {
-			for _, r := range a.sessions[i].res {
-				if r.bunits > 0 && r.svc <= chf.ServiceSMS {
-					held[r.svc] = satAddU(held[r.svc], r.bunits)
-				}
-			}
-		}
-		for _, b := range a.buckets {
-			if b.svc <= chf.ServiceSMS {
-				live[b.svc] = satAddU(live[b.svc], b.units)
-			}
-		}
-		some := false
-		for svc := range held {
-			short[svc] = held[svc] > live[svc]
-			some = some || short[svc]
-		}
-		if !some {
+		var some bool
+		if short, some = a.bucketShort(); !some {
 			return dst, false
 		}
 	}
@@ -100,12 +82,9 @@ func (a *account) sweepTargets(cur uint32, dst []chf.NotifyTarget, n *[nReasons]
 			n[reasonTariff]++
 			continue
 		}
-		for _, r := range s.res {
-			if r.bunits > 0 && r.svc <= chf.ServiceSMS && short[r.svc] {
-				dst = append(dst, chf.NotifyTarget{Session: string(s.id), URI: string(s.notify)})
-				n[reasonBucket]++
-				break
-			}
+		if s.holdsShort(&short) {
+			dst = append(dst, chf.NotifyTarget{Session: string(s.id), URI: string(s.notify)})
+			n[reasonBucket]++
 		}
 	}
 	return dst, stale
@@ -163,4 +142,84 @@ func (q *notifyQueue) take(dst []chf.NotifyTarget, max int, now int64) []chf.Not
 		}
 	}
 	return dst
+}
+
+// bucketShort reports, per service, whether the reservations hold more
+// bucket units than the account's live buckets hold (a bucket expired
+// under them), and whether any service is short.
+func (a *account) bucketShort() (short [chf.ServiceSMS + 1]bool, some bool) {
+	var held, live [chf.ServiceSMS + 1]uint64
+	for i := range a.sessions {
+		for _, r := range a.sessions[i].res {
+			if r.bunits > 0 && r.svc <= chf.ServiceSMS {
+				held[r.svc] = satAddU(held[r.svc], r.bunits)
+			}
+		}
+	}
+	for _, b := range a.buckets {
+		if b.svc <= chf.ServiceSMS {
+			live[b.svc] = satAddU(live[b.svc], b.units)
+		}
+	}
+	for svc := range held {
+		short[svc] = held[svc] > live[svc]
+		some = some || short[svc]
+	}
+	return short, some
+}
+
+// holdsShort reports whether s holds bucket units of a service short says
+// is short.
+func (s *session) holdsShort(short *[chf.ServiceSMS + 1]bool) bool {
+	for _, r := range s.res {
+		if r.bunits > 0 && r.svc <= chf.ServiceSMS && short[r.svc] {
+			return true
+		}
+	}
+	return false
+}
+
+// sweepDue is when the sweep next has work on a (BinDue, Unix seconds):
+// the earliest time at which account.expire would release a reservation,
+// drop a session without reservations, an answer kept for retries or a
+// bucket; 0 (due already) when a bucket ran out under an open session that
+// a notification can re-authorise (sweepTargets); DueNever when none of
+// these will happen. A tariff change is not in it: the sweep's filter
+// compares BinEpoch with the newest epoch itself (Service.sweepFilter).
+func (a *account) sweepDue() int64 {
+	due := int64(DueNever)
+	for i := range a.sessions {
+		s := &a.sessions[i]
+		if len(s.res) == 0 {
+			// Dropped at s.expires; with reservations, not before they
+			// expire, and the first of them is due sooner.
+			due = min(due, s.expires)
+			continue
+		}
+		for _, r := range s.res {
+			due = min(due, r.expires)
+		}
+	}
+	for i := range a.recent {
+		due = min(due, a.recent[i].expires)
+	}
+	for _, b := range a.buckets {
+		if b.units == 0 {
+			return 0
+		}
+		if b.expires != 0 {
+			due = min(due, b.expires)
+		}
+	}
+	if due > 0 {
+		if short, some := a.bucketShort(); some {
+			for i := range a.sessions {
+				s := &a.sessions[i]
+				if !s.closed && !s.aborted && len(s.notify) > 0 && s.holdsShort(&short) {
+					return 0
+				}
+			}
+		}
+	}
+	return due
 }

@@ -2,8 +2,11 @@ package abm
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	as "github.com/aerospike/aerospike-client-go/v7"
 
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -116,31 +119,50 @@ func TestSweepReauthorizesExpiredBucket(t *testing.T) {
 	}
 }
 
-// TestSweepPaced: a pass capped at a rate takes at least records/rate,
-// and a spread pass at least its spread; both scan every record.
+// TestSweepPaced: a capped pass is spread over at least accounts / rate
+// (the store examines every account, due or not) and reads at most rate
+// due records a second; a spread pass takes at least its spread; a
+// cancelled pass ends early.
 func TestSweepPaced(t *testing.T) {
 	cl := startStore(t)
 	svc := New(cl, Config{})
-	provision(t, cl, "imsi-001010000000001", 3000, 1000)
+	const n = 3000
+	provision(t, cl, "imsi-001010000000001", n, 1000)
 	ctx := context.Background()
-	for _, c := range []struct {
-		rate   float64
-		spread time.Duration
-	}{{10000, 0}, {0, 200 * time.Millisecond}} {
+	pass := func(rate float64, spread time.Duration, wantRead int64, least time.Duration) {
+		t.Helper()
 		before := svc.sweep.scanned.Load()
 		start := time.Now()
-		if _, err := svc.sweepPass(ctx, c.rate, c.spread); err != nil {
+		if _, err := svc.sweepPass(ctx, rate, spread); err != nil {
 			t.Fatal(err)
 		}
 		el := time.Since(start)
-		if n := svc.sweep.scanned.Load() - before; n != 3000 || svc.sweep.lastCount.Load() != 3000 {
-			t.Fatalf("%+v: scanned %d", c, n)
+		if read := svc.sweep.scanned.Load() - before; read != uint64(wantRead) || svc.sweep.lastCount.Load() != wantRead {
+			t.Fatalf("rate %v, spread %v: read %d, want %d", rate, spread, read, wantRead)
 		}
-		// 3000 records at 10,000/s: paused until 0.2048 s at record 2048.
-		if min := 190 * time.Millisecond; el < min {
-			t.Fatalf("%+v: pass took %v, want at least %v", c, el, min)
+		if el < least {
+			t.Fatalf("rate %v, spread %v: pass took %v, want at least %v", rate, spread, el, least)
 		}
 	}
+	// Nothing due: nothing read, but 3000 accounts at 10,000/s spread the
+	// pass over 0.3 s (its last scan starts at 255/256 of it).
+	pass(10000, 0, 0, 290*time.Millisecond)
+	if got := svc.sweep.accounts.Load(); got != n {
+		t.Fatalf("accounts counted %d, want %d", got, n)
+	}
+	pass(0, 200*time.Millisecond, 0, 190*time.Millisecond)
+	// Every record undated (written before BinDue): all read, and dated.
+	for i := range n {
+		k, err := as.NewKey(svc.cfg.Namespace, svc.cfg.Set, fmt.Sprintf("imsi-%015d", 1010000000001+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aerr := cl.Put(nil, k, as.BinMap{BinDue: nil}); aerr != nil {
+			t.Fatal(aerr)
+		}
+	}
+	pass(10000, 0, n, 290*time.Millisecond)
+	pass(0, 0, 0, 0)
 	// Cancelled: the pass ends early without an error.
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()

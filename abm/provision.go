@@ -49,14 +49,14 @@ type ProvisionConfig struct {
 	Now func() time.Time
 }
 
-// planBlob is the session blob a provisioned account starts with: empty,
-// or its credit limit and buckets.
-func (cfg *ProvisionConfig) planBlob() ([]byte, error) {
+// planBlob is the session blob a provisioned account starts with (empty,
+// or its credit limit and buckets) and its BinDue.
+func (cfg *ProvisionConfig) planBlob() ([]byte, int64, error) {
 	if cfg.CreditLimit < 0 {
-		return nil, errors.New("abm: provision credit limit must not be negative")
+		return nil, 0, errors.New("abm: provision credit limit must not be negative")
 	}
 	if cfg.CreditLimit == 0 && len(cfg.Buckets) == 0 {
-		return []byte{}, nil
+		return []byte{}, DueNever, nil
 	}
 	now := time.Now
 	if cfg.Now != nil {
@@ -65,7 +65,7 @@ func (cfg *ProvisionConfig) planBlob() ([]byte, error) {
 	a := account{creditLimit: cfg.CreditLimit}
 	for i, b := range cfg.Buckets {
 		if b.Service < chf.ServiceData || b.Service > chf.ServiceSMS || b.Units == 0 || b.Expires < 0 {
-			return nil, fmt.Errorf("abm: provision bucket %d: want a service, units > 0 and a validity >= 0", i)
+			return nil, 0, fmt.Errorf("abm: provision bucket %d: want a service, units > 0 and a validity >= 0", i)
 		}
 		exp := int64(0)
 		if b.Expires > 0 {
@@ -73,7 +73,7 @@ func (cfg *ProvisionConfig) planBlob() ([]byte, error) {
 		}
 		a.buckets = append(a.buckets, bucket{svc: b.Service, units: b.Units, expires: exp})
 	}
-	return a.appendSessions(nil), nil
+	return a.appendSessions(nil), a.sweepDue(), nil
 }
 
 // ProvisionResult counts what Provision did.
@@ -135,7 +135,7 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 		return ProvisionResult{}, fmt.Errorf("cannot provision: %w", err)
 	}
 	first, _ := parseFirst(cfg.First) // checked by SUPI above
-	plan, err := cfg.planBlob()
+	plan, due, err := cfg.planBlob()
 	if err != nil {
 		return ProvisionResult{}, err
 	}
@@ -177,6 +177,7 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 				as.NewBin(BinCurrency, cfg.Currency),
 				as.NewBin(BinDebited, 0),
 				as.NewBin(BinSessions, plan),
+				as.NewBin(BinDue, due),
 			}
 			ops := make([]*as.Operation, len(bins))
 			for i, b := range bins {

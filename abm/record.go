@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -28,7 +29,17 @@ const (
 	// granted under (int, chf.ApplyRequest.Epoch; absent = unknown),
 	// written only when it changes (abm/README.md, Notifications).
 	BinEpoch = "te"
+	// BinDue is when the sweep next has work on the account (int, Unix
+	// seconds, account.sweepDue; DueNever = nothing pending), written with
+	// every write, so that the sweep's scan asks the store for only the
+	// records due (abm/README.md, The sweep). A record without it (written
+	// before the bin existed) is always swept.
+	BinDue = "due"
 )
+
+// DueNever is BinDue of an account on which nothing will expire: no
+// reservation, session, answer kept for retries or bucket with a validity.
+const DueNever = math.MaxInt64
 
 // reservation is balance held for one rating group of one session.
 type reservation struct {

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -280,7 +282,7 @@ type scratch struct {
 	rp   as.BasePolicy
 	wp   as.WritePolicy
 	rb   recordBins
-	ptrs [4]*as.Bin
+	ptrs [maxWriteBins]*as.Bin
 }
 
 // recordBins are the bins a write of an account stores, with the values
@@ -288,24 +290,29 @@ type scratch struct {
 // the client only calls Value's methods on a put (which *IntegerValue and
 // *BytesValue have), so the wire bytes are the same.
 type recordBins struct {
-	bins  [4]as.Bin
-	ints  [3]as.IntegerValue
+	bins  [maxWriteBins]as.Bin
+	ints  [4]as.IntegerValue
 	bytes as.BytesValue
 }
+
+// maxWriteBins is how many bins a write of an account stores at most.
+const maxWriteBins = 5
 
 // fill sets the bins of acc, blob being its encoded sessions, and returns
 // how many the write stores (the epoch only when it changed).
 func (r *recordBins) fill(acc *account, blob []byte) int {
 	r.ints[0], r.ints[1], r.bytes = as.IntegerValue(acc.balance), as.IntegerValue(acc.debited), as.BytesValue(blob)
+	r.ints[2] = as.IntegerValue(acc.sweepDue())
 	r.bins[0] = as.Bin{Name: BinBalance, Value: &r.ints[0]}
 	r.bins[1] = as.Bin{Name: BinDebited, Value: &r.ints[1]}
 	r.bins[2] = as.Bin{Name: BinSessions, Value: &r.bytes}
+	r.bins[3] = as.Bin{Name: BinDue, Value: &r.ints[2]}
 	if acc.epoch == acc.epochRead {
-		return 3
+		return 4
 	}
-	r.ints[2] = as.IntegerValue(int64(acc.epoch))
-	r.bins[3] = as.Bin{Name: BinEpoch, Value: &r.ints[2]}
-	return 4
+	r.ints[3] = as.IntegerValue(int64(acc.epoch))
+	r.bins[4] = as.Bin{Name: BinEpoch, Value: &r.ints[3]}
+	return 5
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -363,7 +370,7 @@ func (s *Service) countReplays(resps []*chf.ChargeResponse, errs []error) {
 func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch) error {
 	deadline, hasDeadline := ctx.Deadline()
 	if s.cache != nil {
-		if req.Op != chf.OpBalance && req.Op != chf.OpSessions && req.Op != opExpire {
+		if req.Op != chf.OpBalance && req.Op != chf.OpSessions && !sweepOp(req.Op) {
 			var done bool
 			var err error
 			if done, key, err = s.applyCached(ctx, key, req, resp, sc, deadline, hasDeadline); done {
@@ -589,6 +596,7 @@ func (s *Service) seeEpoch(e uint32) {
 type sweepStats struct {
 	passes, scanned   atomic.Uint64
 	lastNs, lastCount atomic.Int64  // duration and records of the last pass
+	accounts          atomic.Int64  // the accounts stored when the last paced pass began
 	rate              atomic.Uint64 // math.Float64bits of the cap in force
 }
 
@@ -621,6 +629,16 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 		// RecordsPerSecond per node), so that it sends the records as
 		// they are taken instead of a socket buffer's worth at once.
 		sp.RecordsPerSecond = int(min(max(rate, 1), math.MaxInt32))
+		// The store examines every record, due or not, and the rate
+		// counts only those it returns: spread the pass over at least
+		// accounts / rate, so that the store examines no more than rate
+		// records a second either.
+		if n, err := s.storedAccounts(); err != nil {
+			s.cfg.Logger.Warn("sweep: cannot count the accounts; the pass is spread over the interval only", "err", err)
+		} else {
+			s.sweep.accounts.Store(n)
+			spread = max(spread, time.Duration(float64(n)/rate*float64(time.Second)))
+		}
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
@@ -641,7 +659,8 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 			}
 		}
 		pf := as.NewPartitionFilterByRange(c*sweepChunk, sweepChunk)
-		rs, aerr := s.client.ScanPartitions(sp, pf, s.cfg.Namespace, s.cfg.Set, BinSessions, BinEpoch)
+		sp.FilterExpression = sweepFilter(s.cfg.Now().Unix(), s.epoch.Load())
+		rs, aerr := s.client.ScanPartitions(sp, pf, s.cfg.Namespace, s.cfg.Set, BinSessions, BinEpoch, BinDue)
 		if aerr != nil {
 			return changed, fmt.Errorf("cannot scan accounts: %w", aerr)
 		}
@@ -654,6 +673,73 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 		}
 	}
 	return changed, nil
+}
+
+// sweepFilter is the filter of the sweep's scans at now with cur the newest
+// tariff epoch (0 = none seen): the store returns only the records with
+// work due (BinDue at or before now), those written before BinDue existed,
+// and, once an epoch is known, those with pending expiries whose BinEpoch
+// is another (non-zero) epoch, whose open sessions may have to
+// re-authorise (sweepTargets decides). A record it leaves out is one the
+// sweep would have read and left alone.
+func sweepFilter(now int64, cur uint32) *as.Expression {
+	due := as.ExpIntBin(BinDue)
+	either := []*as.Expression{
+		as.ExpNot(as.ExpBinExists(BinDue)),
+		as.ExpLessEq(due, as.ExpIntVal(now)),
+	}
+	if cur != 0 {
+		te := as.ExpIntBin(BinEpoch)
+		either = append(either, as.ExpAnd(
+			as.ExpLess(due, as.ExpIntVal(DueNever)),
+			as.ExpBinExists(BinEpoch),
+			as.ExpNotEq(te, as.ExpIntVal(0)),
+			as.ExpNotEq(te, as.ExpIntVal(int64(cur))),
+		))
+	}
+	return as.ExpOr(either...)
+}
+
+// storedAccounts is the number of account records in the cluster: the
+// account set's objects summed over the nodes (Aerospike's "sets" info)
+// and divided by the namespace's replication factor.
+func (s *Service) storedAccounts() (int64, error) {
+	nodes := s.client.GetNodes()
+	if len(nodes) == 0 {
+		return 0, errors.New("no aerospike node")
+	}
+	setsCmd := "sets/" + s.cfg.Namespace + "/" + s.cfg.Set
+	nsCmd := "namespace/" + s.cfg.Namespace
+	var total, rf int64
+	for _, n := range nodes {
+		info, aerr := n.RequestInfo(as.NewInfoPolicy(), setsCmd, nsCmd)
+		if aerr != nil {
+			return 0, aerr
+		}
+		objs, ok := infoInt(info[setsCmd], "objects", ':')
+		if !ok && info[setsCmd] != "" {
+			return 0, fmt.Errorf("cannot read the objects of %q from %q", setsCmd, info[setsCmd])
+		}
+		total += objs
+		if r, ok := infoInt(info[nsCmd], "replication-factor", ';'); ok && r > rf {
+			rf = r
+		}
+	}
+	return total / max(rf, 1), nil
+}
+
+// infoInt reads the integer value of key from an info answer whose
+// key=value pairs are separated by sep (records by ';').
+func infoInt(answer, key string, sep byte) (int64, bool) {
+	for _, rec := range strings.Split(answer, ";") {
+		for _, kv := range strings.Split(rec, string(sep)) {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+				n, err := strconv.ParseInt(v, 10, 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
 }
 
 // sweepRecords sweeps the records of one scan; scanned counts the pass's
@@ -674,7 +760,10 @@ func (s *Service) sweepRecords(ctx context.Context, rs *as.Recordset, sc *scratc
 			return changed, scanned, nil
 		}
 		blob, _ := res.Record.Bins[BinSessions].([]byte)
-		if len(blob) == 0 {
+		// Written before BinDue existed: the sweep writes it once (the
+		// filter returns such records at every pass until then).
+		undated := res.Record.Bins[BinDue] == nil
+		if len(blob) == 0 && !undated {
 			continue
 		}
 		acc := &sc.acc
@@ -705,8 +794,11 @@ func (s *Service) sweepRecords(ctx context.Context, rs *as.Recordset, sc *scratc
 			// Queued: record the epoch, so the next pass does not
 			// re-authorise them again. (Not queued: the next pass tries.)
 			req = &chf.ApplyRequest{Op: opExpire, Epoch: cur}
-		} else if !expired {
+		} else if !expired && !undated {
 			continue
+		}
+		if undated {
+			req = &chf.ApplyRequest{Op: opDate, Epoch: req.Epoch}
 		}
 		k := res.Record.Key
 		key, err := as.NewKeyWithDigest(s.cfg.Namespace, s.cfg.Set, k.Value(), k.Digest())
@@ -747,6 +839,13 @@ var sweepRequest = chf.ApplyRequest{Op: opExpire}
 // opExpire is an internal operation: release what has expired, nothing else.
 const opExpire chf.Op = 255
 
+// opDate is opExpire that writes the record even when nothing expired, so
+// that a record written before BinDue existed gets one.
+const opDate chf.Op = 254
+
+// sweepOp reports whether op is one of the sweep's internal operations.
+func sweepOp(op chf.Op) bool { return op == opExpire || op == opDate }
+
 // RunSweeper runs a sweep pass every interval until ctx ends, each paced:
 // spread over 90% of the interval and capped at Config.SweepRate records
 // a second, so that a pass over many accounts never takes a core for
@@ -773,7 +872,7 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 			s.cfg.Logger.Warn("reservation sweep failed", "err", err)
 			continue
 		}
-		s.cfg.Logger.Info("reservation sweep", "scanned", s.sweep.lastCount.Load(), "changed_accounts", n,
+		s.cfg.Logger.Info("reservation sweep", "accounts", s.sweep.accounts.Load(), "due", s.sweep.lastCount.Load(), "changed_accounts", n,
 			"notifications_pending", len(s.notes.ch), "took", time.Since(start).Round(time.Millisecond))
 	}
 }

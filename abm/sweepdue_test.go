@@ -1,0 +1,124 @@
+package abm
+
+import (
+	"context"
+	"testing"
+
+	as "github.com/aerospike/aerospike-client-go/v7"
+
+	"github.com/chf-testbed/testbed/chf"
+)
+
+// TestSweepDue: BinDue is the first time account.expire would change the
+// account, 0 when a notification is due now, DueNever when nothing will
+// expire.
+func TestSweepDue(t *testing.T) {
+	res := func(exp int64) reservation { return reservation{rg: 1, amount: 1, expires: exp} }
+	bres := func(exp int64, bunits uint64) reservation {
+		return reservation{rg: 1, expires: exp, bunits: bunits, svc: chf.ServiceData}
+	}
+	cases := []struct {
+		name string
+		acc  account
+		want int64
+	}{
+		{"empty", account{}, DueNever},
+		{"an open session's reservations: the first", account{sessions: []session{{expires: 1000, res: []reservation{res(100), res(50)}}}}, 50},
+		{"a session without reservations: its own expiry", account{sessions: []session{{expires: 70}, {expires: 1000, res: []reservation{res(90)}}}}, 70},
+		{"reservations due before the session", account{sessions: []session{{expires: 30, res: []reservation{res(80)}}}}, 80},
+		{"an answer kept for retries", account{recent: []recent{{expires: 40}}, sessions: []session{{expires: 500}}}, 40},
+		{"a bucket with a validity", account{buckets: []bucket{{svc: chf.ServiceData, units: 5, expires: 30}, {svc: chf.ServiceSMS, units: 5}}}, 30},
+		{"a bucket without one", account{buckets: []bucket{{svc: chf.ServiceData, units: 5}}}, DueNever},
+		{"a spent bucket", account{buckets: []bucket{{svc: chf.ServiceData, units: 0, expires: 900}}}, 0},
+		{"held beyond the live buckets, notifiable", account{
+			buckets:  []bucket{{svc: chf.ServiceData, units: 5}},
+			sessions: []session{{expires: 600, notify: []byte("http://smf/a"), res: []reservation{bres(300, 10)}}},
+		}, 0},
+		{"held beyond the live buckets, no notifyUri", account{
+			buckets:  []bucket{{svc: chf.ServiceData, units: 5}},
+			sessions: []session{{expires: 600, res: []reservation{bres(300, 10)}}},
+		}, 300},
+		{"held within the live buckets", account{
+			buckets:  []bucket{{svc: chf.ServiceData, units: 50}},
+			sessions: []session{{expires: 600, notify: []byte("http://smf/a"), res: []reservation{bres(300, 10)}}},
+		}, 300},
+	}
+	for _, c := range cases {
+		if got := c.acc.sweepDue(); got != c.want {
+			t.Errorf("%s: sweepDue = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestSweepReadsOnlyDue: the sweep's scan returns only the accounts with
+// something due (and those written before BinDue existed, which it then
+// dates); provisioning and every write store BinDue.
+func TestSweepReadsOnlyDue(t *testing.T) {
+	cl := startStore(t)
+	clk := newFakeClock()
+	svc := New(cl, Config{Now: clk.Now})
+	const n = 20
+	provision(t, cl, "imsi-001010000000001", n, 1000)
+	ctx := context.Background()
+	due := func(supi string) any {
+		t.Helper()
+		k, err := as.NewKey(svc.cfg.Namespace, svc.cfg.Set, supi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, aerr := cl.Get(nil, k, BinDue)
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		return rec.Bins[BinDue]
+	}
+	if got := due("imsi-001010000000005"); got != DueNever {
+		t.Fatalf("provisioned: %s = %v, want %d", BinDue, got, DueNever)
+	}
+	sweep := func(wantRead, wantChanged int) {
+		t.Helper()
+		changed, err := svc.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read := svc.sweep.lastCount.Load(); read != int64(wantRead) || changed != wantChanged {
+			t.Fatalf("sweep read %d and changed %d accounts, want %d and %d", read, changed, wantRead, wantChanged)
+		}
+	}
+	sweep(0, 0)
+	var resp chf.ChargeResponse
+	for _, supi := range []string{"imsi-001010000000002", "imsi-001010000000007", "imsi-001010000000011"} {
+		req := chf.ApplyRequest{Op: chf.OpCreate, SUPI: supi, Session: "s", Seq: 1, Lines: []chf.RatedLine{dataLine(0, 10_000_000)}}
+		if err := svc.Apply(ctx, &req, &resp); err != nil || resp.Result != chf.ResultSuccess || resp.Reserved == 0 {
+			t.Fatalf("create on %s: %v %+v", supi, err, resp)
+		}
+	}
+	now := clk.Now().Unix()
+	if got := due("imsi-001010000000007"); got != int(now+60) {
+		t.Fatalf("after a create: %s = %v, want %d (the reservation's validity)", BinDue, got, now+60)
+	}
+	sweep(0, 0) // nothing due yet
+	clk.AdvanceSeconds(61)
+	sweep(3, 3) // the three reservations released
+	sweep(0, 0)
+	if got := due("imsi-001010000000007"); got == DueNever || got.(int) <= int(now+60) {
+		t.Fatalf("after the release: %s = %v, want the session's or the answer's expiry", BinDue, got)
+	}
+
+	// A record written before BinDue existed: read and dated once.
+	k, err := as.NewKey(svc.cfg.Namespace, svc.cfg.Set, "imsi-001010000000013")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aerr := cl.Put(nil, k, as.BinMap{BinDue: nil}); aerr != nil {
+		t.Fatal(aerr)
+	}
+	if got := due("imsi-001010000000013"); got != nil {
+		t.Fatalf("undated: %s = %v", BinDue, got)
+	}
+	sweep(1, 1)
+	if got := due("imsi-001010000000013"); got != DueNever {
+		t.Fatalf("dated by the sweep: %s = %v, want %d", BinDue, got, DueNever)
+	}
+	sweep(0, 0)
+}
