@@ -416,13 +416,13 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		resp.OfflineTotal, resp.Credited, resp.CreditLimit = a.offline, a.credited, a.creditLimit
 		resp.Barred = a.barred
 	}()
-	if sweepOp(req.Op) {
+	if req.Op == opExpire {
 		if req.Epoch != 0 && a.epoch != req.Epoch {
 			// The sweep queued the re-authorisation of the sessions
 			// granted under the older tariff.
 			a.epoch, write = req.Epoch, true
 		}
-		return write || req.Op == opDate
+		return write
 	}
 	if req.Op == chf.OpBalance {
 		// An inquiry never writes: expired reservations are left out of

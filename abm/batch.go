@@ -86,7 +86,7 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 	for i, req := range reqs {
 		errs[i] = nil
 		s.seeEpoch(req.Epoch)
-		if req.SUPI == "" || sweepOp(req.Op) {
+		if req.SUPI == "" || req.Op == opExpire {
 			// Apply answers a missing subscriber; expiry is the sweep's.
 			bs.solo = append(bs.solo, i)
 			continue

@@ -177,7 +177,9 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 				as.NewBin(BinCurrency, cfg.Currency),
 				as.NewBin(BinDebited, 0),
 				as.NewBin(BinSessions, plan),
-				as.NewBin(BinDue, due),
+			}
+			if due != DueNever {
+				bins = append(bins, as.NewBin(BinDue, due))
 			}
 			ops := make([]*as.Operation, len(bins))
 			for i, b := range bins {

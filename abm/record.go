@@ -30,15 +30,15 @@ const (
 	// written only when it changes (abm/README.md, Notifications).
 	BinEpoch = "te"
 	// BinDue is when the sweep next has work on the account (int, Unix
-	// seconds, account.sweepDue; DueNever = nothing pending), written with
-	// every write, so that the sweep's scan asks the store for only the
-	// records due (abm/README.md, The sweep). A record without it (written
-	// before the bin existed) is always swept.
+	// seconds, account.sweepDue), set by every write; absent when nothing
+	// will expire. The sweep's scan asks the store for only the records
+	// due (abm/README.md, The sweep).
 	BinDue = "due"
 )
 
-// DueNever is BinDue of an account on which nothing will expire: no
-// reservation, session, answer kept for retries or bucket with a validity.
+// DueNever is account.sweepDue of an account on which nothing will
+// expire: no reservation, session, answer kept for retries or bucket with
+// a validity. Its record has no BinDue.
 const DueNever = math.MaxInt64
 
 // reservation is balance held for one rating group of one session.

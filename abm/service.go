@@ -298,15 +298,24 @@ type recordBins struct {
 // maxWriteBins is how many bins a write of an account stores at most.
 const maxWriteBins = 5
 
+// nullValue is what a bin removed by a write points to.
+var nullValue as.NullValue
+
 // fill sets the bins of acc, blob being its encoded sessions, and returns
 // how many the write stores (the epoch only when it changed).
 func (r *recordBins) fill(acc *account, blob []byte) int {
 	r.ints[0], r.ints[1], r.bytes = as.IntegerValue(acc.balance), as.IntegerValue(acc.debited), as.BytesValue(blob)
-	r.ints[2] = as.IntegerValue(acc.sweepDue())
 	r.bins[0] = as.Bin{Name: BinBalance, Value: &r.ints[0]}
 	r.bins[1] = as.Bin{Name: BinDebited, Value: &r.ints[1]}
 	r.bins[2] = as.Bin{Name: BinSessions, Value: &r.bytes}
-	r.bins[3] = as.Bin{Name: BinDue, Value: &r.ints[2]}
+	if due := acc.sweepDue(); due != DueNever {
+		r.ints[2] = as.IntegerValue(due)
+		r.bins[3] = as.Bin{Name: BinDue, Value: &r.ints[2]}
+	} else {
+		// Nothing pending: no bin (a put of null removes it), so that
+		// the many accounts at rest carry none.
+		r.bins[3] = as.Bin{Name: BinDue, Value: &nullValue}
+	}
 	if acc.epoch == acc.epochRead {
 		return 4
 	}
@@ -370,7 +379,7 @@ func (s *Service) countReplays(resps []*chf.ChargeResponse, errs []error) {
 func (s *Service) rmw(ctx context.Context, key *as.Key, req *chf.ApplyRequest, resp *chf.ChargeResponse, sc *scratch) error {
 	deadline, hasDeadline := ctx.Deadline()
 	if s.cache != nil {
-		if req.Op != chf.OpBalance && req.Op != chf.OpSessions && !sweepOp(req.Op) {
+		if req.Op != chf.OpBalance && req.Op != chf.OpSessions && req.Op != opExpire {
 			var done bool
 			var err error
 			if done, key, err = s.applyCached(ctx, key, req, resp, sc, deadline, hasDeadline); done {
@@ -607,9 +616,28 @@ type sweepStats struct {
 // per pause.)
 const sweepPaceStep = 1024
 
-// sweepChunk is the partitions (of 4096) one scan command of the sweep
-// covers: a pass is 256 short scans, paced between them.
+// sweepChunk is the most partitions (of 4096) one scan command of the
+// sweep covers: a pass is at least 256 short scans, paced between them.
 const sweepChunk = 16
+
+// sweepScanRecords is about the most records one scan command of a capped
+// sweep makes the store examine. The store examines a scan's records as
+// fast as it can and the rate counts only those it returns, so one
+// command's examination is a burst of the store's CPU: at 20 M accounts,
+// 16 partitions were 78,000 records, ~60 ms of aslite every 3 s, and the
+// busy-hour p99 spiked with them (loadgen/README.md, busy-hour).
+const sweepScanRecords = 5000
+
+// sweepChunkFor is the partitions per scan command for n accounts: the
+// largest power of two up to sweepChunk whose partitions hold at most
+// sweepScanRecords (at least 1).
+func sweepChunkFor(n int64) int {
+	c := sweepChunk
+	for c > 1 && int64(c)*n > sweepScanRecords*4096 {
+		c /= 2
+	}
+	return c
+}
 
 // Sweep scans every account once, unpaced, releasing expired reservations
 // and sessions (each with its own read-modify-write) and queueing the
@@ -624,6 +652,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Duration) (int, error) {
 	sp := as.NewScanPolicy()
 	sp.IncludeBinData = true
+	chunk := sweepChunk
 	if rate > 0 {
 		// The store paces the scan too (Aerospike and aslite honour
 		// RecordsPerSecond per node), so that it sends the records as
@@ -638,6 +667,7 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 		} else {
 			s.sweep.accounts.Store(n)
 			spread = max(spread, time.Duration(float64(n)/rate*float64(time.Second)))
+			chunk = sweepChunkFor(n)
 		}
 	}
 	sc := scratchPool.Get().(*scratch)
@@ -651,16 +681,16 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 		s.sweep.lastNs.Store(int64(time.Since(start)))
 		s.sweep.lastCount.Store(int64(scanned))
 	}()
-	const chunks = 4096 / sweepChunk
+	chunks := 4096 / chunk
 	for c := 0; c < chunks; c++ {
 		if spread > 0 {
-			if err := sleepUntil(ctx, start.Add(spread*time.Duration(c)/chunks)); err != nil {
+			if err := sleepUntil(ctx, start.Add(spread*time.Duration(c)/time.Duration(chunks))); err != nil {
 				return changed, nil
 			}
 		}
-		pf := as.NewPartitionFilterByRange(c*sweepChunk, sweepChunk)
+		pf := as.NewPartitionFilterByRange(c*chunk, chunk)
 		sp.FilterExpression = sweepFilter(s.cfg.Now().Unix(), s.epoch.Load())
-		rs, aerr := s.client.ScanPartitions(sp, pf, s.cfg.Namespace, s.cfg.Set, BinSessions, BinEpoch, BinDue)
+		rs, aerr := s.client.ScanPartitions(sp, pf, s.cfg.Namespace, s.cfg.Set, BinSessions, BinEpoch)
 		if aerr != nil {
 			return changed, fmt.Errorf("cannot scan accounts: %w", aerr)
 		}
@@ -677,21 +707,18 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 
 // sweepFilter is the filter of the sweep's scans at now with cur the newest
 // tariff epoch (0 = none seen): the store returns only the records with
-// work due (BinDue at or before now), those written before BinDue existed,
-// and, once an epoch is known, those with pending expiries whose BinEpoch
-// is another (non-zero) epoch, whose open sessions may have to
-// re-authorise (sweepTargets decides). A record it leaves out is one the
-// sweep would have read and left alone.
+// work due (BinDue at or before now) and, once an epoch is known, those
+// with something pending (a BinDue) whose BinEpoch is another (non-zero)
+// epoch: their open sessions may have to re-authorise (sweepTargets
+// decides). A record it leaves out is one the sweep would have read and
+// left alone.
 func sweepFilter(now int64, cur uint32) *as.Expression {
 	due := as.ExpIntBin(BinDue)
-	either := []*as.Expression{
-		as.ExpNot(as.ExpBinExists(BinDue)),
-		as.ExpLessEq(due, as.ExpIntVal(now)),
-	}
+	either := []*as.Expression{as.ExpLessEq(due, as.ExpIntVal(now))}
 	if cur != 0 {
 		te := as.ExpIntBin(BinEpoch)
 		either = append(either, as.ExpAnd(
-			as.ExpLess(due, as.ExpIntVal(DueNever)),
+			as.ExpBinExists(BinDue),
 			as.ExpBinExists(BinEpoch),
 			as.ExpNotEq(te, as.ExpIntVal(0)),
 			as.ExpNotEq(te, as.ExpIntVal(int64(cur))),
@@ -760,10 +787,7 @@ func (s *Service) sweepRecords(ctx context.Context, rs *as.Recordset, sc *scratc
 			return changed, scanned, nil
 		}
 		blob, _ := res.Record.Bins[BinSessions].([]byte)
-		// Written before BinDue existed: the sweep writes it once (the
-		// filter returns such records at every pass until then).
-		undated := res.Record.Bins[BinDue] == nil
-		if len(blob) == 0 && !undated {
+		if len(blob) == 0 {
 			continue
 		}
 		acc := &sc.acc
@@ -794,11 +818,8 @@ func (s *Service) sweepRecords(ctx context.Context, rs *as.Recordset, sc *scratc
 			// Queued: record the epoch, so the next pass does not
 			// re-authorise them again. (Not queued: the next pass tries.)
 			req = &chf.ApplyRequest{Op: opExpire, Epoch: cur}
-		} else if !expired && !undated {
+		} else if !expired {
 			continue
-		}
-		if undated {
-			req = &chf.ApplyRequest{Op: opDate, Epoch: req.Epoch}
 		}
 		k := res.Record.Key
 		key, err := as.NewKeyWithDigest(s.cfg.Namespace, s.cfg.Set, k.Value(), k.Digest())
@@ -839,12 +860,6 @@ var sweepRequest = chf.ApplyRequest{Op: opExpire}
 // opExpire is an internal operation: release what has expired, nothing else.
 const opExpire chf.Op = 255
 
-// opDate is opExpire that writes the record even when nothing expired, so
-// that a record written before BinDue existed gets one.
-const opDate chf.Op = 254
-
-// sweepOp reports whether op is one of the sweep's internal operations.
-func sweepOp(op chf.Op) bool { return op == opExpire || op == opDate }
 
 // RunSweeper runs a sweep pass every interval until ctx ends, each paced:
 // spread over 90% of the interval and capped at Config.SweepRate records

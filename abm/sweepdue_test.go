@@ -51,8 +51,8 @@ func TestSweepDue(t *testing.T) {
 }
 
 // TestSweepReadsOnlyDue: the sweep's scan returns only the accounts with
-// something due (and those written before BinDue existed, which it then
-// dates); provisioning and every write store BinDue.
+// something due; every write sets BinDue, and removes it once nothing is
+// pending; provisioning stores none for an account with nothing pending.
 func TestSweepReadsOnlyDue(t *testing.T) {
 	cl := startStore(t)
 	clk := newFakeClock()
@@ -72,8 +72,8 @@ func TestSweepReadsOnlyDue(t *testing.T) {
 		}
 		return rec.Bins[BinDue]
 	}
-	if got := due("imsi-001010000000005"); got != DueNever {
-		t.Fatalf("provisioned: %s = %v, want %d", BinDue, got, DueNever)
+	if got := due("imsi-001010000000005"); got != nil {
+		t.Fatalf("provisioned: %s = %v, want none", BinDue, got)
 	}
 	sweep := func(wantRead, wantChanged int) {
 		t.Helper()
@@ -101,24 +101,32 @@ func TestSweepReadsOnlyDue(t *testing.T) {
 	clk.AdvanceSeconds(61)
 	sweep(3, 3) // the three reservations released
 	sweep(0, 0)
-	if got := due("imsi-001010000000007"); got == DueNever || got.(int) <= int(now+60) {
+	got := due("imsi-001010000000007")
+	if d, ok := got.(int); !ok || d <= int(now+60) {
 		t.Fatalf("after the release: %s = %v, want the session's or the answer's expiry", BinDue, got)
 	}
-
-	// A record written before BinDue existed: read and dated once.
-	k, err := as.NewKey(svc.cfg.Namespace, svc.cfg.Set, "imsi-001010000000013")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if aerr := cl.Put(nil, k, as.BinMap{BinDue: nil}); aerr != nil {
-		t.Fatal(aerr)
-	}
-	if got := due("imsi-001010000000013"); got != nil {
-		t.Fatalf("undated: %s = %v", BinDue, got)
-	}
-	sweep(1, 1)
-	if got := due("imsi-001010000000013"); got != DueNever {
-		t.Fatalf("dated by the sweep: %s = %v, want %d", BinDue, got, DueNever)
-	}
+	// Once the idle session and the create's answer expire, the sweep
+	// drops them and the record goes back to no BinDue.
+	clk.AdvanceSeconds(2 * 3600)
+	sweep(3, 3)
 	sweep(0, 0)
+	if got := due("imsi-001010000000007"); got != nil {
+		t.Fatalf("nothing pending: %s = %v, want none", BinDue, got)
+	}
+}
+
+// TestSweepChunkFor: a capped pass's scan commands each cover at most
+// ~5,000 records (whole partitions, powers of two, 1 to 16 of them).
+func TestSweepChunkFor(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want int
+	}{{0, 16}, {100_000, 16}, {1_280_000, 16}, {1_300_000, 8}, {2_000_000, 8}, {20_000_000, 1}, {1 << 40, 1}} {
+		if got := sweepChunkFor(c.n); got != c.want {
+			t.Errorf("sweepChunkFor(%d) = %d, want %d", c.n, got, c.want)
+		}
+		if got := sweepChunkFor(c.n); c.n/4096*int64(got) > sweepScanRecords && got > 1 {
+			t.Errorf("sweepChunkFor(%d) = %d: %d records a command", c.n, got, c.n/4096*int64(got))
+		}
+	}
 }
