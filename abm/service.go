@@ -860,7 +860,6 @@ var sweepRequest = chf.ApplyRequest{Op: opExpire}
 // opExpire is an internal operation: release what has expired, nothing else.
 const opExpire chf.Op = 255
 
-
 // RunSweeper runs a sweep pass every interval until ctx ends, each paced:
 // spread over 90% of the interval and capped at Config.SweepRate records
 // a second, so that a pass over many accounts never takes a core for
