@@ -647,8 +647,8 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 }
 
 // sweepPass is one pass of the sweep: at most rate records a second (0 =
-// no cap) and, with spread > 0, chunk k of the partitions not before
-// k/chunks of spread after the start.
+// no cap) and, with spread > 0, partition p not before p/4096 of spread
+// after the start.
 func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Duration) (int, error) {
 	sp := as.NewScanPolicy()
 	sp.IncludeBinData = true
@@ -658,17 +658,22 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 		// RecordsPerSecond per node), so that it sends the records as
 		// they are taken instead of a socket buffer's worth at once.
 		sp.RecordsPerSecond = int(min(max(rate, 1), math.MaxInt32))
-		// The store examines every record, due or not, and the rate
-		// counts only those it returns: spread the pass over at least
-		// accounts / rate, so that the store examines no more than rate
-		// records a second either.
-		if n, err := s.storedAccounts(); err != nil {
+	}
+	// The store examines every record, due or not, and the rate counts
+	// only those it returns: a capped pass is spread over at least
+	// accounts / rate, so that the store examines no more than rate
+	// records a second either, in commands of about sweepScanRecords.
+	// The accounts are counted again every 256 partitions, since they
+	// may grow during a pass (provisioning).
+	count := func() {
+		n, err := s.storedAccounts()
+		if err != nil {
 			s.cfg.Logger.Warn("sweep: cannot count the accounts; the pass is spread over the interval only", "err", err)
-		} else {
-			s.sweep.accounts.Store(n)
-			spread = max(spread, time.Duration(float64(n)/rate*float64(time.Second)))
-			chunk = sweepChunkFor(n)
+			return
 		}
+		s.sweep.accounts.Store(n)
+		spread = max(spread, time.Duration(float64(n)/rate*float64(time.Second)))
+		chunk = sweepChunkFor(n)
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
@@ -681,14 +686,17 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 		s.sweep.lastNs.Store(int64(time.Since(start)))
 		s.sweep.lastCount.Store(int64(scanned))
 	}()
-	chunks := 4096 / chunk
-	for c := 0; c < chunks; c++ {
+	// Every chunk divides 256, so p meets each multiple of 256.
+	for p := 0; p < 4096; p += chunk {
+		if rate > 0 && p%256 == 0 {
+			count()
+		}
 		if spread > 0 {
-			if err := sleepUntil(ctx, start.Add(spread*time.Duration(c)/time.Duration(chunks))); err != nil {
+			if err := sleepUntil(ctx, start.Add(spread*time.Duration(p)/4096)); err != nil {
 				return changed, nil
 			}
 		}
-		pf := as.NewPartitionFilterByRange(c*chunk, chunk)
+		pf := as.NewPartitionFilterByRange(p, chunk)
 		sp.FilterExpression = sweepFilter(s.cfg.Now().Unix(), s.epoch.Load())
 		rs, aerr := s.client.ScanPartitions(sp, pf, s.cfg.Namespace, s.cfg.Set, BinSessions, BinEpoch)
 		if aerr != nil {

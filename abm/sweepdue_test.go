@@ -3,6 +3,7 @@ package abm
 import (
 	"context"
 	"testing"
+	"time"
 
 	as "github.com/aerospike/aerospike-client-go/v7"
 
@@ -128,5 +129,39 @@ func TestSweepChunkFor(t *testing.T) {
 		if got := sweepChunkFor(c.n); c.n/4096*int64(got) > sweepScanRecords && got > 1 {
 			t.Errorf("sweepChunkFor(%d) = %d: %d records a command", c.n, got, c.n/4096*int64(got))
 		}
+	}
+}
+
+// TestSweepRecounts: a capped pass counts the accounts again as it goes
+// (every 256 partitions), so accounts provisioned during the pass lengthen
+// its spread and shrink its scan commands.
+func TestSweepRecounts(t *testing.T) {
+	cl := startStore(t)
+	svc := New(cl, Config{})
+	provision(t, cl, "imsi-001010000000001", 200, 1000)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		// 200 accounts at 500 a second: a 0.4-s spread, whose last
+		// recount (partition 3840) is not before 375 ms.
+		_, err := svc.sweepPass(context.Background(), 500, 0)
+		done <- err
+	}()
+	provision(t, cl, "imsi-001010000000201", 400, 1000)
+	added := time.Since(start)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	if added > 300*time.Millisecond {
+		t.Skipf("provisioning 400 accounts took %v, longer than the pass's first recounts", added)
+	}
+	if got := svc.sweep.accounts.Load(); got != 600 {
+		t.Fatalf("accounts counted at the pass's end %d, want 600", got)
+	}
+	// 600 accounts at 500 a second spread what was left of the pass over
+	// up to 1.2 s.
+	if el < 800*time.Millisecond {
+		t.Fatalf("pass took %v; the recounted accounts should have spread it over ~1.2 s", el)
 	}
 }
