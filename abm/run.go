@@ -38,11 +38,16 @@ type ServiceConfig struct {
 	MaxInFlight int
 	// AccountCache is the cache size; 0 or negative = off.
 	AccountCache int
+	// AccountCacheAge is how long a cached state is used (Config.AccountCacheAge).
+	AccountCacheAge time.Duration
 	// MaxSessions is the cap on one account's open sessions (Config.MaxSessions).
 	MaxSessions int
 	// TLS of the ABM API (--tls-*).
 	TLS tlsconfig.Config
 }
+
+// maxAccountCacheAge bounds --account-cache-age.
+const maxAccountCacheAge = 24 * time.Hour
 
 // DefaultServiceConfig returns the defaults of the abm flags.
 func DefaultServiceConfig() ServiceConfig {
@@ -55,6 +60,7 @@ func DefaultServiceConfig() ServiceConfig {
 		NotifyQueue:      1 << 16,
 		MaxInFlight:      4096,
 		AccountCache:     1 << 16,
+		AccountCacheAge:  10 * time.Second,
 		MaxSessions:      DefaultMaxSessions,
 		TLS:              tlsconfig.Default(),
 	}
@@ -69,6 +75,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.NotifyQueue, "notify-queue", c.NotifyQueue, "re-authorisations the sweep queues for the CGWs to take (chf.OpNotifications); beyond it they are dropped and counted (abm_notifications_dropped), and the next pass finds them again")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", c.MaxInFlight, "requests served at once; beyond it requests get 503 at once")
 	fs.IntVar(&c.AccountCache, "account-cache", c.AccountCache, "accounts whose last written state the ABM keeps to skip the read of their next charging event (writes stay generation-checked); 0 or negative = off, which is required when account records may be deleted and re-created while the ABM runs")
+	fs.DurationVar(&c.AccountCacheAge, "account-cache-age", c.AccountCacheAge, "how long after its write a cached account state is used; an event later than that reads the record (a longer age saves the reads of sessions whose updates come further apart, at the memory of more entries held); up to "+maxAccountCacheAge.String())
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, fmt.Sprintf("open sessions (each holding its reservations in the account record, about %d bytes with one rating group) one account may have; a create beyond them is refused with END_USER_SERVICE_DENIED (Nchf 403 END_USER_REQUEST_DENIED, Gy 4010), nothing charged or reserved; 1..%d", SessionRecordBytes, MaxSessionsLimit))
 	c.TLS.RegisterFlags(fs, "")
 }
@@ -95,6 +102,9 @@ func (c *ServiceConfig) Validate() error {
 	if c.MaxSessions < 1 || c.MaxSessions > MaxSessionsLimit {
 		return fmt.Errorf("cannot use --max-sessions %d: must be 1..%d", c.MaxSessions, MaxSessionsLimit)
 	}
+	if c.AccountCacheAge <= 0 || c.AccountCacheAge > maxAccountCacheAge {
+		return fmt.Errorf("cannot use --account-cache-age %v: must be positive and at most %v", c.AccountCacheAge, maxAccountCacheAge)
+	}
 	if c.SweepRate < 0 {
 		return fmt.Errorf("cannot use --sweep-rate %g: must not be negative (0 = no cap)", c.SweepRate)
 	}
@@ -105,6 +115,20 @@ func (c *ServiceConfig) Validate() error {
 		return errors.New("cannot use --reservation-sweep / --max-inflight: must not be negative / must be positive")
 	}
 	return c.TLS.Validate()
+}
+
+// config is the service's Config from the flags.
+func (c *ServiceConfig) config(log *slog.Logger) Config {
+	cache := c.AccountCache
+	if cache <= 0 {
+		cache = -1 // Config: negative = off
+	}
+	rate := c.SweepRate
+	if rate == 0 {
+		rate = -1 // Config: negative = no cap
+	}
+	return Config{Namespace: c.Namespace, AccountCache: cache, AccountCacheAge: c.AccountCacheAge, MaxSessions: c.MaxSessions,
+		SweepRate: rate, NotifyQueue: c.NotifyQueue, Logger: log}
 }
 
 // String is the configuration as name=value pairs of its flags.
@@ -132,16 +156,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	var svc *Service
 	var srv *chassis.Server
 	g.Add("ABM server", func() error {
-		cache := c.AccountCache
-		if cache <= 0 {
-			cache = -1 // Config: negative = off
-		}
-		rate := c.SweepRate
-		if rate == 0 {
-			rate = -1 // Config: negative = no cap
-		}
-		svc = New(cl, Config{Namespace: c.Namespace, AccountCache: cache, MaxSessions: c.MaxSessions,
-			SweepRate: rate, NotifyQueue: c.NotifyQueue, Logger: log})
+		svc = New(cl, c.config(log))
 		if err := svc.RegisterMetrics(telemetry.Meter()); err != nil {
 			return err
 		}

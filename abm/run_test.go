@@ -1,0 +1,47 @@
+package abm
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServiceConfigCacheFlags: --account-cache and --account-cache-age
+// reach the service's Config, and bad values are refused naming the flag.
+func TestServiceConfigCacheFlags(t *testing.T) {
+	parse := func(args ...string) (ServiceConfig, error) {
+		t.Helper()
+		c := DefaultServiceConfig()
+		fs := flag.NewFlagSet("abm", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return c, c.Validate()
+	}
+	c, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := c.config(nil); cfg.AccountCache != 1<<16 || cfg.AccountCacheAge != 10*time.Second {
+		t.Errorf("defaults: cache %d, age %v", cfg.AccountCache, cfg.AccountCacheAge)
+	}
+	c, err = parse("--account-cache", "2097152", "--account-cache-age", "2m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := c.config(nil); cfg.AccountCache != 2097152 || cfg.AccountCacheAge != 2*time.Minute {
+		t.Errorf("cache %d, age %v", cfg.AccountCache, cfg.AccountCacheAge)
+	}
+	if c, _ := parse("--account-cache", "0"); c.config(nil).AccountCache >= 0 {
+		t.Errorf("--account-cache 0: Config.AccountCache %d, want negative (off)", c.config(nil).AccountCache)
+	}
+	for _, bad := range [][]string{{"--account-cache-age", "0s"}, {"--account-cache-age", "-1s"}, {"--account-cache-age", "25h"}} {
+		if _, err := parse(bad...); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: err %v, want one naming %s", bad, err, bad[0])
+		}
+	}
+}
