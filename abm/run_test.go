@@ -1,26 +1,20 @@
 package abm
 
 import (
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chf-testbed/testbed/chassis"
 )
 
 // TestServiceConfigCacheFlags: --account-cache and --account-cache-age
 // reach the service's Config, and bad values are refused naming the flag.
 func TestServiceConfigCacheFlags(t *testing.T) {
 	parse := func(args ...string) (ServiceConfig, error) {
-		t.Helper()
 		c := DefaultServiceConfig()
-		fs := flag.NewFlagSet("abm", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		c.RegisterFlags(fs)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		return c, c.Validate()
+		_, err := chassis.ParseCommand("chf abm", About, &c, args)
+		return c, err
 	}
 	c, err := parse()
 	if err != nil {
