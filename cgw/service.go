@@ -25,6 +25,7 @@ import (
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
+	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/ocp"
 )
 
@@ -116,7 +117,7 @@ func (c *ServiceConfig) operatorToken() (token string, open bool, err error) {
 		// Beyond loopback the API then answers 403.
 		return "", open, nil
 	}
-	b, err := os.ReadFile(c.OperatorTokenFile)
+	b, err := readfile.Read(c.OperatorTokenFile, 64<<10)
 	if err != nil {
 		return "", false, fmt.Errorf("cannot read --operator-token-file: %w", err)
 	}

@@ -7,13 +7,13 @@ import (
 	"math"
 	"net/netip"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/internal/readfile"
 )
 
 // ErrInvalidTariff is wrapped by every tariff validation error.
@@ -163,13 +163,17 @@ func Default() *Tariff {
 	return t
 }
 
+// MaxTariffBytes is the largest tariff file LoadTariff (and loadgen's
+// --tariff, --tariff-change) reads.
+const MaxTariffBytes = 16 << 20
+
 // LoadTariff reads and validates a YAML or JSON tariff file. An empty path
 // returns the default tariff.
 func LoadTariff(path string) (*Tariff, error) {
 	if path == "" {
 		return Default(), nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readfile.Read(path, MaxTariffBytes)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read tariff: %w", err)
 	}

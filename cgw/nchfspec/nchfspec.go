@@ -28,6 +28,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/chf-testbed/testbed/internal/readfile"
 )
 
 // RootFile is the Nchf_ConvergedCharging definition's file name.
@@ -106,7 +108,7 @@ func readLocal(_ *openapi3.Loader, location *url.URL) ([]byte, error) {
 	if location.Scheme != "" && location.Scheme != "file" {
 		return nil, fmt.Errorf("nchfspec: refusing to read %s: only local files", location)
 	}
-	b, err := os.ReadFile(location.Path)
+	b, err := readfile.Read(location.Path, 16<<20)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %w", location.Path, err)
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/chf-testbed/testbed/chassis/sighup"
+	"github.com/chf-testbed/testbed/internal/readfile"
 )
 
 // Scope of Nchf_ConvergedCharging (TS 32.291).
@@ -120,7 +121,7 @@ func stampOf(path string) stamp {
 
 func loadKeys(path string) (*keySet, error) {
 	st := stampOf(path)
-	b, err := os.ReadFile(path)
+	b, err := readfile.Read(path, 4<<20)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read OAuth2 keys: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/sighup"
+	"github.com/chf-testbed/testbed/internal/readfile"
 )
 
 // CheckInterval is the least time between two checks of the files'
@@ -188,17 +189,28 @@ func stampOf(path string) stamp {
 	return stamp{fi.ModTime(), fi.Size()}
 }
 
+// maxPEMBytes bounds each PEM file read (a system CA bundle is ~200 KiB).
+const maxPEMBytes = 16 << 20
+
 func loadState(cert, key, ca string) (*state, error) {
 	st := &state{stamp: [3]stamp{stampOf(cert), stampOf(key), stampOf(ca)}}
 	if cert != "" {
-		c, err := tls.LoadX509KeyPair(cert, key)
+		certPEM, err := readfile.Read(cert, maxPEMBytes)
+		var keyPEM []byte
+		if err == nil {
+			keyPEM, err = readfile.Read(key, maxPEMBytes)
+		}
+		var c tls.Certificate
+		if err == nil {
+			c, err = tls.X509KeyPair(certPEM, keyPEM)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cannot load certificate %s and key %s: %w", cert, key, err)
 		}
 		st.cert = &c
 	}
 	if ca != "" {
-		pem, err := os.ReadFile(ca)
+		pem, err := readfile.Read(ca, maxPEMBytes)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read CA bundle: %w", err)
 		}

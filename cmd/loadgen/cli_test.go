@@ -205,6 +205,11 @@ func TestBadFlagValues(t *testing.T) {
 		{"merge", []string{"--start-tolerance", "-1s", "-o", "x.json", "y.json"}, "--start-tolerance"},
 		{"merge", []string{"y.json"}, "-o"},
 		{"compare", nil, "result file"},
+		// Options are checked before the file is read.
+		{"plan", []string{"--tps", "1e99", "--from", filepath.Join(dir, "missing.json")}, "--tps"},
+		{"plan", []string{"--tps", "1000", "--replication", "0", "--from", filepath.Join(dir, "missing.json")}, "--replication"},
+		// A file that never ends is refused, not read into memory.
+		{"run", []string{"--scenario", "/dev/zero"}, "/dev/zero holds more than"},
 	}
 	for _, c := range cases {
 		args := c.args

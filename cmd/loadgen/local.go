@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
+	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
@@ -174,7 +175,7 @@ func localCmd(args []string) (err error) {
 		if !ok || err != nil || d <= 0 || file == "" {
 			return usageError{fmt.Errorf("invalid --tariff-change %q: want AFTER:FILE, AFTER a positive duration (20s)", *tariffChange)}
 		}
-		if changeBody, err = os.ReadFile(file); err != nil {
+		if changeBody, err = readfile.Read(file, ocp.MaxTariffBytes); err != nil {
 			return usageError{fmt.Errorf("invalid --tariff-change: %w", err)}
 		}
 		if _, err := ocp.ParseTariff(changeBody); err != nil {
@@ -235,7 +236,7 @@ func localCmd(args []string) (err error) {
 		// change replaces; the audit starts on the same first tariff.
 		first := []byte(ocp.DefaultTariff)
 		if f.tariffFile != "" {
-			if first, err = os.ReadFile(f.tariffFile); err != nil {
+			if first, err = readfile.Read(f.tariffFile, ocp.MaxTariffBytes); err != nil {
 				return usageError{fmt.Errorf("invalid --tariff: %w", err)}
 			}
 		}

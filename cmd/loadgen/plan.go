@@ -43,6 +43,9 @@ func planCmd(args []string) error {
 	if !setFlags(fs)["tps"] {
 		return usageError{errors.New("need --tps N")}
 	}
+	if err := o.Check(); err != nil {
+		return usageError{err}
+	}
 	r, err := report.ReadJSON(*from)
 	if err != nil {
 		return err

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"os"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 )
@@ -80,7 +80,7 @@ func LoadTariff(path string) (*Tariff, error) {
 	if path == "" {
 		return ParseTariff([]byte(defaultTariff))
 	}
-	b, err := os.ReadFile(path)
+	b, err := readfile.Read(path, 16<<20)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read tariff: %w", err)
 	}

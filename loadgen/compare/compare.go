@@ -13,7 +13,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/sweep"
 )
@@ -39,7 +39,7 @@ type Run struct {
 
 // Load reads a run or sweep result file.
 func Load(path, label string) (Run, error) {
-	b, err := os.ReadFile(path)
+	b, err := readfile.Read(path, report.MaxFileBytes)
 	if err != nil {
 		return Run{}, fmt.Errorf("cannot read %s: %w", path, err)
 	}

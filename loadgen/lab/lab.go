@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
@@ -645,7 +646,7 @@ func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step t
 	if _, err := runOut(ctx, c.t.Places["loadgen"].NS, l.cpuSets(pinned)["loadgen"], nil, l.o.Logs, args...); err != nil {
 		return 0, nil, fmt.Errorf("loadgen sweep: %w", err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
+	b, err := readfile.Read(filepath.Join(dir, "sweep.json"), report.MaxFileBytes)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cannot read the sweep result: %w", err)
 	}

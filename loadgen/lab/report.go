@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
@@ -116,7 +117,7 @@ type Trial struct {
 
 // read fills t from a `loadgen run --json` file.
 func (t *Trial) read(file string) error {
-	b, err := os.ReadFile(file)
+	b, err := readfile.Read(file, report.MaxFileBytes)
 	if err != nil {
 		return fmt.Errorf("cannot read the run result: %w", err)
 	}

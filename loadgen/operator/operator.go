@@ -26,12 +26,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
 )
 
@@ -71,7 +71,7 @@ type Config struct {
 // ReadToken reads a token file (surrounding white space removed); the
 // CGW wants at least 16 characters.
 func ReadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readfile.Read(path, 64<<10)
 	if err != nil {
 		return "", fmt.Errorf("cannot read --operator-token-file: %w", err)
 	}

@@ -94,20 +94,45 @@ var services = []string{"cgw", "ocp", "abm"}
 // databases are the component names a store's CPU is measured under.
 var databases = []string{"aerospike", "aslite"}
 
+// MaxTPS bounds --tps: far beyond any deployment, low enough that every
+// figure of the plan stays a number.
+const MaxTPS = 1e9
+
+// maxCount bounds the pods and nodes a plan may come to; beyond it the
+// inputs are wrong (a result whose CPU figures are absurd).
+const maxCount = 1 << 31
+
+// Check reports options the plan cannot use, naming the flag.
+func (o Options) Check() error {
+	switch {
+	case !(o.TPS > 0 && o.TPS <= MaxTPS):
+		return fmt.Errorf("%w: --tps must be a positive number up to %.0f, got %v", ErrInput, float64(MaxTPS), o.TPS)
+	case !(o.Utilisation > 0 && o.Utilisation <= 1):
+		return fmt.Errorf("%w: --utilisation must be in (0, 1], got %v", ErrInput, o.Utilisation)
+	case !(o.PodCores > 0 && o.PodCores <= 1024):
+		return fmt.Errorf("%w: --pod-cores must be in (0, 1024], got %v", ErrInput, o.PodCores)
+	case o.Replication < 1 || o.Replication > 128:
+		return fmt.Errorf("%w: --replication must be 1..128, got %d", ErrInput, o.Replication)
+	case o.Subscribers < 0 || o.Subscribers > 1e12:
+		return fmt.Errorf("%w: --subscribers must be 0..1000000000000, got %d", ErrInput, o.Subscribers)
+	case o.RecordBaseBytes < 0 || o.RecordBaseBytes > 1<<30:
+		return fmt.Errorf("%w: --record-bytes must be 0..%d, got %d", ErrInput, 1<<30, o.RecordBaseBytes)
+	case o.IndexBytes < 0 || o.IndexBytes > 1<<20:
+		return fmt.Errorf("%w: --index-bytes must be 0..%d, got %d", ErrInput, 1<<20, o.IndexBytes)
+	case !(o.HighWater > 0 && o.HighWater <= 1):
+		return fmt.Errorf("%w: --high-water must be in (0, 1], got %v", ErrInput, o.HighWater)
+	case o.NodeMemory <= 0:
+		return fmt.Errorf("%w: --node-memory must be positive, got %d", ErrInput, o.NodeMemory)
+	}
+	return nil
+}
+
 // Make computes the plan for o from r (read from file from).
 func Make(r *report.Result, from string, o Options) (*Plan, error) {
-	switch {
-	case !(o.TPS > 0) || math.IsInf(o.TPS, 0):
-		return nil, fmt.Errorf("%w: --tps must be a positive number, got %v", ErrInput, o.TPS)
-	case !(o.Utilisation > 0 && o.Utilisation <= 1):
-		return nil, fmt.Errorf("%w: --utilisation must be in (0, 1], got %v", ErrInput, o.Utilisation)
-	case !(o.PodCores > 0):
-		return nil, fmt.Errorf("%w: --pod-cores must be positive, got %v", ErrInput, o.PodCores)
-	case o.Replication < 1:
-		return nil, fmt.Errorf("%w: --replication must be at least 1, got %d", ErrInput, o.Replication)
-	case !(o.HighWater > 0 && o.HighWater <= 1) || o.NodeMemory <= 0:
-		return nil, fmt.Errorf("%w: --high-water must be in (0, 1] and --node-memory positive", ErrInput)
-	case r.Transactions <= 0 || r.TPS <= 0:
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	if r.Transactions <= 0 || !(r.TPS > 0) {
 		return nil, fmt.Errorf("%w: %s has no completed transaction to measure CPU per transaction from", ErrInput, from)
 	}
 	p := &Plan{Opt: o, From: from, Measured: r.TPS}
@@ -121,8 +146,15 @@ func Make(r *report.Result, from string, o Options) (*Plan, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: %s has no CPU figure for %s (run with its --cpu source, as loadgen local does)", ErrInput, from, c)
 		}
+		if u < 0 {
+			return nil, fmt.Errorf("%w: %s has a negative CPU figure for %s", ErrInput, from, c)
+		}
 		row := Row{Component: c, UsPerTxn: u, Cores: cores(u)}
-		row.Pods = max(2, int(math.Ceil(row.Cores/o.PodCores))) // two for availability
+		pods := math.Ceil(row.Cores / o.PodCores)
+		if !(pods < maxCount) {
+			return nil, fmt.Errorf("%w: %s at %.0f TPS needs %.3g pods: check --tps and %s's CPU figures", ErrInput, c, o.TPS, pods, from)
+		}
+		row.Pods = max(2, int(pods)) // two for availability
 		p.CHFCores += float64(row.Pods) * o.PodCores
 		p.Rows = append(p.Rows, row)
 	}
@@ -158,7 +190,11 @@ func Make(r *report.Result, from string, o Options) (*Plan, error) {
 	}
 	p.RecordBytes = float64(o.RecordBaseBytes) + p.OpenSessions/float64(subs)*abm.SessionRecordBytes
 	p.MemoryBytes = float64(subs) * (float64(o.IndexBytes) + p.RecordBytes) * float64(o.Replication)
-	p.Nodes = max(o.Replication, int(math.Ceil(p.MemoryBytes/(float64(o.NodeMemory)*o.HighWater))))
+	nodes := math.Ceil(p.MemoryBytes / (float64(o.NodeMemory) * o.HighWater))
+	if !(nodes < maxCount) {
+		return nil, fmt.Errorf("%w: Aerospike would need %.3g nodes: check --tps, --subscribers, --node-memory and %s's session figures", ErrInput, nodes, from)
+	}
+	p.Nodes = max(o.Replication, int(nodes))
 	return p, nil
 }
 

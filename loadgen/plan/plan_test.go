@@ -87,6 +87,14 @@ func TestPlanRefuses(t *testing.T) {
 	f(func(_ *report.Result, o *Options) { o.PodCores = 0 }, "--pod-cores")
 	f(func(r *report.Result, _ *Options) { delete(r.CPUSeconds, "ocp") }, "ocp")
 	f(func(r *report.Result, _ *Options) { r.Transactions = 0 }, "no completed transaction")
+	f(func(_ *report.Result, o *Options) { o.TPS = 1e99 }, "--tps")
+	f(func(_ *report.Result, o *Options) { o.Replication = 0 }, "--replication")
+	f(func(_ *report.Result, o *Options) { o.Subscribers = -1 }, "--subscribers")
+	f(func(_ *report.Result, o *Options) { o.NodeMemory = 0 }, "--node-memory")
+	// A result with absurd figures is refused rather than planned as 2 pods.
+	f(func(r *report.Result, _ *Options) { r.CPUSeconds["cgw"] = 1e300 }, "pods")
+	f(func(r *report.Result, _ *Options) { r.CPUSeconds["abm"] = -5 }, "negative CPU figure for abm")
+	f(func(_ *report.Result, o *Options) { o.Subscribers, o.IndexBytes, o.NodeMemory = 1e12, 1<<20, 1 }, "nodes")
 }
 
 func abs(x float64) float64 {

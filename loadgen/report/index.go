@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/chf-testbed/testbed/internal/readfile"
 )
 
 // UpdateIndex rebuilds the results index of dir, a report directory: the
@@ -199,7 +201,7 @@ func sweepEntry(path, dir string) indexEntry {
 			Result     *Result `json:"result"`
 		} `json:"steps"`
 	}
-	b, err := os.ReadFile(path)
+	b, err := readfile.Read(path, MaxFileBytes)
 	if err == nil {
 		err = json.Unmarshal(b, &s)
 	}

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/engine"
@@ -405,9 +406,13 @@ func (r *Result) WriteJSON(path string) error {
 	return nil
 }
 
+// MaxFileBytes is the largest result or sweep file loadgen reads (plan,
+// compare, merge, gate, the lab): far above what a run writes.
+const MaxFileBytes = 256 << 20
+
 // ReadJSON reads a result file and checks its schema version.
 func ReadJSON(path string) (*Result, error) {
-	b, err := os.ReadFile(path)
+	b, err := readfile.Read(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read result: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/scenarios"
 )
 
@@ -333,10 +334,13 @@ func Open(arg string) (Scenario, error) {
 	return LoadFile(arg)
 }
 
+// MaxFileBytes is the largest scenario file LoadFile reads.
+const MaxFileBytes = 16 << 20
+
 // LoadFile reads a YAML scenario file over Default and validates it. Unknown
 // fields are errors.
 func LoadFile(path string) (Scenario, error) {
-	b, err := os.ReadFile(path)
+	b, err := readfile.Read(path, MaxFileBytes)
 	if err != nil {
 		return Scenario{}, fmt.Errorf("cannot read scenario: %w", err)
 	}
