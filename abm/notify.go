@@ -108,6 +108,10 @@ type notifyQueue struct {
 	taken   atomic.Uint64
 }
 
+// MaxNotifyQueue bounds --notify-queue: its entries (a session and a
+// URI, about 40 bytes each) are allocated at start.
+const MaxNotifyQueue = 1 << 20
+
 func newNotifyQueue(size int, ttl int64) *notifyQueue {
 	return &notifyQueue{ch: make(chan pendingNote, size), ttl: ttl}
 }

@@ -108,11 +108,15 @@ func (c *ServiceConfig) Validate() error {
 	if c.SweepRate < 0 {
 		return fmt.Errorf("cannot use --sweep-rate %g: must not be negative (0 = no cap)", c.SweepRate)
 	}
-	if c.NotifyQueue <= 0 {
-		return fmt.Errorf("cannot use --notify-queue %d: must be positive", c.NotifyQueue)
+	if c.NotifyQueue <= 0 || c.NotifyQueue > MaxNotifyQueue {
+		// The queue is allocated whole at start.
+		return fmt.Errorf("cannot use --notify-queue %d: must be 1..%d", c.NotifyQueue, MaxNotifyQueue)
 	}
-	if c.ReservationSweep < 0 || c.MaxInFlight <= 0 {
-		return errors.New("cannot use --reservation-sweep / --max-inflight: must not be negative / must be positive")
+	if c.ReservationSweep < 0 {
+		return fmt.Errorf("cannot use --reservation-sweep %v: must not be negative", c.ReservationSweep)
+	}
+	if c.MaxInFlight <= 0 {
+		return fmt.Errorf("cannot use --max-inflight %d: must be positive", c.MaxInFlight)
 	}
 	return c.TLS.Validate()
 }

@@ -33,7 +33,8 @@ func TestServiceConfigCacheFlags(t *testing.T) {
 	if c, _ := parse("--account-cache", "0"); c.config(nil).AccountCache >= 0 {
 		t.Errorf("--account-cache 0: Config.AccountCache %d, want negative (off)", c.config(nil).AccountCache)
 	}
-	for _, bad := range [][]string{{"--account-cache-age", "0s"}, {"--account-cache-age", "-1s"}, {"--account-cache-age", "25h"}} {
+	for _, bad := range [][]string{{"--account-cache-age", "0s"}, {"--account-cache-age", "-1s"}, {"--account-cache-age", "25h"},
+		{"--notify-queue", "0"}, {"--notify-queue", "999999999999"}, {"--reservation-sweep", "-1s"}, {"--max-inflight", "0"}} {
 		if _, err := parse(bad...); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: err %v, want one naming %s", bad, err, bad[0])
 		}

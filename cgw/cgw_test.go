@@ -557,8 +557,8 @@ func TestOverloadNeverShedsReleases(t *testing.T) {
 	}
 }
 
-// TestAdmissionFlags: the adaptive admission flags parse, and a bad
-// value is an error naming its flag.
+// TestAdmissionFlags: the adaptive admission flags (and the bounds of
+// the others) parse, and a bad value is an error naming its flag.
 func TestAdmissionFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -576,6 +576,12 @@ func TestAdmissionFlags(t *testing.T) {
 		{[]string{"--admission-tolerance", "0.9"}, "--admission-tolerance"},
 		{[]string{"--admission-tolerance", "NaN"}, "--admission-tolerance"},
 		{[]string{"--admission-tolerance", "+Inf"}, "--admission-tolerance"},
+		// Bounds that keep memory bounded and the runtime alive.
+		{[]string{"--max-body", "0"}, "--max-body 0"},
+		{[]string{"--max-body", "999999999999"}, "--max-body 999999999999"},
+		{[]string{"--max-inflight", "999999999999"}, "--max-inflight 999999999999"},
+		{[]string{"--batch-inflight", "999999999999"}, "--batch-inflight 999999999999"},
+		{[]string{"--gomaxprocs", "999999999999"}, "--gomaxprocs 999999999999"},
 	} {
 		sc := DefaultServiceConfig()
 		fs := flag.NewFlagSet("cgw", flag.ContinueOnError)

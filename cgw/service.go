@@ -141,6 +141,13 @@ func loopbackOnly(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// MaxBodyLimit and MaxInFlightLimit bound --max-body (an Nchf request is
+// a few KiB) and --max-inflight.
+const (
+	MaxBodyLimit     = 16 << 20
+	MaxInFlightLimit = 1 << 20
+)
+
 // Validate checks the flags' values.
 func (c *ServiceConfig) Validate() error {
 	if err := c.Base.Validate(); err != nil {
@@ -149,8 +156,12 @@ func (c *ServiceConfig) Validate() error {
 	if c.NotifyPoll < 0 {
 		return fmt.Errorf("cannot use --notify-poll %v: must not be negative (0 = never)", c.NotifyPoll)
 	}
-	if c.MaxBody <= 0 || c.MaxInFlight <= 0 {
-		return errors.New("cannot use --max-body and --max-inflight: both must be positive")
+	if c.MaxBody <= 0 || c.MaxBody > MaxBodyLimit {
+		// The fronts buffer up to four times it per request.
+		return fmt.Errorf("cannot use --max-body %d: want 1..%d", c.MaxBody, MaxBodyLimit)
+	}
+	if c.MaxInFlight <= 0 || c.MaxInFlight > MaxInFlightLimit {
+		return fmt.Errorf("cannot use --max-inflight %d: want 1..%d", c.MaxInFlight, MaxInFlightLimit)
 	}
 	if c.Admission != "adaptive" && c.Admission != "fixed" {
 		return fmt.Errorf("cannot use --admission %q: want adaptive or fixed", c.Admission)

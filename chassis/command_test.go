@@ -245,6 +245,10 @@ func TestRuntimeFlags(t *testing.T) {
 	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "--gomaxprocs -1") {
 		t.Fatalf("Validate with --gomaxprocs -1 = %v, want an error naming the flag", err)
 	}
+	b.Runtime.GOMAXPROCS = 999999999999 // the runtime would abort: "procresize: invalid arg"
+	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "--gomaxprocs 999999999999") {
+		t.Fatalf("Validate with --gomaxprocs 999999999999 = %v, want an error naming the flag", err)
+	}
 	b.Runtime.GOMAXPROCS, b.Runtime.GOGC = 0, -5
 	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "--gogc -5") {
 		t.Fatalf("Validate with --gogc -5 = %v, want an error naming the flag", err)

@@ -89,10 +89,14 @@ func (b notBool) Set(s string) error {
 
 func (b notBool) IsBoolFlag() bool { return true }
 
+// MaxGOMAXPROCS bounds --gomaxprocs (Go's runtime aborts on a value that
+// does not fit its int32).
+const MaxGOMAXPROCS = 1024
+
 // Validate checks --gomaxprocs.
 func (r *Runtime) Validate() error {
-	if r.GOMAXPROCS < 0 {
-		return fmt.Errorf("cannot use --gomaxprocs %d: want 0 (Go's default) or a positive number", r.GOMAXPROCS)
+	if r.GOMAXPROCS < 0 || r.GOMAXPROCS > MaxGOMAXPROCS {
+		return fmt.Errorf("cannot use --gomaxprocs %d: want 0 (Go's default) or 1..%d", r.GOMAXPROCS, MaxGOMAXPROCS)
 	}
 	if r.GOGC < 0 {
 		return fmt.Errorf("cannot use --gogc %d: want 0 (Go's default) or a positive percentage", r.GOGC)

@@ -52,7 +52,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.Base.RegisterFlags(fs, "host:port to serve the Aerospike wire protocol on")
 	fs.StringVar(&c.Namespaces, "namespace", c.Namespaces, "comma-separated namespaces to serve, each 1 to 31 bytes")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", c.DefaultTTL, "namespace default TTL for writes that ask for it (TTL 0); 0 = never expire")
-	fs.DurationVar(&c.ReclaimInterval, "reclaim-interval", c.ReclaimInterval, "how often expired records are deleted and their memory reclaimed")
+	fs.DurationVar(&c.ReclaimInterval, "reclaim-interval", c.ReclaimInterval, "how often expired records are deleted and their memory reclaimed; negative = never (0 = the default)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the append-only log and snapshots that make the store survive a restart or a crash (created if missing); empty = memory only, data lost on exit")
 	fs.StringVar(&c.Commit, "commit", c.Commit, "with --data-dir, when a write is acknowledged: sync (after the log holding it is fsynced; concurrent writes share an fsync) or interval (at once; the log is fsynced every --commit-interval, so a crash loses at most that)")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", c.CommitInterval, "with --commit interval, how often the log is fsynced")

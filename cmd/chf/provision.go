@@ -49,12 +49,27 @@ func (c *provisionConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Buckets, "bucket", "an allowance every account starts with, consumed before the balance: SERVICE:UNITS[:VALIDITY], SERVICE data (octets), voice (seconds) or sms (messages), VALIDITY a duration or N days (30d), none when omitted; repeatable (data:10000000000:30d)")
 }
 
+// The bounds of --workers and --batch: each worker holds a batch of
+// records in memory.
+const (
+	maxProvisionWorkers = 1024
+	maxProvisionBatch   = 5000
+)
+
 func (c *provisionConfig) Validate() error {
 	if _, err := abm.ParseHosts(c.Aerospike); err != nil {
 		return err
 	}
-	if c.Count < 0 || c.Balance < 0 || c.Workers <= 0 || c.Batch <= 0 {
-		return errors.New("cannot use --accounts, --balance, --workers: must not be negative (workers positive)")
+	switch {
+	case c.Count < 0:
+		return fmt.Errorf("cannot use --accounts %d: must not be negative", c.Count)
+	case c.Balance < 0:
+		return fmt.Errorf("cannot use --balance %d: must not be negative", c.Balance)
+	case c.Workers < 1 || c.Workers > maxProvisionWorkers:
+		return fmt.Errorf("cannot use --workers %d: want 1..%d", c.Workers, maxProvisionWorkers)
+	case c.Batch < 1 || c.Batch > maxProvisionBatch:
+		// Aerospike's default batch-max-requests is 5,000.
+		return fmt.Errorf("cannot use --batch %d: want 1..%d", c.Batch, maxProvisionBatch)
 	}
 	if c.CreditLimit < 0 {
 		return errors.New("cannot use --credit-limit: must not be negative")

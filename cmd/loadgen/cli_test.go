@@ -157,6 +157,13 @@ func TestBadFlagValues(t *testing.T) {
 		{"run", []string{"--pacing", "-1ms"}, "--pacing"},
 		{"run", []string{"--procs", "-1"}, "--procs"},
 		{"run", []string{"--conns", "-1"}, "--conns"},
+		// Counts allocated up front: a typo must not exhaust memory or
+		// abort the runtime (GOMAXPROCS 10^12: "procresize: invalid arg").
+		{"run", []string{"--conns", "999999999999"}, "--conns"},
+		{"run", []string{"--procs", "999999999999"}, "--procs"},
+		{"run", []string{"--workers", "999999999999"}, "--workers"},
+		{"run", []string{"--audit-concurrency", "999999999999"}, "--audit-concurrency"},
+		{"run", []string{"--max-inflight", "999999999999"}, "--max-inflight"},
 		{"run", []string{"--initial-balance", "-1"}, "--initial-balance"},
 		{"run", []string{"--audit-concurrency", "0"}, "--audit-concurrency"},
 		{"run", []string{"--audit", "bogus"}, "--audit"},
@@ -205,6 +212,8 @@ func TestBadFlagValues(t *testing.T) {
 		{"merge", []string{"--start-tolerance", "-1s", "-o", "x.json", "y.json"}, "--start-tolerance"},
 		{"merge", []string{"y.json"}, "-o"},
 		{"compare", nil, "result file"},
+		{"lab", []string{"--duration", "x"}, "-duration"}, // a flag that does not parse is usage too
+		{"lab", []string{"--accounts", "999999999999"}, "--accounts"},
 		// Options are checked before the file is read.
 		{"plan", []string{"--tps", "1e99", "--from", filepath.Join(dir, "missing.json")}, "--tps"},
 		{"plan", []string{"--tps", "1000", "--replication", "0", "--from", filepath.Join(dir, "missing.json")}, "--replication"},
@@ -249,7 +258,7 @@ func TestFlagAndFileSameMessage(t *testing.T) {
 	base := []string{"--target", "http://127.0.0.1:1", "--duration", "200ms"}
 	ef := runCmd(append(base, "--max-inflight", "-1"))
 	es := runCmd(append(base, "--scenario", file))
-	msg := "must be positive, got -1"
+	msg := "must be 1..1048576, got -1"
 	if !strings.Contains(fmt.Sprint(ef), "invalid --max-inflight: "+msg) || !strings.Contains(fmt.Sprint(es), "max_in_flight: "+msg) {
 		t.Fatalf("flag: %v\nfile: %v", ef, es)
 	}

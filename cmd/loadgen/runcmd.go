@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
@@ -297,6 +298,15 @@ func (f *runFlags) localTargets(tb *testbed.Testbed) []string {
 	return tb.Targets
 }
 
+// Bounds of flags whose value is a count of goroutines, connections or
+// peers allocated up front: far above what a run needs, low enough that a
+// typo cannot exhaust memory.
+const (
+	maxWorkers          = 4096
+	maxConns            = 4096
+	maxAuditConcurrency = 4096
+)
+
 // checkFlags validates the flags that are not scenario fields.
 func (f *runFlags) checkFlags() error {
 	bad := func(name, format string, a ...any) error {
@@ -305,18 +315,18 @@ func (f *runFlags) checkFlags() error {
 	switch {
 	case !contains(protos, f.proto):
 		return bad("proto", "%q: want %s", f.proto, strings.Join(protos, ", "))
-	case f.workers < 0:
-		return bad("workers", "must not be negative, got %d", f.workers)
+	case f.workers < 0 || f.workers > maxWorkers:
+		return bad("workers", "must be 0..%d, got %d", maxWorkers, f.workers)
 	case f.pacing < 0:
 		return bad("pacing", "must not be negative, got %s", f.pacing)
-	case f.procs < 0:
-		return bad("procs", "must not be negative, got %d", f.procs)
-	case f.conns < 0:
-		return bad("conns", "must not be negative, got %d", f.conns)
+	case f.procs < 0 || f.procs > chassis.MaxGOMAXPROCS:
+		return bad("procs", "must be 0..%d, got %d", chassis.MaxGOMAXPROCS, f.procs)
+	case f.conns < 0 || f.conns > maxConns:
+		return bad("conns", "must be 0..%d, got %d", maxConns, f.conns)
 	case f.initialBalance < 0:
 		return bad("initial-balance", "must not be negative, got %d", f.initialBalance)
-	case f.auditConc <= 0:
-		return bad("audit-concurrency", "must be positive, got %d", f.auditConc)
+	case f.auditConc <= 0 || f.auditConc > maxAuditConcurrency:
+		return bad("audit-concurrency", "must be 1..%d, got %d", maxAuditConcurrency, f.auditConc)
 	case !contains([]string{run.AuditAuto, run.AuditFull, run.AuditOff}, f.auditMode):
 		return bad("audit", "%q: want auto, full or off", f.auditMode)
 	case !contains([]string{run.ProgressAuto, run.ProgressLine, run.ProgressPlain, run.ProgressJSON, run.ProgressOff}, f.progress):

@@ -80,6 +80,16 @@ type Options struct {
 }
 
 // Validate reports the first bad option, naming its flag.
+// Upper bounds of the options: the accounts are provisioned on every
+// model and the probes' round trips kept, so a typo must not exhaust
+// memory; a run phase longer than an hour is a typo too.
+const (
+	maxAccounts    = 100_000_000
+	maxProbes      = 1_000_000
+	maxShapingMbit = 100_000
+	maxPhase       = time.Hour
+)
+
 func (o *Options) Validate() error {
 	if len(o.Models) == 0 {
 		return errors.New("--models: at least one model")
@@ -103,11 +113,11 @@ func (o *Options) Validate() error {
 	if o.Pacing < 0 {
 		return fmt.Errorf("--pacing: %v must not be negative", o.Pacing)
 	}
-	if o.Duration < time.Second {
-		return fmt.Errorf("--duration: %v is shorter than 1s", o.Duration)
+	if o.Duration < time.Second || o.Duration > maxPhase {
+		return fmt.Errorf("--duration: %v is not in 1s..%v", o.Duration, maxPhase)
 	}
-	if o.Warmup < 0 {
-		return fmt.Errorf("--warmup: %v is negative", o.Warmup)
+	if o.Warmup < 0 || o.Warmup > maxPhase {
+		return fmt.Errorf("--warmup: %v is not in 0..%v", o.Warmup, maxPhase)
 	}
 	if o.KneeP99 <= 0 {
 		return fmt.Errorf("--knee-slo-p99: %v is not positive", o.KneeP99)
@@ -127,17 +137,17 @@ func (o *Options) Validate() error {
 	if _, ok := Describe[o.Baseline]; !ok {
 		return fmt.Errorf("--baseline: unknown model %q", o.Baseline)
 	}
-	if o.Accounts < 100 {
-		return fmt.Errorf("--accounts: %d is fewer than 100", o.Accounts)
+	if o.Accounts < 100 || o.Accounts > maxAccounts {
+		return fmt.Errorf("--accounts: %d is not in 100..%d", o.Accounts, maxAccounts)
 	}
-	if o.IPerfTime < time.Second {
-		return fmt.Errorf("--iperf-time: %v is shorter than 1s", o.IPerfTime)
+	if o.IPerfTime < time.Second || o.IPerfTime > maxPhase {
+		return fmt.Errorf("--iperf-time: %v is not in 1s..%v", o.IPerfTime, maxPhase)
 	}
-	if o.ProbeCount < 10 {
-		return fmt.Errorf("--probes: %d is fewer than 10", o.ProbeCount)
+	if o.ProbeCount < 10 || o.ProbeCount > maxProbes {
+		return fmt.Errorf("--probes: %d is not in 10..%d", o.ProbeCount, maxProbes)
 	}
-	if o.ShapingRateMbit < 1 {
-		return fmt.Errorf("--shaping-rate: %d Mbit/s is not positive", o.ShapingRateMbit)
+	if o.ShapingRateMbit < 1 || o.ShapingRateMbit > maxShapingMbit {
+		return fmt.Errorf("--shaping-rate: %d Mbit/s is not in 1..%d", o.ShapingRateMbit, maxShapingMbit)
 	}
 	if o.ShapingRTT <= 0 {
 		return fmt.Errorf("--shaping-rtt: %v is not positive", o.ShapingRTT)

@@ -50,6 +50,11 @@ func TestValidate(t *testing.T) {
 	f("--out", func(o *Options) { o.Out = "" })
 	f("--baseline", func(o *Options) { o.Baseline = "k8s" })
 	f("--accounts", func(o *Options) { o.Accounts = 1 })
+	f("--accounts", func(o *Options) { o.Accounts = 999_999_999_999 })
+	f("--probes", func(o *Options) { o.ProbeCount = 999_999_999_999 })
+	f("--shaping-rate", func(o *Options) { o.ShapingRateMbit = 999_999_999_999 })
+	f("--duration", func(o *Options) { o.Duration = 2 * time.Hour })
+	f("--iperf-time", func(o *Options) { o.IPerfTime = 2 * time.Hour })
 }
 
 func TestPinning(t *testing.T) {

@@ -382,6 +382,7 @@ const maxSubscribers = 100_000_000
 const (
 	DefaultMaxOpenSessions = 2_000_000
 	maxOpenSessions        = 20_000_000
+	maxInFlight            = 1 << 20
 )
 
 // Validate checks every field; the error (a *FieldError) names the first
@@ -518,8 +519,8 @@ func (s *Scenario) Validate() error {
 	if s.Timeout <= 0 {
 		return bad("timeout", "must be positive, got %s", s.Timeout.D())
 	}
-	if s.MaxInFlight <= 0 {
-		return bad("max_in_flight", "must be positive, got %d", s.MaxInFlight)
+	if s.MaxInFlight <= 0 || s.MaxInFlight > maxInFlight {
+		return bad("max_in_flight", "must be 1..%d, got %d", maxInFlight, s.MaxInFlight)
 	}
 	if s.LateThreshold <= 0 {
 		return bad("late_threshold", "must be positive")
