@@ -468,9 +468,73 @@ func (l *link) handlePing(f *http2.PingFrame) bool {
 	return true
 }
 
-// encodeLocked encodes one header field into hbuf.
+// encodeLocked encodes one header field into hbuf. A sensitive field is
+// a never-indexed literal (RFC 7541, 6.2.3), which leaves the dynamic
+// table alone, so it is written here without the encoder: its table
+// search (two map lookups per table) and Huffman coding were most of a
+// response block's encoding, and a value that changes per message (a
+// content-length, a location) never matches an entry anyway. The value
+// goes as is: a few bytes more than Huffman's on the wire. The block's
+// first field always goes through the encoder, which puts a pending
+// table size update first, as the block must start with it.
 func (l *link) encodeLocked(name, value string, sensitive bool) {
-	l.enc.WriteField(hpack.HeaderField{Name: name, Value: value, Sensitive: sensitive})
+	if !sensitive || l.hbuf.Len() == 0 {
+		l.enc.WriteField(hpack.HeaderField{Name: name, Value: value, Sensitive: sensitive})
+		return
+	}
+	b := l.hbuf.AvailableBuffer()
+	if i := staticNameIndex(name); i > 0 {
+		b = appendHpackInt(b, 0x10, 4, uint64(i))
+	} else {
+		b = append(b, 0x10)
+		b = appendHpackInt(b, 0, 7, uint64(len(name)))
+		b = append(b, name...)
+	}
+	b = appendHpackInt(b, 0, 7, uint64(len(value)))
+	b = append(b, value...)
+	l.hbuf.Write(b)
+}
+
+// appendHpackInt appends v as an HPACK integer with an n-bit prefix
+// (RFC 7541, 5.1), the byte's other bits set to first.
+func appendHpackInt(b []byte, first byte, n uint, v uint64) []byte {
+	max := uint64(1)<<n - 1
+	if v < max {
+		return append(b, first|byte(v))
+	}
+	b = append(b, first|byte(max))
+	for v -= max; v >= 128; v >>= 7 {
+		b = append(b, byte(v&0x7f)|0x80)
+	}
+	return append(b, byte(v))
+}
+
+// staticNameIndex returns the index of name in HPACK's static table
+// (RFC 7541, Appendix A) for the names sent never-indexed here, else 0.
+func staticNameIndex(name string) int {
+	switch name {
+	case ":authority":
+		return 1
+	case ":path":
+		return 4
+	case "authorization":
+		return 23
+	case "content-length":
+		return 28
+	case "content-type":
+		return 31
+	case "date":
+		return 33
+	case "location":
+		return 46
+	case "retry-after":
+		return 53
+	case "user-agent":
+		return 58
+	case "www-authenticate":
+		return 61
+	}
+	return 0
 }
 
 // validHeaderName reports whether a received field name is acceptable:
