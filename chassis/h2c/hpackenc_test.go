@@ -71,6 +71,29 @@ func TestEncodeDecodes(t *testing.T) {
 	}
 }
 
+// TestStaticNameIndex: the hand-written indices are the first of each
+// name in the static table read from x/net.
+func TestStaticNameIndex(t *testing.T) {
+	first := map[string]uint64{}
+	for i, f := range hpackStatic {
+		if _, ok := first[f.Name]; !ok {
+			first[f.Name] = uint64(i + 1)
+		}
+	}
+	n := 0
+	for name, want := range first {
+		if got := staticNameIndex(name); got != 0 {
+			n++
+			if got != want {
+				t.Errorf("%s: index %d, the static table has it at %d", name, got, want)
+			}
+		}
+	}
+	if n != 10 || staticNameIndex("x-chf-charged") != 0 {
+		t.Errorf("%d names indexed, want the switch's 10 and none other", n)
+	}
+}
+
 // TestEncodeAllocs: encoding a response block allocates nothing.
 func TestEncodeAllocs(t *testing.T) {
 	l := newEncLink()

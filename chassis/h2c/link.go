@@ -484,7 +484,7 @@ func (l *link) encodeLocked(name, value string, sensitive bool) {
 	}
 	b := l.hbuf.AvailableBuffer()
 	if i := staticNameIndex(name); i > 0 {
-		b = appendHpackInt(b, 0x10, 4, uint64(i))
+		b = appendHpackInt(b, 0x10, 4, i)
 	} else {
 		b = append(b, 0x10)
 		b = appendHpackInt(b, 0, 7, uint64(len(name)))
@@ -493,48 +493,6 @@ func (l *link) encodeLocked(name, value string, sensitive bool) {
 	b = appendHpackInt(b, 0, 7, uint64(len(value)))
 	b = append(b, value...)
 	l.hbuf.Write(b)
-}
-
-// appendHpackInt appends v as an HPACK integer with an n-bit prefix
-// (RFC 7541, 5.1), the byte's other bits set to first.
-func appendHpackInt(b []byte, first byte, n uint, v uint64) []byte {
-	max := uint64(1)<<n - 1
-	if v < max {
-		return append(b, first|byte(v))
-	}
-	b = append(b, first|byte(max))
-	for v -= max; v >= 128; v >>= 7 {
-		b = append(b, byte(v&0x7f)|0x80)
-	}
-	return append(b, byte(v))
-}
-
-// staticNameIndex returns the index of name in HPACK's static table
-// (RFC 7541, Appendix A) for the names sent never-indexed here, else 0.
-func staticNameIndex(name string) int {
-	switch name {
-	case ":authority":
-		return 1
-	case ":path":
-		return 4
-	case "authorization":
-		return 23
-	case "content-length":
-		return 28
-	case "content-type":
-		return 31
-	case "date":
-		return 33
-	case "location":
-		return 46
-	case "retry-after":
-		return 53
-	case "user-agent":
-		return 58
-	case "www-authenticate":
-		return 61
-	}
-	return 0
 }
 
 // validHeaderName reports whether a received field name is acceptable:
