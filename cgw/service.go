@@ -117,7 +117,7 @@ func (c *ServiceConfig) operatorToken() (token string, open bool, err error) {
 		// Beyond loopback the API then answers 403.
 		return "", open, nil
 	}
-	b, err := readfile.Read(c.OperatorTokenFile, 64<<10)
+	b, err := readfile.Read(c.OperatorTokenFile, readfile.MaxSecretBytes)
 	if err != nil {
 		return "", false, fmt.Errorf("cannot read --operator-token-file: %w", err)
 	}

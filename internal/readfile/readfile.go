@@ -18,6 +18,10 @@ import (
 // regular one (a pipe, a FIFO, a terminal, /dev/stdin).
 var Wait = time.Minute
 
+// MaxSecretBytes bounds a token or password file (the CGW's and loadgen's
+// --operator-token-file).
+const MaxSecretBytes = 64 << 10
+
 // ErrTooLarge is wrapped by Read's error for a file larger than its limit.
 var ErrTooLarge = errors.New("file too large")
 

@@ -80,7 +80,7 @@ func LoadTariff(path string) (*Tariff, error) {
 	if path == "" {
 		return ParseTariff([]byte(defaultTariff))
 	}
-	b, err := readfile.Read(path, 16<<20)
+	b, err := readfile.Read(path, 16<<20) // ocp.MaxTariffBytes; the audit does not import the OCP
 	if err != nil {
 		return nil, fmt.Errorf("cannot read tariff: %w", err)
 	}

@@ -79,7 +79,6 @@ type Options struct {
 	CPUs []int
 }
 
-// Validate reports the first bad option, naming its flag.
 // Upper bounds of the options: the accounts are provisioned on every
 // model and the probes' round trips kept, so a typo must not exhaust
 // memory; a run phase longer than an hour is a typo too.
@@ -90,6 +89,7 @@ const (
 	maxPhase       = time.Hour
 )
 
+// Validate reports the first bad option, naming its flag.
 func (o *Options) Validate() error {
 	if len(o.Models) == 0 {
 		return errors.New("--models: at least one model")

@@ -71,7 +71,7 @@ type Config struct {
 // ReadToken reads a token file (surrounding white space removed); the
 // CGW wants at least 16 characters.
 func ReadToken(path string) (string, error) {
-	b, err := readfile.Read(path, 64<<10)
+	b, err := readfile.Read(path, readfile.MaxSecretBytes)
 	if err != nil {
 		return "", fmt.Errorf("cannot read --operator-token-file: %w", err)
 	}
