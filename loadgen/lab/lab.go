@@ -636,6 +636,18 @@ func (l *Lab) retries() int {
 	return max(0, min(kneeRetries, l.o.Accounts/kneeSteps-1))
 }
 
+// kneeStealRetries is the knee sweeps' --steal-retries: at most this many
+// attempts over a sweep are void and run again because the hypervisor
+// took more than loadgen sweep's --max-steal in one of their seconds.
+const kneeStealRetries = 3
+
+// stealRetries is the --steal-retries the knee sweeps get: fewer than
+// kneeStealRetries when the accounts left after retries() cannot give
+// each such attempt its own slice.
+func (l *Lab) stealRetries() int {
+	return max(0, min(kneeStealRetries, l.o.Accounts-kneeSteps*(1+l.retries())))
+}
+
 // sweep runs `loadgen sweep` against c and returns its knee and, for each
 // step that passed only on a retry or failed after its retries, what the
 // earlier attempts missed.
@@ -651,7 +663,7 @@ func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step t
 	// loaded machine's wake-up delays), whatever --pacing the runs use.
 	args = append(args, "--pacing", "1ms")
 	args = append(args, "--start", strconv.Itoa(kneeStart), "--step", strconv.Itoa(kneeStep), "--max", strconv.Itoa(kneeMax),
-		"--retries", strconv.Itoa(l.retries()),
+		"--retries", strconv.Itoa(l.retries()), "--steal-retries", strconv.Itoa(l.stealRetries()),
 		"--slo-p99", l.o.KneeP99.String(), "--slo-late-rate", "0.05", "--out", dir)
 	if _, err := runOut(ctx, c.t.Places["loadgen"].NS, l.cpuSets(pinned)["loadgen"], nil, l.o.Logs, args...); err != nil {
 		return 0, nil, fmt.Errorf("loadgen sweep: %w", err)
@@ -660,6 +672,13 @@ func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step t
 	if err != nil {
 		return 0, nil, fmt.Errorf("cannot read the sweep result: %w", err)
 	}
+	return kneeOf(b)
+}
+
+// kneeOf returns the knee of a sweep.json and, for each step that had
+// attempts voided by the host's steal or passed only on a retry or failed
+// after its retries, what those attempts met.
+func kneeOf(b []byte) (float64, []string, error) {
 	var s struct {
 		Knee  float64 `json:"knee_tps"`
 		Steps []struct {
@@ -667,6 +686,7 @@ func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step t
 			Pass    bool     `json:"pass"`
 			Reason  string   `json:"reason"`
 			Retried []string `json:"retried"`
+			Voided  []string `json:"voided"`
 		} `json:"steps"`
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -674,6 +694,9 @@ func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step t
 	}
 	var notes []string
 	for _, st := range s.Steps {
+		for _, v := range st.Voided {
+			notes = append(notes, fmt.Sprintf("%.0f TPS attempt void (%s)", st.TPS, v))
+		}
 		if len(st.Retried) == 0 {
 			continue
 		}

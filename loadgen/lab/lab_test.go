@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/sweep"
 )
 
 func TestValidate(t *testing.T) {
@@ -168,6 +170,40 @@ func binaries(t *testing.T) (chf, loadgen string) {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(binDir, "chf"), filepath.Join(binDir, "loadgen")
+}
+
+// The lab reads its knee sweeps' sweep.json as loadgen sweep writes it:
+// the knee, and a note for every void, retried or failed step. The knee
+// sweeps' retries and steal voids fit the accounts' slices.
+func TestKneeOf(t *testing.T) {
+	miss := "p99 80.00 ms > 50.00 ms"
+	res := sweep.Result{KneeTPS: 2000, Steps: []sweep.Step{
+		{OfferedTPS: 1000, Pass: true},
+		{OfferedTPS: 2000, Pass: true, Voided: []string{miss + ", host steal 31% of a core in its worst second > 5%"}, Retried: []string{miss}},
+		{OfferedTPS: 3000, Reason: miss, Retried: []string{miss, miss}},
+	}}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	knee, notes, err := kneeOf(b)
+	if err != nil || knee != 2000 {
+		t.Fatalf("knee %v, %v", knee, err)
+	}
+	want := []string{
+		"2000 TPS attempt void (" + miss + ", host steal 31% of a core in its worst second > 5%)",
+		"2000 TPS met on attempt 2; earlier: " + miss,
+		"3000 TPS missed 3 times (last: " + miss + "); earlier: " + miss + "; " + miss,
+	}
+	if strings.Join(notes, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("notes\n%s\nwant\n%s", strings.Join(notes, "\n"), strings.Join(want, "\n"))
+	}
+	for _, c := range []struct{ accounts, retries, steal int }{{40, 0, 0}, {41, 0, 1}, {80, 1, 0}, {122, 2, 2}, {100000, kneeRetries, kneeStealRetries}} {
+		l := &Lab{o: Options{Accounts: c.accounts}}
+		if r, s := l.retries(), l.stealRetries(); r != c.retries || s != c.steal || kneeSteps*(1+r)+s > c.accounts {
+			t.Errorf("%d accounts: retries %d, steal retries %d; want %d, %d", c.accounts, r, s, c.retries, c.steal)
+		}
+	}
 }
 
 func TestMain(m *testing.M) {

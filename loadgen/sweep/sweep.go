@@ -65,7 +65,19 @@ type Config struct {
 	// noisy step should not end the sweep. The step passes when any
 	// attempt does; RunStep is called once per attempt.
 	Retries int
-	SLO     SLO
+	// MaxSteal, when > 0, voids an attempt that missed the SLO while the
+	// hypervisor took more than MaxSteal percent of one core (100 = a
+	// whole core) in some second of its measured window: the attempt is
+	// run again without counting against Retries, up to StealRetries
+	// times over the whole sweep (each attempt takes its own slice of
+	// the subscribers, so a per-step allowance would shrink every
+	// slice). On a shared VM such a second, not the system under test,
+	// usually decides the step (loadgen/README.md, "Sweeps"). An attempt
+	// that met the SLO counts whatever the steal; results without the
+	// host's CPU are never voided.
+	MaxSteal     float64
+	StealRetries int
+	SLO          SLO
 	// RunStep performs one measured run at tps. It may return a result
 	// together with an error (a failed audit): the step then fails.
 	RunStep func(ctx context.Context, tps float64) (*report.Result, error)
@@ -82,6 +94,13 @@ type Step struct {
 	// Retried lists why each earlier attempt of this step missed the SLO
 	// (Config.Retries); empty when the first attempt decided.
 	Retried []string `json:"retried,omitempty"`
+	// Voided lists the attempts voided by the host's steal (Config.MaxSteal):
+	// why each missed the SLO and the steal of its worst second.
+	Voided []string `json:"voided,omitempty"`
+	// PeakSteal is the steal of the worst second of the last attempt's
+	// measured window, in percent of one core (absent without the host's
+	// CPU).
+	PeakSteal *float64 `json:"peak_steal_percent,omitempty"`
 }
 
 // Result is a whole sweep.
@@ -96,6 +115,10 @@ type Result struct {
 	FirstFailReason string  `json:"first_fail_reason,omitempty"`
 	// Retries is Config.Retries: the extra attempts a missed step got.
 	Retries int `json:"retries,omitempty"`
+	// MaxSteal and StealRetries are Config's: attempts voided by the
+	// host's steal.
+	MaxSteal     float64 `json:"max_steal_percent,omitempty"`
+	StealRetries int     `json:"steal_retries,omitempty"`
 	// Interrupted says a signal cut the sweep short.
 	Interrupted bool `json:"interrupted,omitempty"`
 }
@@ -116,6 +139,9 @@ const MaxSteps = 1000
 // MaxRetries bounds Config.Retries.
 const MaxRetries = 5
 
+// MaxStealRetries bounds Config.StealRetries.
+const MaxStealRetries = 100
+
 // Validate checks the rates and the SLO (not RunStep), so that a command
 // can refuse a sweep before starting anything. Errors name the field.
 func (c Config) Validate() error {
@@ -132,6 +158,10 @@ func (c Config) Validate() error {
 		return bad("max", "must be at least start (%v), got %v", c.Start, c.Max)
 	case c.Retries < 0 || c.Retries > MaxRetries:
 		return bad("retries", "must be within 0..%d, got %d", MaxRetries, c.Retries)
+	case !(c.MaxSteal >= 0 && c.MaxSteal <= 100*maxCores):
+		return bad("max_steal", "must be a percentage of one core within 0..%d, got %v", 100*maxCores, c.MaxSteal)
+	case c.StealRetries < 0 || c.StealRetries > MaxStealRetries:
+		return bad("steal_retries", "must be within 0..%d, got %d", MaxStealRetries, c.StealRetries)
 	case c.Steps() > MaxSteps:
 		return bad("step", "%v from %v to %v makes %d steps, more than %d", c.Step, c.Start, c.Max, c.Steps(), MaxSteps)
 	case c.SLO.P99Ms < 0 || !finite(c.SLO.P99Ms):
@@ -144,6 +174,24 @@ func (c Config) Validate() error {
 		return bad("slo.min_achieved", "must be within 0..1, got %v", c.SLO.MinAchieved)
 	}
 	return nil
+}
+
+// maxCores bounds MaxSteal (100 per core): any machine's steal is below it.
+const maxCores = 1 << 16
+
+// Attempts returns the most attempts the sweep may run.
+func (c Config) Attempts() int { return c.Steps()*(1+c.Retries) + c.StealRetries }
+
+// PeakSteal returns the steal of the worst second of r's measured window,
+// in percent of one core; ok is false when no second has the host's CPU.
+func PeakSteal(r *report.Result) (peak float64, ok bool) {
+	for _, p := range r.Series {
+		if p.Phase != "measure" || p.HostBusy <= 0 && p.HostSteal <= 0 {
+			continue
+		}
+		peak, ok = max(peak, p.HostSteal), true
+	}
+	return peak, ok
 }
 
 // Steps returns the number of steps from Start to Max (valid rates).
@@ -162,26 +210,44 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.RunStep == nil {
 		return nil, fmt.Errorf("%w: no step runner", ErrConfig)
 	}
-	res := &Result{SchemaVersion: report.SchemaVersion, Kind: Kind, SLO: cfg.SLO, Retries: cfg.Retries}
+	res := &Result{SchemaVersion: report.SchemaVersion, Kind: Kind, SLO: cfg.SLO, Retries: cfg.Retries,
+		MaxSteal: cfg.MaxSteal, StealRetries: cfg.StealRetries}
+	voided := 0 // attempts voided by steal, over the sweep
 	for tps := cfg.Start; tps <= cfg.Max+1e-9; tps += cfg.Step {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
 		var st Step
-		for attempt := 0; ; attempt++ {
+		for attempt := 0; ; {
 			r, err := cfg.RunStep(ctx, tps)
 			if r == nil {
 				return res, fmt.Errorf("cannot run the step at %.0f TPS: %w", tps, err)
 			}
-			retried := st.Retried
-			st = Step{OfferedTPS: tps, Result: r, Retried: retried}
+			st = Step{OfferedTPS: tps, Result: r, Retried: st.Retried, Voided: st.Voided}
 			st.Pass, st.Reason = cfg.SLO.Check(r)
 			if err != nil && st.Pass {
 				st.Pass, st.Reason = false, err.Error()
 			}
-			if st.Pass || attempt >= cfg.Retries || ctx.Err() != nil {
+			peak, measured := PeakSteal(r)
+			if measured {
+				st.PeakSteal = &peak
+			}
+			if st.Pass || ctx.Err() != nil {
 				break
 			}
+			if disturbed := measured && cfg.MaxSteal > 0 && peak > cfg.MaxSteal; disturbed {
+				why := fmt.Sprintf("%s, host steal %.0f%% of a core in its worst second > %.0f%%", st.Reason, peak, cfg.MaxSteal)
+				if voided < cfg.StealRetries {
+					voided++
+					st.Voided = append(st.Voided, why)
+					continue
+				}
+				st.Reason = why // counts, but says what it met
+			}
+			if attempt >= cfg.Retries {
+				break
+			}
+			attempt++
 			st.Retried = append(st.Retried, st.Reason)
 		}
 		res.Steps = append(res.Steps, st)
@@ -219,6 +285,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	if r.Retries > 0 {
 		fmt.Fprintf(w, " (a step that missed the SLO was run up to %d more times before it counted as failed)", r.Retries)
 	}
+	if r.MaxSteal > 0 && r.StealRetries > 0 {
+		fmt.Fprintf(w, " (an attempt that missed the SLO while the hypervisor took more than %.0f%% of a core in some second was void and run again, up to %d times in the sweep)", r.MaxSteal, r.StealRetries)
+	}
 	if r.FirstFailTPS > 0 {
 		fmt.Fprintf(w, "; first failure at %.0f TPS: %s.\n\n", r.FirstFailTPS, r.FirstFailReason)
 	} else {
@@ -237,6 +306,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		if len(s.Retried) > 0 {
 			v += fmt.Sprintf(" (attempt %d; earlier: %s)", len(s.Retried)+1, strings.Join(s.Retried, "; "))
 		}
+		if len(s.Voided) > 0 {
+			v += fmt.Sprintf(" (void attempts: %s)", strings.Join(s.Voided, "; "))
+		}
 		var cpus []string
 		for _, c := range x.Components() {
 			cpus = append(cpus, fmt.Sprintf("%s %.0f", c, x.CPUPercent[c]))
@@ -247,6 +319,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		idle, steal := "n/a", "n/a"
 		if x.Host != nil {
 			idle, steal = fmt.Sprintf("%.0f", x.Host.IdlePercent), fmt.Sprintf("%.1f", x.Host.StealPercent)
+		}
+		if s.PeakSteal != nil {
+			steal += fmt.Sprintf(" (worst second %.0f)", *s.PeakSteal)
 		}
 		fmt.Fprintf(w, "| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %d | %d | %d | %.1f | %s | %s | %s | %s |\n",
 			s.OfferedTPS, x.TPS, x.LatencyMs.P50, x.LatencyMs.P99, x.LatencyMs.P999, x.JitterCV, x.Errors, x.Late, x.Dropped, x.SUTCPUUsTxn, strings.Join(cpus, ", "), idle, steal, v)

@@ -5,11 +5,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chf-testbed/testbed/loadgen/engine"
 	"github.com/chf-testbed/testbed/loadgen/fakechf"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
@@ -121,5 +123,100 @@ func TestRetries(t *testing.T) {
 	}
 	if err := (Config{Start: 1, Step: 1, Max: 1, Retries: MaxRetries + 1}).Validate(); err == nil || !strings.Contains(err.Error(), "retries") {
 		t.Errorf("too many retries accepted: %v", err)
+	}
+}
+
+// An attempt that misses the SLO while the hypervisor took more than
+// MaxSteal of a core in some second of its measured window is void: run
+// again without using a retry, up to StealRetries times in the sweep. Steal outside
+// the window, steal on a met attempt and results without the host's CPU
+// void nothing; once the voids are used up the attempt counts and says
+// what it met.
+func TestStealVoidsAttempts(t *testing.T) {
+	type attempt struct {
+		p99   float64
+		steal []float64 // per measured second; nil: no host CPU
+	}
+	quiet, stolen := []float64{0, 1, 0}, []float64{0, 30, 2}
+	attempts := map[float64][]attempt{
+		100: {{50, stolen}, {1, quiet}},                // void, then met
+		200: {{1, stolen}},                             // met under steal: counts
+		300: {{50, stolen}, {50, stolen}, {50, quiet}}, // two voids, then a retry (met below)
+		400: {{50, nil}, {50, nil}},                    // no host CPU: never void
+	}
+	attempts[300] = append(attempts[300], attempt{1, quiet})
+	calls := map[float64]int{}
+	step := func(ctx context.Context, tps float64) (*report.Result, error) {
+		a := attempts[tps][calls[tps]]
+		calls[tps]++
+		r := &report.Result{Transactions: 100, Offered: 100, OfferedTPS: tps, TPS: tps}
+		r.LatencyMs.P99 = a.p99
+		r.Audit.Skipped = true
+		// A stolen warm-up second never voids.
+		r.Series = append(r.Series, report.Point{Tick: engine.Tick{Phase: "warm-up"}, HostBusy: 90, HostSteal: 80})
+		for _, s := range a.steal {
+			r.Series = append(r.Series, report.Point{Tick: engine.Tick{Phase: "measure"}, HostBusy: 100, HostSteal: s})
+		}
+		if a.steal == nil {
+			r.Series = append(r.Series, report.Point{Tick: engine.Tick{Phase: "measure"}})
+		}
+		return r, nil
+	}
+	cfg := Config{Start: 100, Step: 100, Max: 400, Retries: 1, MaxSteal: 5, StealRetries: 3, RunStep: step,
+		SLO: SLO{P99Ms: 10, MaxLateRate: 1}}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[float64]int{100: 2, 200: 1, 300: 4, 400: 2}
+	for tps, n := range want {
+		if calls[tps] != n {
+			t.Errorf("step %.0f: %d attempts, want %d (all: %v)", tps, calls[tps], n, calls)
+		}
+	}
+	s := res.Steps
+	if len(s) != 4 || !s[0].Pass || !s[1].Pass || !s[2].Pass || s[3].Pass || res.KneeTPS != 300 {
+		t.Fatalf("steps %+v, knee %v; want 100-300 met, 400 missed", s, res.KneeTPS)
+	}
+	if len(s[0].Voided) != 1 || len(s[0].Retried) != 0 || !strings.Contains(s[0].Voided[0], "p99 50.00 ms > 10.00 ms, host steal 30% of a core in its worst second > 5%") {
+		t.Errorf("step 100: voided %q retried %q", s[0].Voided, s[0].Retried)
+	}
+	if s[1].PeakSteal == nil || *s[1].PeakSteal != 30 || len(s[1].Voided) != 0 {
+		t.Errorf("step 200: peak steal %v, voided %q; want 30 and none", s[1].PeakSteal, s[1].Voided)
+	}
+	if len(s[2].Voided) != 2 || len(s[2].Retried) != 1 || strings.Contains(s[2].Retried[0], "steal") {
+		t.Errorf("step 300: voided %q retried %q; want 2 voids, then one plain retry", s[2].Voided, s[2].Retried)
+	}
+	if len(s[3].Voided) != 0 || len(s[3].Retried) != 1 || s[3].PeakSteal != nil {
+		t.Errorf("step 400 (no host CPU): voided %q retried %q peak %v", s[3].Voided, s[3].Retried, s[3].PeakSteal)
+	}
+	var b bytes.Buffer
+	res.WriteMarkdown(&b)
+	for _, w := range []string{"more than 5% of a core in some second was void and run again, up to 3 times in the sweep", "(worst second 30)", "void attempts: p99 50.00 ms"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("sweep.md lacks %q:\n%s", w, b.String())
+		}
+	}
+
+	// The allowance is the sweep's: once used up, a stolen attempt counts
+	// and its reason names the steal.
+	attempts = map[float64][]attempt{100: {{50, stolen}, {1, quiet}}, 200: {{50, stolen}, {1, quiet}}}
+	calls = map[float64]int{}
+	cfg.Max, cfg.Retries, cfg.StealRetries, cfg.UntilBreak = 200, 0, 1, false
+	if got := cfg.Attempts(); got != 3 {
+		t.Fatalf("Attempts %d, want 2 steps + 1 void", got)
+	}
+	res, err = Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.Steps; !st[0].Pass || len(st[0].Voided) != 1 || st[1].Pass || calls[200] != 1 || !strings.Contains(st[1].Reason, "host steal 30%") {
+		t.Fatalf("allowance used up: steps %+v, attempts %v", st, calls)
+	}
+	for _, bad := range []Config{{MaxSteal: -1}, {MaxSteal: math.NaN()}, {StealRetries: MaxStealRetries + 1}} {
+		bad.Start, bad.Step, bad.Max = 1, 1, 1
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
 	}
 }
