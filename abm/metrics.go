@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/chf-testbed/testbed/chassis/flight"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -215,5 +216,7 @@ func observeAS(op asOp, err as.Error, start time.Time) {
 	default:
 		r = asError
 	}
-	asLatency[op][r].Observe(time.Since(start).Seconds())
+	d := time.Since(start)
+	asLatency[op][r].Observe(d.Seconds())
+	flight.Observe(d)
 }

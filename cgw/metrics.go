@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chf-testbed/testbed/chassis/flight"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -92,5 +93,7 @@ func observe(fr front, x *Exchange, start time.Time) {
 	}
 	s := nchfSeriesTable.Get(nchfKey{front: fr, op: x.op, code: uint16(code), cause: x.cause})
 	s.requests.Inc()
-	s.latency.Observe(time.Since(start).Seconds())
+	d := time.Since(start)
+	s.latency.Observe(d.Seconds())
+	flight.Observe(d)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/flight"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -113,13 +114,17 @@ func ConfigString(cfg Configurable) string {
 }
 
 // Base is the configuration every service command shares: --listen,
-// --log-level, --pprof, the Go runtime's --gomaxprocs and --sysmon-park
-// and, when Tracing is set, --trace-ratio and --otlp-endpoint.
+// --log-level, --pprof, the flight recorder's --flight-recorder,
+// --flight-threshold and --flight-files, the Go runtime's --gomaxprocs
+// and --sysmon-park and, when Tracing is set, --trace-ratio and
+// --otlp-endpoint.
 type Base struct {
 	Listen   string
 	LogLevel slog.Level
 	Pprof    string
-	Runtime  Runtime
+	// Flight is the execution-trace flight recorder (--flight-recorder).
+	Flight  flight.Config
+	Runtime Runtime
 	// Tracing says whether the service has the tracing flags (not a flag).
 	Tracing   bool
 	Telemetry telemetry.Config
@@ -130,6 +135,7 @@ func (b *Base) RegisterFlags(fs *flag.FlagSet, listenHelp string) {
 	fs.StringVar(&b.Listen, "listen", b.Listen, listenHelp)
 	fs.TextVar(&b.LogLevel, "log-level", b.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&b.Pprof, "pprof", b.Pprof, "host:port to serve net/http/pprof on (profiling); empty = off")
+	b.Flight.RegisterFlags(fs)
 	b.Runtime.RegisterFlags(fs)
 	if b.Tracing {
 		fs.Float64Var(&b.Telemetry.TraceRatio, "trace-ratio", b.Telemetry.TraceRatio,
@@ -139,12 +145,16 @@ func (b *Base) RegisterFlags(fs *flag.FlagSet, listenHelp string) {
 	}
 }
 
-// Validate checks --listen (host:port), --gomaxprocs and --trace-ratio.
+// Validate checks --listen (host:port), --gomaxprocs, the flight
+// recorder's flags and --trace-ratio.
 func (b *Base) Validate() error {
 	if _, _, err := net.SplitHostPort(b.Listen); err != nil {
 		return fmt.Errorf("cannot parse --listen %q: %w", b.Listen, err)
 	}
 	if err := b.Runtime.Validate(); err != nil {
+		return err
+	}
+	if err := b.Flight.Validate(); err != nil {
 		return err
 	}
 	if b.Tracing && (b.Telemetry.TraceRatio < 0 || b.Telemetry.TraceRatio > 1) {
@@ -392,6 +402,15 @@ func RunServiceCommand(command, service, about string, svc Service, args []strin
 			_, _, err := StartPprof(b.Pprof, log)
 			return err
 		}, nil)
+	}
+	if b.Flight.Dir != "" {
+		var fr *flight.Recorder
+		g.Add("flight recorder", func() (err error) {
+			fr, err = flight.Start(b.Flight, service, log)
+			return err
+		}, func(context.Context) error { fr.Stop(); return nil })
+	} else {
+		flight.IgnoreSignal(log)
 	}
 	if err := svc.AddTo(g, log); err != nil {
 		return err

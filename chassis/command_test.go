@@ -57,7 +57,7 @@ func TestParseCommand(t *testing.T) {
 	}
 	// String comes from the flag set: every flag, in name order, with the
 	// parsed values, the tracing flags included.
-	want := "count=7 discovery=static gogc=0 gomaxprocs=0 k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= sched-batch=true sysmon-park=false trace-ratio=0.5"
+	want := "count=7 discovery=static flight-files=10 flight-recorder= flight-threshold=50ms gogc=0 gomaxprocs=0 k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= sched-batch=true sysmon-park=false trace-ratio=0.5"
 	if got := cfg.String(); got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}

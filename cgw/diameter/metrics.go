@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/chf-testbed/testbed/chassis/flight"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -114,5 +115,7 @@ func observeGy(reqType, result uint32, start time.Time) {
 	}
 	g := gyTable.Get(gyKey{uint8(reqType), result})
 	g.requests.Inc()
-	g.latency.Observe(time.Since(start).Seconds())
+	d := time.Since(start)
+	g.latency.Observe(d.Seconds())
+	flight.Observe(d)
 }

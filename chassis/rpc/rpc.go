@@ -19,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/flight"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -91,11 +92,13 @@ func (c *BatchClient[R, P]) Do(ctx context.Context, req R, resp P) error {
 	cl.req, cl.resp = req, resp
 	c.b.Do(ctx, cl)
 	err := cl.err
+	d := time.Since(start)
 	if err != nil {
-		c.failed.Observe(time.Since(start).Seconds())
+		c.failed.Observe(d.Seconds())
 	} else {
-		c.ok.Observe(time.Since(start).Seconds())
+		c.ok.Observe(d.Seconds())
 	}
+	flight.Observe(d)
 	*cl = call[R, P]{}
 	c.calls.Put(cl)
 	return err
