@@ -35,11 +35,14 @@ type Report struct {
 	// per step of the host sweep that needed them, what the attempts did.
 	KneeRetries     int      `json:"knee_retries"`
 	HostKneeRetried []string `json:"host_knee_retried,omitempty"`
-	DurationS       float64  `json:"duration_s"`
-	Trials          int      `json:"trials"`
-	MTU             int      `json:"mtu"`
-	Baseline        string   `json:"baseline"`
-	Rows            []*Row   `json:"rows"`
+	// KneeStealRetries is the knee sweeps' --steal-retries: how many
+	// attempts missed under the hypervisor's steal a sweep may void.
+	KneeStealRetries int     `json:"knee_steal_retries"`
+	DurationS        float64 `json:"duration_s"`
+	Trials           int     `json:"trials"`
+	MTU              int     `json:"mtu"`
+	Baseline         string  `json:"baseline"`
+	Rows             []*Row  `json:"rows"`
 	// Reference is the published ordering, Measured this machine's, and
 	// Verdicts a sentence per step of the ordering.
 	Reference []string     `json:"reference_ordering,omitempty"`
@@ -193,7 +196,7 @@ func (l *Lab) newReport() *Report {
 		PinNote:   PinNote(l.o.CPUs),
 		RateTPS:   l.o.Rate,
 		DurationS: l.o.Duration.Seconds(), Trials: l.o.Trials, MTU: l.o.MTU,
-		Baseline: rowKey(l.o.Baseline, l.o.BaselinePinned), KneeRetries: l.retries(),
+		Baseline: rowKey(l.o.Baseline, l.o.BaselinePinned), KneeRetries: l.retries(), KneeStealRetries: l.stealRetries(),
 	}
 }
 
@@ -516,10 +519,13 @@ func (r *Report) kneeNote() string {
 	if r.KneeRetries == 0 {
 		s = "Knee sweeps declare the knee at the first step that misses the SLO (no retries: too few accounts for a slice per attempt)"
 	}
+	if r.KneeStealRetries > 0 {
+		s += fmt.Sprintf(" (up to %d attempts a sweep that missed while the hypervisor stole more than loadgen sweep's --max-steal in one second are void and run again)", r.KneeStealRetries)
+	}
 	if len(notes) == 0 {
 		return s + "; no step needed a retry"
 	}
-	return s + "; retried: " + strings.Join(notes, "; ")
+	return s + "; retried or void: " + strings.Join(notes, "; ")
 }
 
 // Markdown renders the report as lab.md.
