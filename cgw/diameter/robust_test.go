@@ -254,15 +254,18 @@ func TestMalformedDoesNotHurtOthers(t *testing.T) {
 
 func TestWatchdogAndDisconnect(t *testing.T) {
 	f := newFakeCharger()
-	s := startServer(t, Config{WatchdogInterval: 100 * time.Millisecond}, f)
+	// Intervals long enough that a DWA is never 2·Tw late on a loaded CI
+	// machine running every package's tests with -race (at Tw = 100 ms it
+	// was, once).
+	s := startServer(t, Config{WatchdogInterval: 300 * time.Millisecond}, f)
 	// The client answers the server's DWRs (and sends its own): it stays up
 	// for many intervals of silence.
 	c, err := gy.DialConfig(context.Background(), gy.Config{Addr: s.Addr(), OriginHost: "pgw1.loadgen.test", OriginRealm: "loadgen.test",
-		WatchdogInterval: 70 * time.Millisecond})
+		WatchdogInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(1800 * time.Millisecond)
 	if st := s.Stats(); st.Peers != 1 {
 		t.Fatalf("peer dropped despite watchdog: %+v", st)
 	}
