@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -232,6 +233,34 @@ func TestLocalChildDies(t *testing.T) {
 	}
 }
 
+// waitStopped waits (up to 10 s) until every thread of pid is stopped:
+// SIGSTOP takes effect when each thread next enters the kernel, and on a
+// loaded machine a running ABM thread once served a request after kill
+// returned.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		stopped := len(tasks) > 0
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			i := bytes.LastIndexByte(b, ')')
+			if err != nil || i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not stopped 10 s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for concurrent Write and String.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -265,6 +294,7 @@ func TestLocalStoppedABM(t *testing.T) {
 	}
 	cont := func() { syscall.Kill(abmPid, syscall.SIGCONT) }
 	t.Cleanup(cont)
+	waitStopped(t, abmPid)
 	h2 := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
