@@ -233,6 +233,47 @@ func TestLocalChildDies(t *testing.T) {
 	}
 }
 
+// Each service of `chf local` takes its own flags (--aslite-args and the
+// like): with --flight-recorder, SIGUSR1 makes aslite and the ABM write
+// the last seconds of their execution traces, and the CGW, without one,
+// logs the signal and keeps serving.
+func TestLocalFlightRecorder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the chf binary")
+	}
+	dir := t.TempDir()
+	lr := startLocal(t, "--accounts", "10", "--nchf", "127.0.0.1:0", "--quiet",
+		"--aslite-args", "--flight-recorder "+dir, "--abm-args", "--flight-recorder "+dir+" --flight-threshold 1h")
+	for _, svc := range []string{"aslite", "abm", "cgw"} {
+		if err := syscall.Kill(lr.pids[svc], syscall.SIGUSR1); err != nil {
+			t.Fatalf("%s: %v", svc, err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a, _ := filepath.Glob(filepath.Join(dir, "aslite-*.trace"))
+		b, _ := filepath.Glob(filepath.Join(dir, "abm-*.trace"))
+		if len(a) == 1 && len(b) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshots after SIGUSR1: aslite %v, abm %v\n%s", a, b, lr.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c, _ := filepath.Glob(filepath.Join(dir, "cgw-*")); len(c) != 0 || !alive(lr.pids["cgw"]) {
+		t.Fatalf("the CGW without a recorder: files %v, alive %v", c, alive(lr.pids["cgw"]))
+	}
+	resp, err := http.Post(lr.nchfURL, "application/json", bytes.NewReader(req("imsi-001010000000002", 0, `{"ratingGroup":10,"requestedUnit":{}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create after the signals: %d", resp.StatusCode)
+	}
+}
+
 // waitStopped waits (up to 10 s) until every thread of pid is stopped:
 // SIGSTOP takes effect when each thread next enters the kernel, and on a
 // loaded machine a running ABM thread once served a request after kill

@@ -31,6 +31,7 @@ type CommandConfig struct {
 	Balance                   int64
 	First                     string
 	CGWArgs, OCPArgs, ABMArgs string
+	AsliteArgs                string
 	CDRDir                    string
 	// Replicas is "service=n,..." (cgw, ocp, abm); AsliteDataDir and
 	// AsliteCommit make aslite durable.
@@ -61,6 +62,7 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CGWArgs, "cgw-args", c.CGWArgs, "extra flags for the cgw process, space-separated (e.g. \"--pprof 127.0.0.1:6060\")")
 	fs.StringVar(&c.OCPArgs, "ocp-args", c.OCPArgs, "extra flags for the ocp process, space-separated")
 	fs.StringVar(&c.ABMArgs, "abm-args", c.ABMArgs, "extra flags for the abm process, space-separated")
+	fs.StringVar(&c.AsliteArgs, "aslite-args", c.AsliteArgs, "extra flags for the aslite process, space-separated (e.g. \"--flight-recorder DIR\")")
 	fs.StringVar(&c.CDRDir, "cdr-dir", c.CDRDir, "directory the OCP writes CHF-CDR files to (its --cdr-dir; other --cdr-* flags through --ocp-args); empty = no CDRs")
 	fs.StringVar(&c.Replicas, "replicas", c.Replicas, "instances per service, e.g. \"ocp=2,abm=2\" (cgw, ocp, abm; 1..16 each; default 1): the first on its address flag, the others on free loopback ports, every caller given the whole list (static discovery)")
 	fs.StringVar(&c.AsliteDataDir, "aslite-data-dir", c.AsliteDataDir, "directory where aslite keeps its log and snapshots (chf aslite --data-dir), so balances survive a restart or kill -9; empty = in memory")
@@ -116,7 +118,7 @@ func (c *CommandConfig) Config(log *slog.Logger) Config {
 		Nchf: c.Nchf, Diameter: c.Diameter, OCP: c.OCP, ABM: c.ABM, Aerospike: c.Aerospike,
 		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log, TLSDir: c.TLSDir,
 		AsliteDataDir: c.AsliteDataDir, AsliteCommit: c.AsliteCommit,
-		Args:   map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs)},
+		Args:   map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs), "aslite": strings.Fields(c.AsliteArgs)},
 		CDRDir: c.CDRDir, GOMAXPROCS: c.GOMAXPROCS,
 	}
 	cfg.Replicas, _ = ParseReplicas(c.Replicas) // Validate checked it

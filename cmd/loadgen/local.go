@@ -129,6 +129,7 @@ func localCmd(args []string) (err error) {
 	cgwArgs := fs.String("cgw-args", "", "extra flags for the cgw process, space-separated")
 	ocpArgs := fs.String("ocp-args", "", "extra flags for the ocp process, space-separated")
 	abmArgs := fs.String("abm-args", "", "extra flags for the abm process, space-separated")
+	asliteArgs := fs.String("aslite-args", "", "extra flags for the aslite process, space-separated (e.g. \"--flight-recorder DIR\")")
 	replicas := fs.String("replicas", "", "instances per service, e.g. \"ocp=2,abm=2\" (cgw, ocp, abm; default 1 each), as chf local --replicas; the load spreads over every cgw")
 	asliteDir := fs.String("aslite-data-dir", "", "make aslite durable with its log and snapshots in this directory (chf local --aslite-data-dir); a --fault on aslite without it uses a temporary one")
 	asliteCommit := fs.String("aslite-commit", "sync", "with a durable aslite, its --commit: sync or interval")
@@ -288,7 +289,7 @@ func localCmd(args []string) (err error) {
 	t0 := time.Now()
 	tb, err := testbed.Start(s.Context(), testbed.Options{
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
-		Logs: logs, Log: o.Log, CGWArgs: cgwFlags, OCPArgs: ocpFlags, ABMArgs: abmFlags, Diameter: f.proto == "gy",
+		Logs: logs, Log: o.Log, CGWArgs: cgwFlags, OCPArgs: ocpFlags, ABMArgs: abmFlags, AsliteArgs: strings.Fields(*asliteArgs), Diameter: f.proto == "gy",
 		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
 		TLSDir: f.localTLSDir, Plans: plans,
 	})

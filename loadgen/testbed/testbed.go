@@ -37,8 +37,8 @@ type Options struct {
 	// Logs receives the services' log lines (default io.Discard).
 	Logs io.Writer
 	Log  *slog.Logger
-	// CGWArgs, OCPArgs and ABMArgs add flags to those services.
-	CGWArgs, OCPArgs, ABMArgs []string
+	// CGWArgs, OCPArgs, ABMArgs and AsliteArgs add flags to those services.
+	CGWArgs, OCPArgs, ABMArgs, AsliteArgs []string
 	// Diameter starts the CGW's Diameter Gy front on a free loopback port.
 	Diameter bool
 	// Replicas, AsliteDataDir and AsliteCommit are local.Config's.
@@ -111,7 +111,7 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := map[string][]string{"cgw": o.CGWArgs, "ocp": o.OCPArgs, "abm": o.ABMArgs}
+	args := map[string][]string{"cgw": o.CGWArgs, "ocp": o.OCPArgs, "abm": o.ABMArgs, "aslite": o.AsliteArgs}
 	cfg := local.Config{
 		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
 		Logs: o.Logs, Logger: o.Log, Args: args, TLSDir: o.TLSDir,
