@@ -163,12 +163,17 @@ func (r *Recorder) Written() int { return int(r.written.Load()) }
 // Stop stops recording; a snapshot being written is finished first.
 func (r *Recorder) Stop() {
 	r.once.Do(func() {
-		active.CompareAndSwap(r, nil)
-		signal.Stop(r.sig)
+		r.detach()
 		close(r.stop)
 		<-r.done
-		r.fr.Stop()
+		r.fr.Stop() // nothing when the loop stopped it at the limit
 	})
+}
+
+// detach stops Observe and SIGUSR1 from reaching r.
+func (r *Recorder) detach() {
+	active.CompareAndSwap(r, nil)
+	signal.Stop(r.sig)
 }
 
 func (r *Recorder) loop() {
@@ -184,10 +189,8 @@ func (r *Recorder) loop() {
 		r.snapshot(slow)
 		if r.Written() >= r.files {
 			r.log.Info("flight recorder: snapshot limit reached, recording stopped", "files", r.files)
-			active.CompareAndSwap(r, nil)
-			signal.Stop(r.sig)
+			r.detach()
 			r.fr.Stop()
-			<-r.stop
 			return
 		}
 		// The next snapshot would repeat most of this one; a slow call

@@ -182,9 +182,9 @@ const maxCores = 1 << 16
 // Attempts returns the most attempts the sweep may run.
 func (c Config) Attempts() int { return c.Steps()*(1+c.Retries) + c.StealRetries }
 
-// PeakSteal returns the steal of the worst second of r's measured window,
+// peakSteal returns the steal of the worst second of r's measured window,
 // in percent of one core; ok is false when no second has the host's CPU.
-func PeakSteal(r *report.Result) (peak float64, ok bool) {
+func peakSteal(r *report.Result) (peak float64, ok bool) {
 	for _, p := range r.Series {
 		if p.Phase != "measure" || p.HostBusy <= 0 && p.HostSteal <= 0 {
 			continue
@@ -228,14 +228,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			if err != nil && st.Pass {
 				st.Pass, st.Reason = false, err.Error()
 			}
-			peak, measured := PeakSteal(r)
+			peak, measured := peakSteal(r)
 			if measured {
 				st.PeakSteal = &peak
 			}
 			if st.Pass || ctx.Err() != nil {
 				break
 			}
-			if disturbed := measured && cfg.MaxSteal > 0 && peak > cfg.MaxSteal; disturbed {
+			if measured && cfg.MaxSteal > 0 && peak > cfg.MaxSteal {
 				why := fmt.Sprintf("%s, host steal %.0f%% of a core in its worst second > %.0f%%", st.Reason, peak, cfg.MaxSteal)
 				if voided < cfg.StealRetries {
 					voided++
