@@ -47,7 +47,7 @@ func TestMetrics(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"chf_rpc_client_duration_seconds", map[string]string{"peer": "metricstest-peer", "result": "ok"}, 1},
+		{"chf_rpc_client_duration_seconds", map[string]string{"peer": "metricstest-peer", "result": "ok"}, 2}, // DoMany and Do
 		{"chf_rpc_client_batch_size", map[string]string{"peer": "metricstest-peer"}, 2},
 		{"chf_rpc_client_batches_inflight", map[string]string{"peer": "metricstest-peer"}, 2},
 		{"chf_rpc_server_batch_size", map[string]string{"api": "metricstest"}, 2},

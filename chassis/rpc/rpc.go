@@ -26,7 +26,7 @@ import (
 // The RPC's own metrics (the chassis exports each round trip's latency as
 // http_client_request_duration_seconds and http_server_request_duration_seconds):
 //
-//	chf_rpc_client_duration_seconds{peer,result}  histogram: one call, queueing in the batcher included; result ok or error
+//	chf_rpc_client_duration_seconds{peer,result}  histogram: one call (Do, or DoMany of a batch forwarded whole), queueing in the batcher included; result ok or error (of any item)
 //	chf_rpc_client_batch_size{peer}  histogram: calls per round trip
 //	chf_rpc_client_batches_inflight{peer}  histogram: the batches out (this one included, 1..--batch-inflight) when each round trip left
 //	chf_rpc_server_batch_size{api}  histogram: requests per batch served
@@ -107,6 +107,7 @@ func (c *BatchClient[R, P]) Do(ctx context.Context, req R, resp P) error {
 // DoMany runs reqs in one batch (with whatever else is queued); errs[i]
 // is what Do would have returned for reqs[i].
 func (c *BatchClient[R, P]) DoMany(ctx context.Context, reqs []R, resps []P, errs []error) {
+	start := time.Now()
 	sc := c.bufs.Get().(*clientScratch[R, P])
 	defer c.bufs.Put(sc)
 	sc.calls, sc.pcalls = slices.Grow(sc.calls[:0], len(reqs))[:len(reqs)], sc.pcalls[:0]
@@ -115,11 +116,22 @@ func (c *BatchClient[R, P]) DoMany(ctx context.Context, reqs []R, resps []P, err
 		sc.pcalls = append(sc.pcalls, &sc.calls[i])
 	}
 	c.b.DoMany(ctx, sc.pcalls)
+	failed := false
 	for i := range reqs {
 		errs[i] = sc.calls[i].err
+		failed = failed || errs[i] != nil
 		sc.calls[i] = call[R, P]{}
 	}
 	clear(sc.pcalls)
+	if len(reqs) > 0 { // one wait, observed once, as a call
+		d := time.Since(start)
+		if failed {
+			c.failed.Observe(d.Seconds())
+		} else {
+			c.ok.Observe(d.Seconds())
+		}
+		flight.Observe(d)
+	}
 }
 
 // send posts one batch as one round trip: alone on the single path, else
