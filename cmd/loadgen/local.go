@@ -14,6 +14,7 @@ import (
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/audit"
+	"github.com/chf-testbed/testbed/loadgen/hops"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
@@ -306,6 +307,11 @@ func localCmd(args []string) (err error) {
 	o.Targets = f.localTargets(tb)
 	o.BalanceTargets = tb.Targets
 	o.CPU = append(o.CPU, tb.CPU()...)
+	if tb.Metrics != nil {
+		o.Hops, o.HopsNote = hops.New(tb.Metrics), ""
+	} else {
+		o.HopsNote = "not measured: the services' /metrics ask for a client certificate under --tls-dir"
+	}
 	if len(faults) > 0 {
 		o.Faults, o.Injector = faults, tb
 		o.ReservationSettle = 2 * *faultValidity

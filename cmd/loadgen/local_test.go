@@ -299,4 +299,26 @@ func localRun(t *testing.T, ctx context.Context, loadgen, chf, proto string) {
 	if !strings.Contains(string(out), "audit PASS") {
 		t.Errorf("summary does not show the audit:\n%s", out)
 	}
+	// The hops, from the services' own histograms: the front's requests
+	// (Nchf or Gy) and its calls to the OCP, and the ABM's Aerospike
+	// commands, each counted in the window.
+	hops := map[string]int64{}
+	for _, h := range res.Hops {
+		hops[h.Service+" "+h.Hop] = h.Count
+	}
+	front := "cgw request"
+	if proto == "gy" {
+		front = "cgw Gy request"
+	}
+	for _, h := range []string{front, "cgw call → ocp", "ocp serving", "abm aerospike command"} {
+		if hops[h] <= 0 {
+			t.Errorf("no %q hop in %+v (note %q)", h, res.Hops, res.HopsNote)
+		}
+	}
+	if hops[front] < res.Transactions/2 {
+		t.Errorf("%s hop counted %d of %d transactions", front, hops[front], res.Transactions)
+	}
+	if !strings.Contains(string(out), "hops (the services' histograms") {
+		t.Errorf("summary does not show the hops:\n%s", out)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/hops"
 	"github.com/chf-testbed/testbed/loadgen/operator"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
@@ -414,6 +415,7 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 			return o, usageError{fmt.Errorf("invalid --balance-url: %w", err)}
 		}
 	}
+	var metrics map[string]string
 	for _, spec := range f.cpus {
 		src, err := cpu.ParseSpec(spec)
 		switch {
@@ -424,6 +426,17 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 			src = cpu.NewMissing(cpu.SpecName(spec), err)
 		}
 		o.CPU = append(o.CPU, src)
+		if m, ok := src.(*cpu.Metrics); ok {
+			if metrics == nil {
+				metrics = map[string]string{}
+			}
+			metrics[m.Name()] = m.URL()
+		}
+	}
+	if metrics != nil {
+		o.Hops = hops.New(metrics) // the services' /metrics: their hops too
+	} else {
+		o.HopsNote = "not measured: no service's /metrics given (--cpu NAME=http://HOST:PORT/metrics)"
 	}
 	if len(o.CPU) > 0 && !f.cpuOptional {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

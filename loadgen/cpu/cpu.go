@@ -282,6 +282,9 @@ func NewMetrics(name, url string) *Metrics {
 // Name returns the component name.
 func (m *Metrics) Name() string { return m.name }
 
+// URL returns the scraped /metrics URL.
+func (m *Metrics) URL() string { return m.url }
+
 // Seconds returns the scraped counter.
 func (m *Metrics) Seconds(ctx context.Context) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)

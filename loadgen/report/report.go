@@ -159,6 +159,13 @@ type Result struct {
 	Memory map[string]cpu.Memory `json:"memory,omitempty"`
 	// Sessions are the open sessions and what they cost the loadgen.
 	Sessions *Sessions `json:"sessions,omitempty"`
+	// Hops is the window's latency of each hop inside the CHF, from the
+	// services' own histograms (package hops); empty where no service's
+	// /metrics was scraped (loadgen run without a --cpu NAME=http://…
+	// /metrics source, loadgen local with TLS).
+	Hops []Hop `json:"hops,omitempty"`
+	// HopsNote says why Hops is missing or incomplete.
+	HopsNote string `json:"hops_note,omitempty"`
 	// Host is the CPU of the machine the load generator ran on over the
 	// measured window (absent where /proc/stat is not readable, and in a
 	// merge of shards, which ran on machines of their own).
@@ -424,4 +431,20 @@ func ReadJSON(path string) (*Result, error) {
 		return nil, fmt.Errorf("%w %d in %s (want %d)", ErrSchema, r.SchemaVersion, path, SchemaVersion)
 	}
 	return &r, nil
+}
+
+// Hop is one hop's latency over the measured window, from a service's
+// histogram (package hops): Service measured Hop Count times. Quantiles
+// are interpolated within the histogram's buckets; OverNN marks one
+// beyond the last finite bucket (the value is then that bound).
+type Hop struct {
+	Service string  `json:"service"`
+	Hop     string  `json:"hop"`
+	Count   int64   `json:"count"`
+	P50Ms   float64 `json:"p50_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	P999Ms  float64 `json:"p999_ms"`
+	Over50  bool    `json:"p50_over,omitempty"`
+	Over99  bool    `json:"p99_over,omitempty"`
+	Over999 bool    `json:"p999_over,omitempty"`
 }

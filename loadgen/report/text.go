@@ -65,6 +65,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "host CPU (this machine, %d cores): %s\n", h.Cores, h.summary())
 	}
 	r.writeMemory(w)
+	r.writeHops(w)
 	r.writeFaults(w)
 	r.writeNotifications(w)
 	a := r.Audit
@@ -269,6 +270,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| open sessions end / peak / not started (bound) | %d / %d / %d (%d) |\n| loadgen bytes per open session | %.0f |\n",
 			s.OpenEnd, s.OpenPeak, s.Limited, s.MaxOpenSessions, s.BytesPerOpenSession)
 	}
+	for _, h := range r.Hops {
+		fmt.Fprintf(w, "| hop %s %s: count, p50 / p99 / p99.9 (ms) | %d, %s / %s / %s |\n", h.Service, h.Hop, h.Count, hopMs(h.P50Ms, h.Over50), hopMs(h.P99Ms, h.Over99), hopMs(h.P999Ms, h.Over999))
+	}
 	verdict := "pass"
 	if r.Audit.Skipped {
 		verdict = "skipped"
@@ -376,6 +380,33 @@ func (r *Result) writeMemory(w io.Writer) {
 		fmt.Fprintf(w, "sessions open: %d at the window's end, peak %d (bound %d, %d not started at it); loadgen heap %.0f MiB = %.0f bytes per open session (engine's part %d)\n",
 			s.OpenEnd, s.OpenPeak, s.MaxOpenSessions, s.Limited, float64(s.LoadgenHeapBytes)/(1<<20), s.BytesPerOpenSession, s.FlowBytes)
 	}
+}
+
+// writeHops prints the hops' latency table.
+func (r *Result) writeHops(w io.Writer) {
+	if len(r.Hops) == 0 {
+		if r.HopsNote != "" {
+			fmt.Fprintf(w, "hops: %s\n", r.HopsNote)
+		}
+		return
+	}
+	fmt.Fprintln(w, "hops (the services' histograms over the window; a call includes its wait for a batch, a round trip is one batch):")
+	fmt.Fprintf(w, "  %-8s %-20s %10s %9s %9s %9s\n", "service", "hop", "count", "p50 ms", "p99 ms", "p99.9 ms")
+	for _, h := range r.Hops {
+		fmt.Fprintf(w, "  %-8s %-20s %10d %9s %9s %9s\n", h.Service, h.Hop, h.Count,
+			hopMs(h.P50Ms, h.Over50), hopMs(h.P99Ms, h.Over99), hopMs(h.P999Ms, h.Over999))
+	}
+	if r.HopsNote != "" {
+		fmt.Fprintf(w, "hops: %s\n", r.HopsNote)
+	}
+}
+
+// hopMs formats a hop's quantile: "> X" beyond the last bucket.
+func hopMs(ms float64, over bool) string {
+	if over {
+		return fmt.Sprintf("> %.3g", ms)
+	}
+	return fmt.Sprintf("%.3g", ms)
 }
 
 // summary is the host's CPU in one line: busy, idle, what no component

@@ -27,6 +27,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/driver/gy"
 	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/hops"
 	"github.com/chf-testbed/testbed/loadgen/live"
 	"github.com/chf-testbed/testbed/loadgen/operator"
 	"github.com/chf-testbed/testbed/loadgen/report"
@@ -94,6 +95,11 @@ type Options struct {
 	// CPU lists the components of the system under test to sample; the
 	// load generator itself is always sampled as report.LoadgenComponent.
 	CPU []cpu.Source
+	// Hops, when set, scrapes the services' /metrics when the window
+	// opens and closes for the report's per-hop latency (package hops);
+	// HopsNote says why there is none otherwise.
+	Hops     *hops.Scraper
+	HopsNote string
 	// Audit is AuditAuto, AuditFull or AuditOff.
 	Audit string
 	// InitialBalance, when positive, is the known starting balance of
@@ -299,6 +305,17 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	var heapLive int64
 	var cpuA, cpuB cpu.Sample
 	var haveA, haveB bool
+	var hopsA, hopsB hops.Snapshot
+	var haveHopsA, haveHopsB bool
+	snapHops := func(into *hops.Snapshot, have *bool) {
+		if o.Hops == nil {
+			return
+		}
+		h := o.Hops.Snapshot(context.Background())
+		mu.Lock()
+		*into, *have = h, true
+		mu.Unlock()
+	}
 	tariff := o.Tariff
 	if tariff == nil {
 		if tariff, err = audit.LoadTariff(""); err != nil {
@@ -334,7 +351,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 				mu.Lock()
 				cpuA, haveA = s, true
 				mu.Unlock()
+				snapHops(&hopsA, &haveHopsA)
 			case "drain":
+				snapHops(&hopsB, &haveHopsB)
 				s := sampler.Sample(context.Background())
 				m, h := sampler.Memory(context.Background(), nil), liveHeap()
 				mu.Lock()
@@ -438,6 +457,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		mem, heapLive = sampler.Memory(context.Background(), nil), liveHeap()
 	}
 	res.Memory = mem
+	res.Hops, res.HopsNote = hopsOf(hopsA, hopsB, haveHopsA && haveHopsB, o)
 	mu.Unlock()
 	res.Host = host
 	res.Sessions = &report.Sessions{
@@ -456,6 +476,26 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	res.Interrupted = interrupted
 	cpuErr := lostCPU(sampler, cpuA, cpuB, haveA, o, interrupted, &incomplete)
 	return finish(res, o, incomplete, cpuErr)
+}
+
+// hopsOf is the report's per-hop latency from the two snapshots, and a
+// note when it is missing or left services out.
+func hopsOf(a, b hops.Snapshot, both bool, o Options) ([]report.Hop, string) {
+	switch {
+	case o.Hops == nil:
+		return nil, o.HopsNote
+	case !both:
+		return nil, "not measured: the window did not open and close"
+	}
+	h := hops.Delta(a, b)
+	var notes []string
+	if err := errors.Join(a.Err, b.Err); err != nil {
+		notes = append(notes, fmt.Sprintf("not every service scraped: %v", err))
+	}
+	if len(h) == 0 {
+		notes = append(notes, "no hop histogram counted anything in the window")
+	}
+	return h, strings.Join(notes, "; ")
 }
 
 // checkCPU samples every CPU source before the run: one that cannot be

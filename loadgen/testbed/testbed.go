@@ -64,7 +64,11 @@ type Testbed struct {
 	// Pids maps each service to its process id.
 	Pids map[string]int
 	// CHF is the binary used.
-	CHF     string
+	CHF string
+	// Metrics maps each cgw, ocp and abm instance (named as in Pids) to
+	// its /metrics URL; nil when the services run over TLS (Options.TLSDir:
+	// their endpoints then ask for a client certificate).
+	Metrics map[string]string
 	chf     *local.CHF
 	cleanup func()
 }
@@ -127,10 +131,32 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 		}
 		return nil, fmt.Errorf("cannot start the local CHF: %w", err)
 	}
-	return &Testbed{
+	t := &Testbed{
 		Target: c.Addrs["cgw"], Targets: c.Instances["cgw"], Diameter: c.Addrs["diameter"], Diameters: c.Instances["diameter"],
 		Pids: c.Pids(), CHF: exe, chf: c, cleanup: cleanup,
-	}, nil
+	}
+	if o.TLSDir == "" {
+		t.Metrics = metricsURLs(c.Instances)
+	}
+	return t, nil
+}
+
+// metricsURLs is the /metrics URL of every cgw, ocp and abm instance,
+// named as local names its processes (the service, or "ocp-2" for the
+// second of several).
+func metricsURLs(instances map[string][]string) map[string]string {
+	m := map[string]string{}
+	for _, svc := range []string{"cgw", "ocp", "abm"} {
+		addrs := instances[svc]
+		for i, a := range addrs {
+			name := svc
+			if len(addrs) > 1 {
+				name = fmt.Sprintf("%s-%d", svc, i+1)
+			}
+			m[name] = "http://" + a + "/metrics"
+		}
+	}
+	return m
 }
 
 // Kill kills the first instance of service with SIGKILL (run.Injector).
