@@ -48,6 +48,8 @@ func TestMetrics(t *testing.T) {
 		want   float64
 	}{
 		{"chf_rpc_client_duration_seconds", map[string]string{"peer": "metricstest-peer", "result": "ok"}, 2}, // DoMany and Do
+		{"chf_rpc_client_stage_seconds", map[string]string{"peer": "metricstest-peer", "stage": "queue"}, 2},
+		{"chf_rpc_client_stage_seconds", map[string]string{"peer": "metricstest-peer", "stage": "resume"}, 2},
 		{"chf_rpc_client_batch_size", map[string]string{"peer": "metricstest-peer"}, 2},
 		{"chf_rpc_client_batches_inflight", map[string]string{"peer": "metricstest-peer"}, 2},
 		{"chf_rpc_server_batch_size", map[string]string{"api": "metricstest"}, 2},
@@ -64,7 +66,7 @@ func TestMetrics(t *testing.T) {
 // and many on /one and /many (API api, body limit maxBody, 0 = the
 // default) and returns a BatchClient to it (peer api+"-peer", batching as
 // bc); both are closed when the test ends.
-func serveCharge(t *testing.T, api string, maxBody int, one func(context.Context, *chf.ChargeRequest, *chf.ChargeResponse) error,
+func serveCharge(t testing.TB, api string, maxBody int, one func(context.Context, *chf.ChargeRequest, *chf.ChargeResponse) error,
 	many func(context.Context, []*chf.ChargeRequest, []*chf.ChargeResponse, []error), bc chassis.BatchConfig) *rpc.BatchClient[*chf.ChargeRequest, *chf.ChargeResponse] {
 	t.Helper()
 	srv, err := chassis.NewServer(chassis.ServerConfig{Service: "rpctest", Listen: "127.0.0.1:0", MaxBodySize: maxBody,

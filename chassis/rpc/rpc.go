@@ -27,6 +27,7 @@ import (
 // http_client_request_duration_seconds and http_server_request_duration_seconds):
 //
 //	chf_rpc_client_duration_seconds{peer,result}  histogram: one call (Do, or DoMany of a batch forwarded whole), queueing in the batcher included; result ok or error (of any item)
+//	chf_rpc_client_stage_seconds{peer,stage}  histogram: per call, stage queue (from the call until its batch left) or resume (from its batch's answer decoded until the caller ran again)
 //	chf_rpc_client_batch_size{peer}  histogram: calls per round trip
 //	chf_rpc_client_batches_inflight{peer}  histogram: the batches out (this one included, 1..--batch-inflight) when each round trip left
 //	chf_rpc_server_batch_size{api}  histogram: requests per batch served
@@ -34,6 +35,9 @@ var (
 	clientDuration = telemetry.NewHistogramVec("chf_rpc_client_duration_seconds",
 		"Internal RPC calls from the caller's view (waiting for a batch slot included), by peer and result (ok, error).",
 		nil, "peer", "result")
+	clientStage = telemetry.NewHistogramVec("chf_rpc_client_stage_seconds",
+		"Internal RPC calls' time outside their round trip, by peer and stage: queue (waiting for their batch to leave) or resume (from the batch's answer decoded until the caller ran again).",
+		nil, "peer", "stage")
 	clientBatch = telemetry.NewHistogramVec("chf_rpc_client_batch_size",
 		"Calls sent per internal RPC round trip, by peer.", telemetry.SizeBuckets, "peer")
 	clientInFlight = telemetry.NewHistogramVec("chf_rpc_client_batches_inflight",
@@ -53,6 +57,7 @@ type BatchClient[R, P Message] struct {
 	wrap          func(error) error
 	calls, bufs   sync.Pool
 	ok, failed    prometheus.Observer // call latency
+	queue, resume prometheus.Observer // call time outside the round trip
 	size          prometheus.Observer // calls per round trip
 	inflight      prometheus.Observer // batches out per round trip
 }
@@ -62,6 +67,9 @@ type call[R, P Message] struct {
 	req  R
 	resp P
 	err  error
+	// left is when its batch left, back when its answer was decoded (or
+	// the round trip failed); zero when it never left.
+	left, back time.Time
 }
 
 // NewBatchClient returns a BatchClient posting to the single and batch
@@ -70,6 +78,7 @@ type call[R, P Message] struct {
 func NewBatchClient[R, P Message](c *chassis.Client, bc chassis.BatchConfig, peer, single, batch string, wrap func(error) error) *BatchClient[R, P] {
 	cl := &BatchClient[R, P]{c: c, peer: peer, single: single, batch: batch, wrap: wrap,
 		ok: clientDuration.WithLabelValues(peer, "ok"), failed: clientDuration.WithLabelValues(peer, "error"),
+		queue: clientStage.WithLabelValues(peer, "queue"), resume: clientStage.WithLabelValues(peer, "resume"),
 		size: clientBatch.WithLabelValues(peer), inflight: clientInFlight.WithLabelValues(peer)}
 	cl.calls.New = func() any { return new(call[R, P]) }
 	cl.bufs.New = func() any { return new(clientScratch[R, P]) }
@@ -92,12 +101,14 @@ func (c *BatchClient[R, P]) Do(ctx context.Context, req R, resp P) error {
 	cl.req, cl.resp = req, resp
 	c.b.Do(ctx, cl)
 	err := cl.err
-	d := time.Since(start)
+	end := time.Now()
+	d := end.Sub(start)
 	if err != nil {
 		c.failed.Observe(d.Seconds())
 	} else {
 		c.ok.Observe(d.Seconds())
 	}
+	c.stages(start, end, cl)
 	flight.Observe(d)
 	*cl = call[R, P]{}
 	c.calls.Put(cl)
@@ -116,6 +127,8 @@ func (c *BatchClient[R, P]) DoMany(ctx context.Context, reqs []R, resps []P, err
 		sc.pcalls = append(sc.pcalls, &sc.calls[i])
 	}
 	c.b.DoMany(ctx, sc.pcalls)
+	end := time.Now()
+	c.stages(start, end, &sc.calls[0])
 	failed := false
 	for i := range reqs {
 		errs[i] = sc.calls[i].err
@@ -124,7 +137,7 @@ func (c *BatchClient[R, P]) DoMany(ctx context.Context, reqs []R, resps []P, err
 	}
 	clear(sc.pcalls)
 	if len(reqs) > 0 { // one wait, observed once, as a call
-		d := time.Since(start)
+		d := end.Sub(start)
 		if failed {
 			c.failed.Observe(d.Seconds())
 		} else {
@@ -134,12 +147,29 @@ func (c *BatchClient[R, P]) DoMany(ctx context.Context, reqs []R, resps []P, err
 	}
 }
 
+// stages observes the time of a call from start to end outside its
+// round trip: before its batch left, after its answer was decoded.
+func (c *BatchClient[R, P]) stages(start, end time.Time, cl *call[R, P]) {
+	if cl.left.IsZero() || cl.back.IsZero() {
+		return
+	}
+	c.queue.Observe(cl.left.Sub(start).Seconds())
+	c.resume.Observe(end.Sub(cl.back).Seconds())
+}
+
 // send posts one batch as one round trip: alone on the single path, else
 // on the batch path. A failed round trip fails every call; an item the
 // peer failed gets a *chassis.StatusError with its status and message.
 func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 	sc := c.bufs.Get().(*clientScratch[R, P])
 	defer c.bufs.Put(sc)
+	left := time.Now()
+	defer func() {
+		back := time.Now()
+		for _, cl := range calls {
+			cl.left, cl.back = left, back
+		}
+	}()
 	fail := func(err error) {
 		for _, cl := range calls {
 			cl.err = c.wrap(err)

@@ -14,8 +14,12 @@
 //   - call → PEER: one call to a peer service as its caller waited for
 //     it, queueing behind the batch in flight included
 //     (chf_rpc_client_duration_seconds);
+//   - queue → PEER: of a call, the wait for its batch to leave
+//     (chf_rpc_client_stage_seconds{stage="queue"});
 //   - round trip → PEER: one HTTP request to the peer, a whole batch
 //     (http_client_request_duration_seconds);
+//   - resume → PEER: of a call, from its batch's answer decoded until
+//     its caller ran again (chf_rpc_client_stage_seconds{stage="resume"});
 //   - aerospike command: one command of the ABM's to Aerospike, a batch
 //     or a single record (chf_abm_aerospike_duration_seconds).
 //
@@ -56,7 +60,10 @@ const maxBody = 16 << 20
 // it measures, and the label naming the peer, if any.
 type family struct {
 	name, hop, peerLabel string
-	order                int
+	// stage, when set, keeps only the series whose label stage has this
+	// value.
+	stage string
+	order int
 }
 
 var families = []family{
@@ -64,8 +71,10 @@ var families = []family{
 	{name: "chf_gy_request_duration_seconds", hop: "Gy request", order: 0},
 	{name: "http_server_request_duration_seconds", hop: "serving", order: 1},
 	{name: "chf_rpc_client_duration_seconds", hop: "call → ", peerLabel: "peer", order: 2},
-	{name: "http_client_request_duration_seconds", hop: "round trip → ", peerLabel: "peer_service", order: 3},
-	{name: "chf_abm_aerospike_duration_seconds", hop: "aerospike command", order: 4},
+	{name: "chf_rpc_client_stage_seconds", hop: "queue → ", peerLabel: "peer", stage: "queue", order: 3},
+	{name: "http_client_request_duration_seconds", hop: "round trip → ", peerLabel: "peer_service", order: 4},
+	{name: "chf_rpc_client_stage_seconds", hop: "resume → ", peerLabel: "peer", stage: "resume", order: 5},
+	{name: "chf_abm_aerospike_duration_seconds", hop: "aerospike command", order: 6},
 }
 
 // serviceOrder is the order of the services along the request path.
@@ -182,14 +191,12 @@ func (s *Snapshot) add(service string, fams map[string]*dto.MetricFamily) {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if f.stage != "" && label(m, "stage") != f.stage {
+				continue
+			}
 			hop := f.hop
 			if f.peerLabel != "" {
-				peer := ""
-				for _, l := range m.GetLabel() {
-					if l.GetName() == f.peerLabel {
-						peer = l.GetValue()
-					}
-				}
+				peer := label(m, f.peerLabel)
 				if peer == "" {
 					peer = "?"
 				}
@@ -204,6 +211,16 @@ func (s *Snapshot) add(service string, fams map[string]*dto.MetricFamily) {
 			h.add(m.GetHistogram())
 		}
 	}
+}
+
+// label is the value of m's label name, "" without it.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 // add sums the buckets of m into h; a histogram with other bounds than

@@ -50,6 +50,7 @@ func TestDelta(t *testing.T) {
 		"chf_cgw_request_duration_seconds":     {"operation"},
 		"chf_rpc_client_duration_seconds":      {"peer", "result"},
 		"http_client_request_duration_seconds": {"peer_service"},
+		"chf_rpc_client_stage_seconds":         {"peer", "stage"},
 	})
 	ocp1 := newService(t, map[string][]string{"http_server_request_duration_seconds": {"http_route"}})
 	ocp2 := newService(t, map[string][]string{"http_server_request_duration_seconds": {"http_route"}})
@@ -71,6 +72,8 @@ func TestDelta(t *testing.T) {
 	cgw.observe("chf_rpc_client_duration_seconds", 0.003, 10, "ocp", "ok")
 	cgw.observe("chf_rpc_client_duration_seconds", 0.003, 10, "ocp", "error")
 	cgw.observe("http_client_request_duration_seconds", 0.0007, 4, "ocp")
+	cgw.observe("chf_rpc_client_stage_seconds", 0.0002, 20, "ocp", "queue")
+	cgw.observe("chf_rpc_client_stage_seconds", 0.0004, 20, "ocp", "resume")
 	ocp1.observe("http_server_request_duration_seconds", 0.0006, 3, "/ocp/v1/charge")
 	ocp2.observe("http_server_request_duration_seconds", 0.0006, 1, "/ocp/v1/charge")
 	b := sc.Snapshot(context.Background())
@@ -83,7 +86,9 @@ func TestDelta(t *testing.T) {
 		// 2.5] (the 49 there are 51..99); the 99.9th beyond 10 ms.
 		{Service: "cgw", Hop: "request", Count: 100, P50Ms: 1, P99Ms: 2.5, P999Ms: 10, Over999: true},
 		{Service: "cgw", Hop: "call → ocp", Count: 20, P50Ms: 3.75, P99Ms: 4.975, P999Ms: 4.9975},
+		{Service: "cgw", Hop: "queue → ocp", Count: 20, P50Ms: 0.5, P99Ms: 0.99, P999Ms: 0.999},
 		{Service: "cgw", Hop: "round trip → ocp", Count: 4, P50Ms: 0.5, P99Ms: 0.99, P999Ms: 0.999},
+		{Service: "cgw", Hop: "resume → ocp", Count: 20, P50Ms: 0.5, P99Ms: 0.99, P999Ms: 0.999},
 		{Service: "ocp", Hop: "serving", Count: 4, P50Ms: 0.5, P99Ms: 0.99, P999Ms: 0.999},
 	}
 	if len(got) != len(want) {
