@@ -231,6 +231,11 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 				out.CPUSeconds[k] = v
 			}
 		}
+		if len(r.Hops) > 0 {
+			// Each shard scraped the same services over its own window:
+			// their quantiles do not add up.
+			out.HopsNote = "not merged: see each shard's result.json"
+		}
 		for k, v := range r.Memory {
 			if out.Memory == nil {
 				out.Memory = map[string]cpu.Memory{}

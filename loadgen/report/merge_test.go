@@ -75,11 +75,17 @@ func TestMergeEqualsUnion(t *testing.T) {
 	for i, ss := range shards {
 		r := mk(ss, map[string]float64{"cgw": 5, LoadgenComponent: 1})
 		r.Shard = fmt.Sprintf("%d/3", i)
+		r.Hops = []Hop{{Service: "cgw", Hop: "request", Count: int64(100 * (i + 1)), P99Ms: float64(i + 1)}}
 		parts = append(parts, r)
 	}
 	merged, err := Merge(MergeOptions{}, parts...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The shards' hops (quantiles of the services' histograms, each
+	// over its own window) are not merged, and the merge says so.
+	if len(merged.Hops) != 0 || !strings.Contains(merged.HopsNote, "each shard") {
+		t.Fatalf("merged hops %+v, note %q", merged.Hops, merged.HopsNote)
 	}
 	union := mk(all, map[string]float64{"cgw": 5, LoadgenComponent: 3})
 	if merged.LatencyMs != union.LatencyMs || merged.ServiceMs != union.ServiceMs || merged.JitterCV != union.JitterCV {
