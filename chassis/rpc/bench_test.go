@@ -13,16 +13,7 @@ import (
 // calls merge into batches as they do at a loaded CGW. The time per call
 // is mostly the round trips'; allocations are per call.
 func BenchmarkBatchClientDo(b *testing.B) {
-	one := func(_ context.Context, req *chf.ChargeRequest, resp *chf.ChargeResponse) error {
-		resp.Charged = int64(len(req.SUPI))
-		return nil
-	}
-	many := func(ctx context.Context, reqs []*chf.ChargeRequest, resps []*chf.ChargeResponse, errs []error) {
-		for i := range reqs {
-			errs[i] = one(ctx, reqs[i], resps[i])
-		}
-	}
-	bc := serveCharge(b, "benchcharge", 0, one, many, chassis.BatchConfig{})
+	bc := serveCharge(b, "benchcharge", 0, echoOne, echoMany, chassis.BatchConfig{})
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.ResetTimer()

@@ -15,16 +15,7 @@ import (
 // TestMetrics checks the RPC's call latency and batch size histograms on
 // both ends of a real round trip, and lints the exposition.
 func TestMetrics(t *testing.T) {
-	one := func(_ context.Context, req *chf.ChargeRequest, resp *chf.ChargeResponse) error {
-		resp.Charged = int64(len(req.SUPI))
-		return nil
-	}
-	many := func(ctx context.Context, reqs []*chf.ChargeRequest, resps []*chf.ChargeResponse, errs []error) {
-		for i := range reqs {
-			errs[i] = one(ctx, reqs[i], resps[i])
-		}
-	}
-	bc := serveCharge(t, "metricstest", 0, one, many, chassis.BatchConfig{MaxInFlight: 1, MaxItems: 16})
+	bc := serveCharge(t, "metricstest", 0, echoOne, echoMany, chassis.BatchConfig{MaxInFlight: 1, MaxItems: 16})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const n = 4
@@ -60,6 +51,19 @@ func TestMetrics(t *testing.T) {
 	}
 	telemetrytest.CheckLabels(t, text)
 	telemetrytest.Promtool(t, text)
+}
+
+// echoOne answers a charge at once, charging the SUPI's length; echoMany
+// answers a batch of them.
+func echoOne(_ context.Context, req *chf.ChargeRequest, resp *chf.ChargeResponse) error {
+	resp.Charged = int64(len(req.SUPI))
+	return nil
+}
+
+func echoMany(ctx context.Context, reqs []*chf.ChargeRequest, resps []*chf.ChargeResponse, errs []error) {
+	for i := range reqs {
+		errs[i] = echoOne(ctx, reqs[i], resps[i])
+	}
 }
 
 // serveCharge starts a chassis server with an rpc.BatchHandler for one
