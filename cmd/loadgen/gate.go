@@ -197,6 +197,7 @@ func gateTrials(f *runFlags, set func(name, value string) error, baseCHF, candCH
 				t.BalanceTargets = []string{tb.Target}
 			}
 			t.CPU = append(append([]cpu.Source(nil), o.CPU...), tb.CPU()...)
+			localHops(tb, &t)
 			t.Label = fmt.Sprintf("%s pair %d", name, pair)
 			t.Provenance.CHFVersion = chfVersion(ctx, tb.CHF)
 			res, err := run.Execute(ctx, t)

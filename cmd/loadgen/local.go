@@ -307,11 +307,7 @@ func localCmd(args []string) (err error) {
 	o.Targets = f.localTargets(tb)
 	o.BalanceTargets = tb.Targets
 	o.CPU = append(o.CPU, tb.CPU()...)
-	if tb.Metrics != nil {
-		o.Hops, o.HopsNote = hops.New(tb.Metrics), ""
-	} else {
-		o.HopsNote = "not measured: the services' /metrics ask for a client certificate under --tls-dir"
-	}
+	localHops(tb, &o)
 	if len(faults) > 0 {
 		o.Faults, o.Injector = faults, tb
 		o.ReservationSettle = 2 * *faultValidity
@@ -376,4 +372,15 @@ func localOCPArgs(args []string, tariff string) []string {
 		return args
 	}
 	return append(args, "--tariff", tariff)
+}
+
+// localHops has the run scrape the local CHF's /metrics for the report's
+// hops (none under --tls-dir: the endpoints ask for a client
+// certificate).
+func localHops(tb *testbed.Testbed, o *run.Options) {
+	if tb.Metrics != nil {
+		o.Hops, o.HopsNote = hops.New(tb.Metrics), ""
+	} else {
+		o.Hops, o.HopsNote = nil, "not measured: the services' /metrics ask for a client certificate under --tls-dir"
+	}
 }

@@ -189,6 +189,9 @@ func localPlans(t *testing.T, ctx context.Context, loadgen, chf string) {
 		if !a.OK || !a.Independent || a.ExpectedMismatches != 0 || a.BucketValue == 0 || res.Errors != 0 {
 			t.Errorf("%s: errors %d %v, audit %+v\n%s", what, res.Errors, res.ErrorClasses, a, out)
 		}
+		if len(res.Hops) == 0 { // the sweep's steps and the gate's runs scrape their local CHF too
+			t.Errorf("%s: no hops (note %q)", what, res.HopsNote)
+		}
 	}
 	out := filepath.Join(dir, "sweep")
 	cmd := exec.CommandContext(ctx, loadgen, "sweep", "--local", "--chf", chf, "--scenario", sc, "--start", "200", "--step", "100", "--max", "300",

@@ -127,6 +127,7 @@ func sweepCmd(args []string) (err error) {
 			base.BalanceTargets = []string{tb.Target}
 		}
 		base.CPU = append(base.CPU, tb.CPU()...)
+		localHops(tb, &base)
 		base.Provenance.CHFVersion = chfVersion(s.Context(), tb.CHF)
 	}
 	f.applyProcs(base.Scenario)
