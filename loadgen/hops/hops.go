@@ -26,8 +26,9 @@
 // A call's time well above its round trip's is time spent waiting for a
 // batch, not on the wire or at the peer. Quantiles are interpolated
 // linearly within a bucket, as Prometheus's histogram_quantile does, so
-// they are only as fine as the buckets; one beyond the last finite bound
-// is reported as that bound with Over set.
+// they are only as fine as the buckets; one in the first bucket is
+// reported as its bound with Bound "below", one beyond the last finite
+// bound as that bound with "above".
 package hops
 
 import (
@@ -294,9 +295,9 @@ func Delta(a, b Snapshot) []report.Hop {
 			continue
 		}
 		h := report.Hop{Service: k.service, Hop: k.hop, Count: int64(n)}
-		h.P50Ms, h.Over50 = quantile(0.5, hb.bounds, d)
-		h.P99Ms, h.Over99 = quantile(0.99, hb.bounds, d)
-		h.P999Ms, h.Over999 = quantile(0.999, hb.bounds, d)
+		h.P50Ms, h.P50Bound = quantile(0.5, hb.bounds, d)
+		h.P99Ms, h.P99Bound = quantile(0.99, hb.bounds, d)
+		h.P999Ms, h.P999Bound = quantile(0.999, hb.bounds, d)
 		out = append(out, h)
 	}
 	return out
@@ -324,29 +325,26 @@ func monotone(c []float64) bool {
 
 // quantile is the q-quantile in milliseconds of cumulative counts c over
 // bounds (seconds, the last +Inf), interpolated linearly within its
-// bucket (from 0 for the first); over is true when it lies beyond the
-// last finite bound, which is then returned.
-func quantile(q float64, bounds, c []float64) (ms float64, over bool) {
+// bucket; in the first bucket it is that bucket's bound with bound
+// "below" (interpolating from 0 would invent a value the histogram
+// cannot tell), beyond the last finite bound that bound with "above".
+func quantile(q float64, bounds, c []float64) (ms float64, bound string) {
 	n := c[len(c)-1]
 	rank := q * n
 	for i, v := range c {
 		if v < rank {
 			continue
 		}
-		if math.IsInf(bounds[i], +1) {
-			if i == 0 {
-				return 0, true
-			}
-			return 1000 * bounds[i-1], true
+		switch {
+		case math.IsInf(bounds[i], +1) && i == 0:
+			return 0, "above"
+		case math.IsInf(bounds[i], +1):
+			return 1000 * bounds[i-1], "above"
+		case i == 0:
+			return 1000 * bounds[0], "below"
 		}
-		lo, below := 0.0, 0.0
-		if i > 0 {
-			lo, below = bounds[i-1], c[i-1]
-		}
-		if v == below {
-			return 1000 * bounds[i], false
-		}
-		return 1000 * (lo + (bounds[i]-lo)*(rank-below)/(v-below)), false
+		lo, below := bounds[i-1], c[i-1]
+		return 1000 * (lo + (bounds[i]-lo)*(rank-below)/(v-below)), ""
 	}
-	return 0, false
+	return 0, ""
 }

@@ -82,21 +82,22 @@ func TestDelta(t *testing.T) {
 	}
 	got := Delta(a, b)
 	want := []report.Hop{
-		// 50th of 100 is the 1 ms bucket's top; the 99th lies in (1,
-		// 2.5] (the 49 there are 51..99); the 99.9th beyond 10 ms.
-		{Service: "cgw", Hop: "request", Count: 100, P50Ms: 1, P99Ms: 2.5, P999Ms: 10, Over999: true},
+		// The 50th of 100 is in the first bucket (≤ 1 ms: no lower bound
+		// to interpolate from); the 99th lies in (1, 2.5] (the 49 there
+		// are 51..99); the 99.9th beyond 10 ms.
+		{Service: "cgw", Hop: "request", Count: 100, P50Ms: 1, P50Bound: "below", P99Ms: 2.5, P999Ms: 10, P999Bound: "above"},
 		{Service: "cgw", Hop: "call → ocp", Count: 20, P50Ms: 3.75, P99Ms: 4.975, P999Ms: 4.9975},
-		{Service: "cgw", Hop: "queue → ocp", Count: 20, P50Ms: 0.5, P99Ms: 0.99, P999Ms: 0.999},
-		{Service: "cgw", Hop: "round trip → ocp", Count: 4, P50Ms: 0.5, P99Ms: 0.99, P999Ms: 0.999},
-		{Service: "cgw", Hop: "resume → ocp", Count: 20, P50Ms: 0.5, P99Ms: 0.99, P999Ms: 0.999},
-		{Service: "ocp", Hop: "serving", Count: 4, P50Ms: 0.5, P99Ms: 0.99, P999Ms: 0.999},
+		{Service: "cgw", Hop: "queue → ocp", Count: 20, P50Ms: 1, P99Ms: 1, P999Ms: 1, P50Bound: "below", P99Bound: "below", P999Bound: "below"},
+		{Service: "cgw", Hop: "round trip → ocp", Count: 4, P50Ms: 1, P99Ms: 1, P999Ms: 1, P50Bound: "below", P99Bound: "below", P999Bound: "below"},
+		{Service: "cgw", Hop: "resume → ocp", Count: 20, P50Ms: 1, P99Ms: 1, P999Ms: 1, P50Bound: "below", P99Bound: "below", P999Bound: "below"},
+		{Service: "ocp", Hop: "serving", Count: 4, P50Ms: 1, P99Ms: 1, P999Ms: 1, P50Bound: "below", P99Bound: "below", P999Bound: "below"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("hops %+v, want %+v", got, want)
 	}
 	for i := range want {
 		g, w := got[i], want[i]
-		if g.Service != w.Service || g.Hop != w.Hop || g.Count != w.Count || g.Over50 != w.Over50 || g.Over99 != w.Over99 || g.Over999 != w.Over999 ||
+		if g.Service != w.Service || g.Hop != w.Hop || g.Count != w.Count || g.P50Bound != w.P50Bound || g.P99Bound != w.P99Bound || g.P999Bound != w.P999Bound ||
 			!near(g.P50Ms, w.P50Ms) || !near(g.P99Ms, w.P99Ms) || !near(g.P999Ms, w.P999Ms) {
 			t.Errorf("hop %d = %+v, want %+v", i, g, w)
 		}
@@ -152,16 +153,20 @@ func TestSnapshotErrors(t *testing.T) {
 	}
 }
 
-// TestQuantileEdges: an empty histogram, everything in the first bucket,
-// everything beyond the last, and counts that went down (a restart) are
+// TestQuantileEdges: everything in the first bucket (its bound, below),
+// beyond the last (the last bound, above), in one bucket between
+// (interpolated); no change and counts that went down (a restart) are
 // left out.
 func TestQuantileEdges(t *testing.T) {
 	bounds := []float64{.001, .002, math.Inf(+1)}
-	if ms, over := quantile(0.5, bounds, []float64{4, 4, 4}); ms != 0.5 || over {
-		t.Errorf("all in the first bucket: %v %v, want 0.5 false", ms, over)
+	if ms, b := quantile(0.5, bounds, []float64{4, 4, 4}); ms != 1 || b != "below" {
+		t.Errorf("all in the first bucket: %v %q, want 1 below", ms, b)
 	}
-	if ms, over := quantile(0.99, bounds, []float64{0, 0, 4}); ms != 2 || !over {
-		t.Errorf("all beyond: %v %v, want 2 true", ms, over)
+	if ms, b := quantile(0.99, bounds, []float64{0, 0, 4}); ms != 2 || b != "above" {
+		t.Errorf("all beyond: %v %q, want 2 above", ms, b)
+	}
+	if ms, b := quantile(0.5, bounds, []float64{0, 4, 4}); ms != 1.5 || b != "" {
+		t.Errorf("all in the second bucket: %v %q, want 1.5 interpolated", ms, b)
 	}
 	k := key{service: "cgw", hop: "request"}
 	a := Snapshot{hists: map[key]*hist{k: {bounds: bounds, counts: []float64{5, 6, 7}}}}

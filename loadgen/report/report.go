@@ -435,16 +435,18 @@ func ReadJSON(path string) (*Result, error) {
 
 // Hop is one hop's latency over the measured window, from a service's
 // histogram (package hops): Service measured Hop Count times. Quantiles
-// are interpolated within the histogram's buckets; OverNN marks one
-// beyond the last finite bucket (the value is then that bound).
+// are interpolated within the histogram's buckets, except in the first
+// and beyond the last finite one, where the value is that bucket's bound
+// and its Bound field says which side of it the quantile lies: "below"
+// or "above" (empty when interpolated).
 type Hop struct {
-	Service string  `json:"service"`
-	Hop     string  `json:"hop"`
-	Count   int64   `json:"count"`
-	P50Ms   float64 `json:"p50_ms"`
-	P99Ms   float64 `json:"p99_ms"`
-	P999Ms  float64 `json:"p999_ms"`
-	Over50  bool    `json:"p50_over,omitempty"`
-	Over99  bool    `json:"p99_over,omitempty"`
-	Over999 bool    `json:"p999_over,omitempty"`
+	Service   string  `json:"service"`
+	Hop       string  `json:"hop"`
+	Count     int64   `json:"count"`
+	P50Ms     float64 `json:"p50_ms"`
+	P99Ms     float64 `json:"p99_ms"`
+	P999Ms    float64 `json:"p999_ms"`
+	P50Bound  string  `json:"p50_bound,omitempty"`
+	P99Bound  string  `json:"p99_bound,omitempty"`
+	P999Bound string  `json:"p999_bound,omitempty"`
 }

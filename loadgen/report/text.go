@@ -271,7 +271,7 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 			s.OpenEnd, s.OpenPeak, s.Limited, s.MaxOpenSessions, s.BytesPerOpenSession)
 	}
 	for _, h := range r.Hops {
-		fmt.Fprintf(w, "| hop %s %s: count, p50 / p99 / p99.9 (ms) | %d, %s / %s / %s |\n", h.Service, h.Hop, h.Count, hopMs(h.P50Ms, h.Over50), hopMs(h.P99Ms, h.Over99), hopMs(h.P999Ms, h.Over999))
+		fmt.Fprintf(w, "| hop %s %s: count, p50 / p99 / p99.9 (ms) | %d, %s / %s / %s |\n", h.Service, h.Hop, h.Count, hopMs(h.P50Ms, h.P50Bound), hopMs(h.P99Ms, h.P99Bound), hopMs(h.P999Ms, h.P999Bound))
 	}
 	verdict := "pass"
 	if r.Audit.Skipped {
@@ -394,16 +394,20 @@ func (r *Result) writeHops(w io.Writer) {
 	fmt.Fprintf(w, "  %-8s %-20s %10s %9s %9s %9s\n", "service", "hop", "count", "p50 ms", "p99 ms", "p99.9 ms")
 	for _, h := range r.Hops {
 		fmt.Fprintf(w, "  %-8s %-20s %10d %9s %9s %9s\n", h.Service, h.Hop, h.Count,
-			hopMs(h.P50Ms, h.Over50), hopMs(h.P99Ms, h.Over99), hopMs(h.P999Ms, h.Over999))
+			hopMs(h.P50Ms, h.P50Bound), hopMs(h.P99Ms, h.P99Bound), hopMs(h.P999Ms, h.P999Bound))
 	}
 	if r.HopsNote != "" {
 		fmt.Fprintf(w, "hops: %s\n", r.HopsNote)
 	}
 }
 
-// hopMs formats a hop's quantile: "> X" beyond the last bucket.
-func hopMs(ms float64, over bool) string {
-	if over {
+// hopMs formats a hop's quantile: "< X" within the first bucket, "> X"
+// beyond the last.
+func hopMs(ms float64, bound string) string {
+	switch bound {
+	case "below":
+		return fmt.Sprintf("< %.3g", ms)
+	case "above":
 		return fmt.Sprintf("> %.3g", ms)
 	}
 	return fmt.Sprintf("%.3g", ms)
