@@ -127,6 +127,9 @@ func (c *BatchClient[R, P]) DoMany(ctx context.Context, reqs []R, resps []P, err
 		sc.pcalls = append(sc.pcalls, &sc.calls[i])
 	}
 	c.b.DoMany(ctx, sc.pcalls)
+	if len(reqs) == 0 {
+		return // nothing sent, nothing waited for
+	}
 	end := time.Now()
 	c.stages(start, end, &sc.calls[0])
 	failed := false
@@ -136,15 +139,13 @@ func (c *BatchClient[R, P]) DoMany(ctx context.Context, reqs []R, resps []P, err
 		sc.calls[i] = call[R, P]{}
 	}
 	clear(sc.pcalls)
-	if len(reqs) > 0 { // one wait, observed once, as a call
-		d := end.Sub(start)
-		if failed {
-			c.failed.Observe(d.Seconds())
-		} else {
-			c.ok.Observe(d.Seconds())
-		}
-		flight.Observe(d)
+	d := end.Sub(start) // one wait, observed once, as a call
+	if failed {
+		c.failed.Observe(d.Seconds())
+	} else {
+		c.ok.Observe(d.Seconds())
 	}
+	flight.Observe(d)
 }
 
 // stages observes the time of a call from start to end outside its
