@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -716,6 +717,21 @@ func (c *CHF) Pids() map[string]int {
 		default:
 		}
 		m[ch.name] = ch.cmd.Process.Pid
+	}
+	return m
+}
+
+// InstanceAddrs returns the host:port of every instance of services, by
+// instance name as Pids names it (the service, or "ocp-2" for the second
+// of several).
+func (c *CHF) InstanceAddrs(services ...string) map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]string)
+	for _, ch := range c.children {
+		if slices.Contains(services, ch.service) {
+			m[ch.name] = ch.addr
+		}
 	}
 	return m
 }

@@ -101,15 +101,7 @@ func (c *BatchClient[R, P]) Do(ctx context.Context, req R, resp P) error {
 	cl.req, cl.resp = req, resp
 	c.b.Do(ctx, cl)
 	err := cl.err
-	end := time.Now()
-	d := end.Sub(start)
-	if err != nil {
-		c.failed.Observe(d.Seconds())
-	} else {
-		c.ok.Observe(d.Seconds())
-	}
-	c.stages(start, end, cl)
-	flight.Observe(d)
+	c.observe(start, cl, err != nil)
 	*cl = call[R, P]{}
 	c.calls.Put(cl)
 	return err
@@ -130,32 +122,33 @@ func (c *BatchClient[R, P]) DoMany(ctx context.Context, reqs []R, resps []P, err
 	if len(reqs) == 0 {
 		return // nothing sent, nothing waited for
 	}
-	end := time.Now()
-	c.stages(start, end, &sc.calls[0])
 	failed := false
 	for i := range reqs {
 		errs[i] = sc.calls[i].err
 		failed = failed || errs[i] != nil
-		sc.calls[i] = call[R, P]{}
 	}
+	c.observe(start, &sc.calls[0], failed) // one wait, observed once, as a call
+	clear(sc.calls)
 	clear(sc.pcalls)
-	d := end.Sub(start) // one wait, observed once, as a call
+}
+
+// observe records a call that started at start and ends now, cl being
+// its (first) call: its latency by outcome, its time outside the round
+// trip (before its batch left, after the answer was decoded) and the
+// flight recorder's check.
+func (c *BatchClient[R, P]) observe(start time.Time, cl *call[R, P], failed bool) {
+	end := time.Now()
+	d := end.Sub(start)
 	if failed {
 		c.failed.Observe(d.Seconds())
 	} else {
 		c.ok.Observe(d.Seconds())
 	}
-	flight.Observe(d)
-}
-
-// stages observes the time of a call from start to end outside its
-// round trip: before its batch left, after its answer was decoded.
-func (c *BatchClient[R, P]) stages(start, end time.Time, cl *call[R, P]) {
-	if cl.left.IsZero() || cl.back.IsZero() {
-		return
+	if !cl.left.IsZero() && !cl.back.IsZero() {
+		c.queue.Observe(cl.left.Sub(start).Seconds())
+		c.resume.Observe(end.Sub(cl.back).Seconds())
 	}
-	c.queue.Observe(cl.left.Sub(start).Seconds())
-	c.resume.Observe(end.Sub(cl.back).Seconds())
+	flight.Observe(d)
 }
 
 // send posts one batch as one round trip: alone on the single path, else

@@ -136,27 +136,12 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 		Pids: c.Pids(), CHF: exe, chf: c, cleanup: cleanup,
 	}
 	if o.TLSDir == "" {
-		t.Metrics = metricsURLs(c.Instances)
-	}
-	return t, nil
-}
-
-// metricsURLs is the /metrics URL of every cgw, ocp and abm instance,
-// named as local names its processes (the service, or "ocp-2" for the
-// second of several).
-func metricsURLs(instances map[string][]string) map[string]string {
-	m := map[string]string{}
-	for _, svc := range []string{"cgw", "ocp", "abm"} {
-		addrs := instances[svc]
-		for i, a := range addrs {
-			name := svc
-			if len(addrs) > 1 {
-				name = fmt.Sprintf("%s-%d", svc, i+1)
-			}
-			m[name] = "http://" + a + "/metrics"
+		t.Metrics = map[string]string{}
+		for name, addr := range c.InstanceAddrs("cgw", "ocp", "abm") {
+			t.Metrics[name] = "http://" + addr + "/metrics"
 		}
 	}
-	return m
+	return t, nil
 }
 
 // Kill kills the first instance of service with SIGKILL (run.Injector).
