@@ -345,12 +345,13 @@ type serverConn struct {
 	drainReq    bool // drain requested before the link started
 
 	handlers sync.WaitGroup
-	workers  workers // handler goroutines, reused while the connection lives
+	workers  workers[*sstream] // handler goroutines, reused while the connection lives
 	log      *slog.Logger
 }
 
 func (sc *serverConn) serve(c net.Conn) {
 	sc.log = sc.srv.logger()
+	sc.workers.fn = sc.serveStream
 	br := bufio.NewReaderSize(c, readBufSize)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var pre [len(ClientPreface)]byte
@@ -885,10 +886,14 @@ func (sc *serverConn) dispatch(st *sstream) {
 		return
 	}
 	sc.handlers.Add(1)
-	sc.workers.run(func() {
-		defer sc.handlers.Done()
-		sc.runHandler(st)
-	})
+	sc.workers.run(st)
+}
+
+// serveStream is the workers' function: runHandler recovers a handler's
+// panic, so Done always runs.
+func (sc *serverConn) serveStream(st *sstream) {
+	sc.runHandler(st)
+	sc.handlers.Done()
 }
 
 func (sc *serverConn) runHandler(st *sstream) {
