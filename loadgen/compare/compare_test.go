@@ -117,3 +117,52 @@ func TestFindBaseline(t *testing.T) {
 		}
 	}
 }
+
+// TestHostNote: runs that gave the loadgen the same work get the host
+// check, with each run's loadgen CPU and SUT ÷ loadgen ratio; runs that
+// did not (another loadgen build, another scenario, unlike loads, no
+// loadgen CPU) get none.
+func TestHostNote(t *testing.T) {
+	mk := func(label string, sut, lg float64) *report.Result {
+		r := result(label, 1000, 2, 0.3, sut, map[string]float64{"cgw": 8, "loadgen": 6})
+		r.LoadgenUsTxn, r.Proto = lg, "h2c"
+		r.Provenance.LoadgenVersion, r.Provenance.ScenarioHash = "d82b7b6", "ec77701768c6f8ff"
+		return r
+	}
+	note := func(rs ...*report.Result) string {
+		t.Helper()
+		tab, err := New(load(t, rs...), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md bytes.Buffer
+		tab.WriteMarkdown(&md)
+		for _, l := range strings.Split(md.String(), "\n") {
+			if strings.HasPrefix(l, "Host check: ") {
+				return l
+			}
+		}
+		return ""
+	}
+	got := note(mk("old", 241.6, 62.6), mk("new", 258.0, 68.8))
+	for _, want := range []string{"build d82b7b6, scenario ec77701768c6f8ff, h2c", "62.6 (old), 68.8 (new) µs: 10% apart", "SUT µs/txn ÷ loadgen µs/txn: 3.86 (old), 3.75 (new)."} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("host check %q lacks %q", got, want)
+		}
+	}
+	if got := note(mk("a", 250, 65.0), mk("b", 252, 66.0)); !strings.Contains(got, "within 1.5%: by this measure the host ran at the same speed") {
+		t.Fatalf("host check %q", got)
+	}
+	other := mk("other-build", 250, 65)
+	other.Provenance.LoadgenVersion = "164d04d"
+	otherScenario := mk("busy-hour", 250, 65)
+	otherScenario.Provenance.ScenarioHash = "0123"
+	faster := mk("faster", 250, 65)
+	faster.OfferedTPS *= 2
+	noCPU := mk("no-loadgen-cpu", 250, 0)
+	for _, r := range []*report.Result{other, otherScenario, faster, noCPU} {
+		if got := note(mk("base", 250, 65), r); got != "" {
+			t.Fatalf("with %s: host check %q, want none", r.Label, got)
+		}
+	}
+}
