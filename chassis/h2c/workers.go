@@ -106,7 +106,7 @@ func (p *workers[T]) reap() {
 	if p.stopped {
 		return
 	}
-	n := p.low
+	n := min(p.low, len(p.idle))
 	for _, w := range p.idle[:n] {
 		w.work <- job[T]{} // buffered, and empty while idle: never blocks
 	}
