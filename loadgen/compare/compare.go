@@ -278,11 +278,13 @@ func (t *Table) offeredNote() string {
 // hostNote compares the loadgen's own CPU per transaction across runs that
 // gave it the same work (the same loadgen build, scenario and protocol,
 // offered loads within 5%): a shared host's speed moves it, as it moves
-// the SUT's, so it tells whether SUT CPU differs by the build or by the
+// the SUT's, so it hints whether SUT CPU differs by the build or by the
 // hour. Measured on the 2-core VM at 1,000 TPS, two builds doing the same
 // work differed by +10% and −3% in raw SUT CPU while their SUT ÷ loadgen
-// ratios stayed within 3% (loadgen/README.md). Empty when the runs do
-// not qualify.
+// ratios stayed within 3% (loadgen/README.md). It is a hint, not a
+// correction: the loadgen's CPU also falls when the SUT answers more
+// slowly (answers coalesce into fewer reads; the gate's sut_cpu_adj).
+// Empty when the runs do not qualify.
 func (t *Table) hostNote() string {
 	if len(t.Runs) < 2 || t.offeredNote() != "" {
 		return ""
@@ -303,7 +305,7 @@ func (t *Table) hostNote() string {
 		rel = append(rel, fmt.Sprintf("%.2f (%s)", sut.V/r.LoadgenUsTxn, run.Label))
 	}
 	spread := (hi - lo) / lo * 100
-	verdict := fmt.Sprintf("%.0f%% apart: the host may have run at different speeds (a different network path for the loadgen moves it too), and SUT CPU moves with it", spread)
+	verdict := fmt.Sprintf("%.0f%% apart: the host may have run at different speeds, and SUT CPU moves with it (the loadgen's cost also moves with the SUT's latency and with its own network path)", spread)
 	if spread <= 3 {
 		verdict = fmt.Sprintf("within %.1f%%: by this measure the host ran at the same speed", spread)
 	}
