@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/chf-testbed/testbed/chassis/discovery"
 	k8sdisc "github.com/chf-testbed/testbed/chassis/discovery/kubernetes"
@@ -44,15 +45,24 @@ func getKubelet(t *testing.T, c kubernetes.Interface) *kubelet {
 			"kubernetes.io/hostname": nodeName, "topology.kubernetes.io/zone": "zone-a"}}}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		n, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		if err != nil {
+		if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			theKubelet.err = err
 			return
 		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
-			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}}
-		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.99.0.1"}}
-		_, theKubelet.err = c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		// The controller manager writes the new Node too (its pod CIDR,
+		// taints): a status write on the object Create returned can meet
+		// a newer version, so read it again on a conflict.
+		theKubelet.err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}}
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.99.0.1"}}
+			_, err = c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
 		theKubelet.k = &kubelet{c: c, nextIP: 10}
 	})
 	if theKubelet.err != nil {
