@@ -27,6 +27,19 @@ func waitIdle(t *testing.T, p *workers[func()], n int) {
 	}
 }
 
+// runAtOnce runs n items on p that all run at once (none finishes before
+// all were handed out), and returns when they are done.
+func runAtOnce(p *workers[func()], n int) {
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		p.run(func() { defer wg.Done(); <-gate })
+	}
+	close(gate)
+	wg.Wait()
+}
+
 // TestWorkersReuse: sequential work runs on one goroutine; concurrent work
 // gets one each; stop ends them all (the package's leak check would catch
 // a survivor).
@@ -42,14 +55,7 @@ func TestWorkersReuse(t *testing.T) {
 	if p.spawned != 1 {
 		t.Fatalf("100 sequential runs started %d goroutines, want 1", p.spawned)
 	}
-	var wg sync.WaitGroup
-	gate := make(chan struct{})
-	for range 4 {
-		wg.Add(1)
-		p.run(func() { defer wg.Done(); <-gate })
-	}
-	close(gate)
-	wg.Wait()
+	runAtOnce(&p, 4)
 	if p.spawned != 4 {
 		t.Fatalf("4 concurrent runs after one idle worker started %d goroutines in all, want 4", p.spawned)
 	}
@@ -69,14 +75,7 @@ func TestWorkersReuse(t *testing.T) {
 func TestWorkersReap(t *testing.T) {
 	p := workers[func()]{fn: runFunc, idleFor: time.Hour}
 	defer p.stop()
-	var wg sync.WaitGroup
-	gate := make(chan struct{})
-	for range 3 {
-		wg.Add(1)
-		p.run(func() { defer wg.Done(); <-gate })
-	}
-	close(gate)
-	wg.Wait()
+	runAtOnce(&p, 3)
 	waitIdle(t, &p, 3)
 
 	p.reap() // the first period: none was idle through the one before
