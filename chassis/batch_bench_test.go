@@ -54,6 +54,18 @@ func BenchmarkBatcher(b *testing.B) {
 	}
 }
 
+// BenchmarkBatcherLone: one caller at a time, the peer answering at once:
+// every call finds no batch out and leaves alone, right after the last
+// returned (so it does not yield). The Batcher's own cost per call.
+func BenchmarkBatcherLone(b *testing.B) {
+	bt := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {})
+	it, ctx := &testItem{}, context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		bt.Do(ctx, it)
+	}
+}
+
 // TestBatcherDoAllocs: a call through the Batcher, alone or merged with
 // others, allocates nothing in the steady state.
 func TestBatcherDoAllocs(t *testing.T) {

@@ -2,6 +2,7 @@ package chassis
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,9 +171,10 @@ func TestBatcherDisabledAndMany(t *testing.T) {
 // is carried by several full batches at once, every item is sent exactly
 // once and nothing stays queued or out.
 func TestBatcherPipelines(t *testing.T) {
-	var out, most atomic.Int32
+	var out, most, sent atomic.Int32
 	gate := make(chan struct{})
 	b := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 8}, func(ctx context.Context, items []*testItem) {
+		sent.Add(int32(len(items)))
 		n := out.Add(1)
 		for {
 			m := most.Load()
@@ -193,9 +195,14 @@ func TestBatcherPipelines(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); b.Do(context.Background(), items[i]) }()
 	}
-	// One alone, then three full batches of 8 while it is out; 15 wait.
-	for b.Queued() != len(items)-1-3*8 || b.InFlight() != 4 {
+	// The first call's batch (itself and what queued while it yielded,
+	// 1 to 8 items), then three full batches of 8 while it is out; the
+	// rest (7 to 14) wait.
+	for int(sent.Load())+b.Queued() != len(items) || b.InFlight() != 4 {
 		time.Sleep(time.Millisecond)
+	}
+	if q := b.Queued(); q < len(items)-8-3*8 || q > len(items)-1-3*8 {
+		t.Fatalf("%d items wait behind 4 batches, want 7 to 14", q)
 	}
 	close(gate)
 	wg.Wait()
@@ -336,5 +343,74 @@ func TestBatcherInFlightFollowsQueueing(t *testing.T) {
 				t.Fatalf("parallel peer: more than one batch out in %d of %d samples, want ≥ 70%%", several, n)
 			}
 		})
+	}
+}
+
+// TestBatcherBurstJoinsLoneCall: calls made runnable together on one P
+// (a burst of requests read at once, one handler goroutine each) leave in
+// one batch when the peer was idle: the call that finds no batch out
+// yields once and takes what queued meanwhile, instead of leaving alone
+// with the rest waiting for its round trip. The runtime's scheduler
+// checks its global queue (where a yield puts the caller) first every
+// 61st time, so a trial may split; most must not (without the yield,
+// every trial split, 1 + 7). Right after a batch returned, a lone call
+// leaves at once.
+func TestBatcherBurstJoinsLoneCall(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const trials, burst = 20, 8
+	var batches, sent atomic.Int32
+	b := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, items []*testItem) {
+		batches.Add(1)
+		for _, it := range items {
+			sent.Add(1)
+			it.done.Add(1)
+		}
+	})
+	run := func() int32 {
+		batches.Store(0)
+		items := make([]*testItem, burst)
+		var wg sync.WaitGroup
+		for i := range items {
+			items[i] = &testItem{id: i}
+			wg.Add(1)
+			go func() { defer wg.Done(); b.Do(context.Background(), items[i]) }()
+		}
+		wg.Wait()
+		for _, it := range items {
+			if n := it.done.Load(); n != 1 {
+				t.Fatalf("item %d sent %d times", it.id, n)
+			}
+		}
+		return batches.Load()
+	}
+	whole := 0
+	for range trials {
+		time.Sleep(2 * batchIdleGap) // the peer idle since its last batch
+		if run() == 1 {
+			whole++
+		}
+	}
+	if whole < trials/2 {
+		t.Fatalf("a burst of %d left in one batch in %d of %d trials, want most", burst, whole, trials)
+	}
+	t.Logf("%d of %d bursts left in one batch", whole, trials)
+	// Busy: a burst right after a batch returned does not wait (the
+	// first call leaves alone), unless the scheduler's clock is so slow
+	// that the gap passed anyway.
+	split := 0
+	for range trials {
+		start := time.Now()
+		b.Do(context.Background(), &testItem{})
+		if n := run(); n > 1 {
+			split++
+		} else if time.Since(start) < batchIdleGap {
+			t.Fatalf("a burst right after a batch returned left in %d batch, want the first call alone", n)
+		}
+	}
+	if split == 0 {
+		t.Fatalf("no burst right after a batch split: the yield is not limited to an idle peer")
+	}
+	if int(sent.Load()) != 2*trials*burst+trials || b.Queued() != 0 || b.InFlight() != 0 {
+		t.Fatalf("sent %d, queued %d, active %d after every trial", sent.Load(), b.Queued(), b.InFlight())
 	}
 }
