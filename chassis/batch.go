@@ -39,7 +39,8 @@ type BatchConfig struct {
 
 // Batcher merges concurrent calls to one peer operation into batches
 // ("natural batching"): there is no timer and no added delay when the peer
-// keeps up; a call that finds no batch out leaves at once, alone; one that
+// keeps up; a call that finds no batch out leaves at once (after one
+// yield when the peer was idle, below), alone; one that
 // finds a batch out waits and shares the next one with every other call
 // that queued meanwhile. So the batch size follows the queueing: a batch
 // carries what arrived during the round trip before it.
