@@ -61,9 +61,10 @@ type BatchConfig struct {
 // the calls queued meanwhile: a burst that arrives together (the
 // requests of one read, one handler goroutine each) leaves as one batch
 // instead of one alone and the rest a round trip later. At 4,000 TPS this
-// cut the CGW's round trips to the OCP by 28% and the SUT's CPU per
-// transaction by 20–28%; at 1,000 and 24,000 TPS it changed nothing the
-// host's noise did not (loadgen/README.md, "What moves the knee"). The
+// cut the CGW's round trips to the OCP by 46% and the SUT's CPU per
+// transaction by 20–28%; at 1,000 TPS the round trips by a third, the
+// CPU by 2% (against the loadgen's own), and at 24,000 it changed nothing
+// the host's noise did not (loadgen/README.md, "What moves the knee"). The
 // gate costs every call that leads a batch two clock reads (~55 ns,
 // BenchmarkBatcherLone), and a call that yields the yield.
 //
