@@ -164,7 +164,7 @@ func (b *Batcher[T]) do(ctx context.Context, c *batchCall[T], items []T) {
 			// call finds nothing else runnable and leaves at once.
 			runtime.Gosched()
 			b.mu.Lock()
-			b.gatherLocked(sc, len(items))
+			sc.calls = b.takeLocked(sc.calls, len(items), false)
 			b.mu.Unlock()
 		}
 		b.lead(sc)
@@ -197,23 +197,22 @@ const batchIdleGap = 200 * time.Microsecond
 // batchEpoch is the origin of Batcher.back (monotonic).
 var batchEpoch = time.Now()
 
-// gatherLocked moves the queued calls that fit into a batch of n items
-// onwards (up to maxItems, whole calls, in order) into sc.calls. Called
-// with mu held.
-func (b *Batcher[T]) gatherLocked(sc *batchScratch[T], n int) {
+// takeLocked moves calls from the head of the queue onto dst, whole and
+// in order, while the batch they join (n items before them) stays within
+// maxItems, and at least one when atLeastOne (a single call larger than
+// maxItems still leaves); it returns dst. Called with mu held.
+func (b *Batcher[T]) takeLocked(dst []*batchCall[T], n int, atLeastOne bool) []*batchCall[T] {
 	k := 0
-	for k < len(b.queue) && n+len(b.queue[k].items) <= b.maxItems {
+	for k < len(b.queue) && (atLeastOne && k == 0 || n+len(b.queue[k].items) <= b.maxItems) {
 		n += len(b.queue[k].items)
 		b.queued -= len(b.queue[k].items)
 		k++
 	}
-	if k == 0 {
-		return
-	}
-	sc.calls = append(sc.calls, b.queue[:k]...)
+	dst = append(dst, b.queue[:k]...)
 	rest := copy(b.queue, b.queue[k:])
 	clear(b.queue[rest:])
 	b.queue = b.queue[:rest]
+	return dst
 }
 
 // startReadyLocked starts the batches that may leave now: full ones while
@@ -233,17 +232,8 @@ func (b *Batcher[T]) startReadyLocked() {
 // next batch and wakes its first caller to send it. Called with mu held
 // and the queue not empty.
 func (b *Batcher[T]) startLocked() {
-	n, items := 0, 0
-	for n < len(b.queue) && (n == 0 || items+len(b.queue[n].items) <= b.maxItems) {
-		items += len(b.queue[n].items)
-		n++
-	}
 	first := b.queue[0]
-	first.next = append(first.next[:0], b.queue[:n]...)
-	rest := copy(b.queue, b.queue[n:])
-	clear(b.queue[rest:])
-	b.queue = b.queue[:rest]
-	b.queued -= items
+	first.next = b.takeLocked(first.next[:0], 0, true)
 	b.active.Add(1)
 	first.wake <- true // buffered: never blocks
 }
