@@ -54,7 +54,11 @@ type BatchConfig struct {
 // For a peer that serves one batch at a time, a second batch out then
 // only waits there, but every batch stays full, so it costs the peer no
 // extra round trips (BenchmarkBatcher/serial); a peer with room serves
-// them at once (BenchmarkBatcher/parallel).
+// them at once (BenchmarkBatcher/parallel). Pipelining partial batches
+// too (one leaving beside a loaded batch half a round trip after it) was
+// measured and not kept: each extra batch is a write that wakes the
+// peer, which below the knee cost more CPU than the shorter waits saved
+// (loadgen/README.md, "What moves the knee").
 //
 // A call that finds no batch out and the peer idle for batchIdleGap
 // yields its P once before it sends (runtime.Gosched), and takes with it
