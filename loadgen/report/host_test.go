@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/chf-testbed/testbed/loadgen/freeze"
 )
 
 // TestHostCPU: the machine's busy, idle and steal shares of the window,
@@ -53,5 +55,51 @@ func TestHostCPU(t *testing.T) {
 	r.WriteSummary(&sum)
 	if strings.Contains(sum.String(), "not the run's processes") {
 		t.Errorf("summary gives other processes' share with remote components:\n%s", sum.String())
+	}
+}
+
+// TestHostFreezes: the probe's summary in the text and markdown reports,
+// its share of the CPUs' time from the window, each second's worst freeze
+// in series.csv (empty where the second was not probed), and the note
+// that says why it was not measured.
+func TestHostFreezes(t *testing.T) {
+	r := &Result{DurationS: 10, HostFreezes: freeze.Summarize(freeze.Stats{
+		{CPU: 0, Wakeups: 2000, Count: 3, Over10ms: 1, WorstMs: 23.5, FrozenMs: 40},
+		{CPU: 1, Wakeups: 2000, Count: 1, WorstMs: 4, FrozenMs: 10},
+	}, 0.1)}
+	if err := r.Recompute(); err != nil {
+		t.Fatal(err)
+	}
+	f := r.HostFreezes
+	if f.Count != 4 || f.Over10ms != 1 || f.WorstMs != 23.5 || math.Abs(f.FrozenPercent-0.25) > 1e-9 {
+		t.Fatalf("freezes %+v, want 4, 1 over 10 ms, worst 23.5, 0.25%% frozen (50 ms of 2 × 10 s)", f)
+	}
+	var sum, md bytes.Buffer
+	r.WriteSummary(&sum)
+	r.WriteMarkdown(&md)
+	const line = "host freezes (a SCHED_FIFO probe on each of 2 CPUs, every 5 ms): worst 23.5 ms, 4 freezes of 2 ms or more (1 of 10 ms or more), 50 ms frozen in all (0.25% of the CPUs' time)"
+	if !strings.Contains(sum.String(), line) {
+		t.Errorf("summary lacks %q:\n%s", line, sum.String())
+	}
+	if !strings.Contains(md.String(), "| host freezes (SCHED_FIFO probe, 2 CPUs, every 5 ms) | worst 23.5 ms,") {
+		t.Errorf("markdown lacks the host freezes row:\n%s", md.String())
+	}
+
+	worst := 12.25
+	r.Series = []Point{{HostFreezeMs: &worst}, {}}
+	var csvb bytes.Buffer
+	if err := r.WriteCSV(&csvb); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(csvb.String()), "\n")
+	if len(lines) != 4 || !strings.HasSuffix(lines[0], ",host_freeze") || !strings.HasSuffix(lines[2], ",12.250") || !strings.HasSuffix(lines[3], ",") {
+		t.Errorf("series.csv lacks each second's worst freeze:\n%s", csvb.String())
+	}
+
+	r.HostFreezes, r.HostFreezesNote = nil, "not measured: needs root"
+	sum.Reset()
+	r.WriteSummary(&sum)
+	if !strings.Contains(sum.String(), "host freezes: not measured: needs root\n") {
+		t.Errorf("summary lacks the note:\n%s", sum.String())
 	}
 }

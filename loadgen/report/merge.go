@@ -338,7 +338,7 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 	for sec := 0; len(series) > 0; sec++ {
 		if p, ok := series[sec]; ok {
 			q := *p
-			q.HostBusy, q.HostSteal = 0, 0 // the shards' machines differ (as out.Host)
+			q.HostBusy, q.HostSteal, q.HostFreezeMs = 0, 0, nil // the shards' machines differ (as out.Host)
 			out.Series = append(out.Series, q)
 			delete(series, sec)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/engine"
+	"github.com/chf-testbed/testbed/loadgen/freeze"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
@@ -77,6 +78,10 @@ type Point struct {
 	// second (100 = one core; see HostCPU), where the host is read.
 	HostBusy  float64 `json:"host_busy_percent,omitempty"`
 	HostSteal float64 `json:"host_steal_percent,omitempty"`
+	// HostFreezeMs is the second's longest host freeze on any CPU: the
+	// lateness of the probe's latest wake-up if it was 2 ms or more, else 0
+	// (see HostFreezes); nil where the probe did not run.
+	HostFreezeMs *float64 `json:"host_freeze_ms,omitempty"`
 }
 
 // Result is a whole run.
@@ -170,6 +175,13 @@ type Result struct {
 	// measured window (absent where /proc/stat is not readable, and in a
 	// merge of shards, which ran on machines of their own).
 	Host *HostCPU `json:"host_cpu,omitempty"`
+	// HostFreezes is how long the host froze this machine's CPUs over the
+	// measured window, seen by a SCHED_FIFO thread on each CPU that wakes
+	// every 5 ms (package freeze): time the kernel's steal figure does not
+	// show on a VM like this one. Absent where the probe did not run
+	// (HostFreezesNote says why) and in a merge of shards.
+	HostFreezes     *freeze.Summary `json:"host_freezes,omitempty"`
+	HostFreezesNote string          `json:"host_freezes_note,omitempty"`
 }
 
 // HostCPU is the whole machine's CPU over the measured window, in the
@@ -332,6 +344,9 @@ func (r *Result) Recompute() error {
 				other = max(0, other)
 				h.OtherPercent = &other
 			}
+		}
+		if f := r.HostFreezes; f != nil && len(f.CPUs) > 0 {
+			f.FrozenPercent = 100 * f.FrozenMs / (1000 * r.DurationS * float64(len(f.CPUs)))
 		}
 	}
 	r.UnknownSubscriber = 0

@@ -64,6 +64,11 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if h := r.Host; h != nil {
 		fmt.Fprintf(w, "host CPU (this machine, %d cores): %s\n", h.Cores, h.summary())
 	}
+	if f := r.HostFreezes; f != nil {
+		fmt.Fprintf(w, "host freezes (a SCHED_FIFO probe on each of %d CPUs, every %.0f ms): %s\n", len(f.CPUs), f.PeriodMs, f.Line())
+	} else if r.HostFreezesNote != "" {
+		fmt.Fprintf(w, "host freezes: %s\n", r.HostFreezesNote)
+	}
 	r.writeMemory(w)
 	r.writeHops(w)
 	r.writeFaults(w)
@@ -185,6 +190,11 @@ func (r *Result) WriteCSV(w io.Writer) error {
 		head = append(head, "host_busy", "host_steal")
 		units = append(units, "% of one core", "% of one core")
 	}
+	freezes := r.HostFreezes != nil
+	if freezes {
+		head = append(head, "host_freeze")
+		units = append(units, "ms (longest freeze of 2 ms or more, 0 = none)")
+	}
 	if err := cw.Write(head); err != nil {
 		return fmt.Errorf("cannot write CSV: %w", err)
 	}
@@ -204,6 +214,13 @@ func (r *Result) WriteCSV(w io.Writer) error {
 		}
 		if r.Host != nil {
 			row = append(row, f(p.HostBusy), f(p.HostSteal))
+		}
+		if freezes {
+			v := ""
+			if p.HostFreezeMs != nil {
+				v = f(*p.HostFreezeMs)
+			}
+			row = append(row, v)
 		}
 		if err := cw.Write(row); err != nil {
 			return fmt.Errorf("cannot write CSV: %w", err)
@@ -262,6 +279,11 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| SUT CPU µs / transaction | %s |\n| loadgen CPU µs / transaction | %.1f |\n", r.sutUs(), r.LoadgenUsTxn)
 	if h := r.Host; h != nil {
 		fmt.Fprintf(w, "| host CPU (this machine, %d cores) | %s |\n", h.Cores, h.summary())
+	}
+	if f := r.HostFreezes; f != nil {
+		fmt.Fprintf(w, "| host freezes (SCHED_FIFO probe, %d CPUs, every %.0f ms) | %s |\n", len(f.CPUs), f.PeriodMs, f.Line())
+	} else if r.HostFreezesNote != "" {
+		fmt.Fprintf(w, "| host freezes | %s |\n", r.HostFreezesNote)
 	}
 	for _, k := range sortedKeys(r.Memory) {
 		fmt.Fprintf(w, "| RSS MiB %s (peak) | %.0f (%.0f) |\n", k, float64(r.Memory[k].RSS)/(1<<20), float64(r.Memory[k].Peak)/(1<<20))

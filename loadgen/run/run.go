@@ -158,6 +158,11 @@ type Options struct {
 	// (the scenario's postpaid and bucket shares, loadgen local): the
 	// audit uses it instead of InitialBalance.
 	InitialOf func(i int32) audit.Account
+	// HostProbe is the executable run as `HostProbe freeze-probe` to
+	// measure how long the host froze this machine's CPUs (package
+	// freeze): the result's HostFreezes and each second's host_freeze_ms.
+	// "" = not measured.
+	HostProbe string
 }
 
 // CheckProto refuses what a scenario asks that protocol proto cannot
@@ -286,7 +291,9 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	} else if note != "" {
 		incomplete = append(incomplete, note)
 	}
-	prog := newProgress(o, sampler)
+	hp := startHostProbe(ctx, o)
+	defer hp.stop()
+	prog := newProgress(o, sampler, hp)
 	tick, livePhase := prog.tick, func(string) {}
 	var observe func(engine.Op, time.Duration, string) // nil: the engine skips it
 	if o.MetricsListen != "" {
@@ -351,8 +358,10 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 				mu.Lock()
 				cpuA, haveA = s, true
 				mu.Unlock()
+				hp.open()
 				snapHops(&hopsA, &haveHopsA)
 			case "drain":
+				hp.shut()
 				snapHops(&hopsB, &haveHopsB)
 				s := sampler.Sample(context.Background())
 				m, h := sampler.Memory(context.Background(), nil), liveHeap()
@@ -460,6 +469,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	res.Hops, res.HopsNote = hopsOf(hopsA, hopsB, haveHopsA && haveHopsB, o)
 	mu.Unlock()
 	res.Host = host
+	res.HostFreezes, res.HostFreezesNote = hp.stop()
 	res.Sessions = &report.Sessions{
 		OpenPeak: st.OpenSessionsPeak, OpenEnd: st.OpenSessionsEnd, Limited: st.SessionLimited,
 		MaxOpenSessions: sc.MaxOpenSessions, LoadgenHeapBytes: heapLive, FlowBytes: engine.FlowBytes,
@@ -595,10 +605,11 @@ type progress struct {
 	last    cpu.Sample
 	pts     []report.Point
 	onLine  bool
+	probe   *hostProbe
 }
 
-func newProgress(o Options, s *cpu.Sampler) *progress {
-	p := &progress{out: o.ProgressOut, mode: o.ProgressMode, sampler: s}
+func newProgress(o Options, s *cpu.Sampler, hp *hostProbe) *progress {
+	p := &progress{out: o.ProgressOut, mode: o.ProgressMode, sampler: s, probe: hp}
 	if p.out == nil {
 		p.out = os.Stderr
 	}
@@ -616,12 +627,17 @@ func newProgress(o Options, s *cpu.Sampler) *progress {
 
 func (p *progress) tick(t engine.Tick) {
 	s := p.sampler.Sample(context.Background())
+	fz, haveFz := p.probe.read()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pt := report.Point{Tick: t, CPU: cpu.Percent(p.last, s)}
 	if w, ok := cpu.HostDelta(p.last, s); ok {
 		dt := s.At.Sub(p.last.At).Seconds()
 		pt.HostBusy, pt.HostSteal = 100*w.Busy/dt, 100*w.Steal/dt
+	}
+	if haveFz {
+		w := fz.Total().WorstMs
+		pt.HostFreezeMs = &w
 	}
 	p.last = s
 	p.pts = append(p.pts, pt)
