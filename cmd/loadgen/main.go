@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"sort"
 
+	"github.com/chf-testbed/testbed/loadgen/freeze"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
@@ -99,6 +100,8 @@ func dispatch(args []string) int {
 	case "-version", "--version", "version":
 		fmt.Println(versionString())
 		return 0
+	case freeze.Command: // not listed: the child a run starts (--host-probe)
+		return serveFreezeProbe()
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {

@@ -84,6 +84,7 @@ type runFlags struct {
 	// TLS of https:// targets: --ca, --cert, --key, set by parseTargets
 	// when the targets are https://.
 	caFile, certFile, keyFile string
+	hostProbe                 bool
 	tls                       bool
 	localTLSDir               string // loadgen local / sweep --local --tls-dir
 	localCDRDir               string // sweep --local --cdr-dir
@@ -150,6 +151,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.caFile, "ca", "", "with https:// targets: PEM bundle of the CAs that sign the CGW's certificate (empty = the system roots)")
 	fs.StringVar(&f.certFile, "cert", "", "with https:// targets: PEM client certificate to present (mTLS), with --key")
 	fs.StringVar(&f.keyFile, "key", "", "PEM private key of --cert")
+	fs.BoolVar(&f.hostProbe, "host-probe", true, "measure how long the host froze this machine's CPUs: a child process with a SCHED_FIFO thread on each CPU of the loadgen's affinity, waking every 5 ms (about 1% of a core), reported as host freezes and each second's host_freeze_ms; needs root, else reported as not measured; false = off")
 }
 
 // flagOfField names the flag that sets a scenario field.
@@ -380,6 +382,11 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 		Thresholds: sc.EffectiveThresholds(f.noDefThresh),
 	}
 	o.MetricsListen = f.metricsListen
+	if f.hostProbe {
+		if o.HostProbe, err = os.Executable(); err != nil {
+			return o, fmt.Errorf("cannot find this executable for --host-probe (pass --host-probe=false): %w", err)
+		}
+	}
 	o.NotifyListen = f.notifyListen
 	if f.operatorToken != "" {
 		if o.OperatorToken, err = operator.ReadToken(f.operatorToken); err != nil {

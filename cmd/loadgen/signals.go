@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/chf-testbed/testbed/loadgen/freeze"
 	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
@@ -131,4 +132,17 @@ func (s *stopper) Stop() {
 	close(s.done)
 	s.wg.Wait()
 	s.cancel()
+}
+
+// serveFreezeProbe is `loadgen freeze-probe`, the host-freeze probe a run
+// starts as its child (package freeze): it ends when its input closes, on
+// SIGINT or SIGTERM, or with its parent.
+func serveFreezeProbe() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := freeze.Serve(ctx, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen %s: %v\n", freeze.Command, err)
+		return exitError
+	}
+	return 0
 }
