@@ -216,6 +216,8 @@ func TestBadFlagValues(t *testing.T) {
 		{"sweep", []string{"--timeout", "0"}, "--timeout"},
 		{"sweep", []string{"--max-steal", "-1"}, "--max-steal"},
 		{"sweep", []string{"--max-steal", "NaN"}, "--max-steal"},
+		{"sweep", []string{"--max-freeze", "-1ms"}, "--max-freeze"},
+		{"sweep", []string{"--max-freeze", "2m"}, "--max-freeze"},
 		{"sweep", []string{"--steal-retries", "101"}, "--steal-retries"},
 		{"gate", []string{"--baseline-chf", "a", "--candidate-chf", "b", "--trials", "0"}, "--trials"},
 		{"gate", []string{"--tolerance", "0"}, "--tolerance"},

@@ -47,6 +47,7 @@ func sweepCmd(args []string) (err error) {
 	untilBreak := fs.Bool("until-break", true, "stop at the first step that misses the SLO")
 	retries := fs.Int("retries", 0, "run a step that misses the SLO up to this many more times (0..5) before it counts as failed: one noisy step on a shared machine does not end the sweep; each attempt is in the sweep's table")
 	maxSteal := fs.Float64("max-steal", 5, "void an attempt that misses the SLO while the hypervisor took more than this percentage of one core in some second of its window (host_steal_percent), and run it again; 0 = never void")
+	maxFreeze := fs.Duration("max-freeze", 0, "void an attempt that misses the SLO while the host froze one of this machine's CPUs for longer than this in its window (host_freezes worst_ms, from --host-probe), and run it again, from --steal-retries' allowance; 0 = never void (on a VM whose host stalls idle vCPUs, as in loadgen/README.md, try 20ms)")
 	stealRetries := fs.Int("steal-retries", 3, "most attempts voided by --max-steal over the whole sweep (0..100), on top of --retries; each takes a slice of the subscribers like any attempt")
 	sloP99 := fs.Duration("slo-p99", 10*time.Millisecond, "SLO: p99 latency (from the scheduled send) at most this (0 = no limit)")
 	sloErr := fs.Float64("slo-error-rate", 0, "SLO: errors / transactions at most this (0..1)")
@@ -56,7 +57,7 @@ func sweepCmd(args []string) (err error) {
 	}
 	cfg := sweep.Config{
 		Start: *start, Step: *step, Max: *maxTPS, UntilBreak: *untilBreak, Retries: *retries,
-		MaxSteal: *maxSteal, StealRetries: *stealRetries,
+		MaxSteal: *maxSteal, StealRetries: *stealRetries, MaxFreezeMs: float64(*maxFreeze) / 1e6,
 		SLO: sweep.SLO{P99Ms: float64(*sloP99) / 1e6, MaxErrorRate: *sloErr, MaxLateRate: *sloLate},
 	}
 	if err := cfg.Validate(); err != nil {
@@ -178,7 +179,7 @@ func sweepFlagError(err error) error {
 	for field, flag := range map[string]string{
 		"start": "start", "step": "step", "max": "max", "slo.p99_ms": "slo-p99",
 		"slo.max_error_rate": "slo-error-rate", "slo.max_late_rate": "slo-late-rate", "retries": "retries",
-		"max_steal": "max-steal", "steal_retries": "steal-retries",
+		"max_steal": "max-steal", "steal_retries": "steal-retries", "max_freeze_ms": "max-freeze",
 	} {
 		prefix := sweep.ErrConfig.Error() + ": " + field + ": "
 		if rest, ok := strings.CutPrefix(msg, prefix); ok {

@@ -77,7 +77,14 @@ type Config struct {
 	// host's CPU are never voided.
 	MaxSteal     float64
 	StealRetries int
-	SLO          SLO
+	// MaxFreezeMs, when > 0, voids an attempt that missed the SLO while
+	// the host froze one of the machine's CPUs for longer than MaxFreezeMs
+	// milliseconds in its measured window (the report's host_freezes: a
+	// stall steal does not show on a VM like this one), in the same way
+	// and from the same StealRetries allowance as MaxSteal. Results
+	// without the freeze probe are never voided by it.
+	MaxFreezeMs float64
+	SLO         SLO
 	// RunStep performs one measured run at tps. It may return a result
 	// together with an error (a failed audit): the step then fails.
 	RunStep func(ctx context.Context, tps float64) (*report.Result, error)
@@ -94,8 +101,9 @@ type Step struct {
 	// Retried lists why each earlier attempt of this step missed the SLO
 	// (Config.Retries); empty when the first attempt decided.
 	Retried []string `json:"retried,omitempty"`
-	// Voided lists the attempts voided by the host's steal (Config.MaxSteal):
-	// why each missed the SLO and the steal of its worst second.
+	// Voided lists the attempts voided by the host's steal or freezes
+	// (Config.MaxSteal, MaxFreezeMs): why each missed the SLO and what the
+	// host did.
 	Voided []string `json:"voided,omitempty"`
 	// PeakSteal is the steal of the worst second of the last attempt's
 	// measured window, in percent of one core (absent without the host's
@@ -119,6 +127,7 @@ type Result struct {
 	// host's steal.
 	MaxSteal     float64 `json:"max_steal_percent,omitempty"`
 	StealRetries int     `json:"steal_retries,omitempty"`
+	MaxFreezeMs  float64 `json:"max_freeze_ms,omitempty"`
 	// Interrupted says a signal cut the sweep short.
 	Interrupted bool `json:"interrupted,omitempty"`
 }
@@ -160,6 +169,8 @@ func (c Config) Validate() error {
 		return bad("retries", "must be within 0..%d, got %d", MaxRetries, c.Retries)
 	case !(c.MaxSteal >= 0 && c.MaxSteal <= 100*maxCores):
 		return bad("max_steal", "must be a percentage of one core within 0..%d, got %v", 100*maxCores, c.MaxSteal)
+	case !(c.MaxFreezeMs >= 0 && c.MaxFreezeMs <= maxFreezeMs):
+		return bad("max_freeze_ms", "must be within 0..%d ms, got %v", maxFreezeMs, c.MaxFreezeMs)
 	case c.StealRetries < 0 || c.StealRetries > MaxStealRetries:
 		return bad("steal_retries", "must be within 0..%d, got %d", MaxStealRetries, c.StealRetries)
 	case c.Steps() > MaxSteps:
@@ -178,6 +189,9 @@ func (c Config) Validate() error {
 
 // maxCores bounds MaxSteal (100 per core): any machine's steal is below it.
 const maxCores = 1 << 16
+
+// maxFreezeMs bounds MaxFreezeMs: a minute.
+const maxFreezeMs = 60_000
 
 // Attempts returns the most attempts the sweep may run.
 func (c Config) Attempts() int { return c.Steps()*(1+c.Retries) + c.StealRetries }
@@ -211,8 +225,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("%w: no step runner", ErrConfig)
 	}
 	res := &Result{SchemaVersion: report.SchemaVersion, Kind: Kind, SLO: cfg.SLO, Retries: cfg.Retries,
-		MaxSteal: cfg.MaxSteal, StealRetries: cfg.StealRetries}
-	voided := 0 // attempts voided by steal, over the sweep
+		MaxSteal: cfg.MaxSteal, StealRetries: cfg.StealRetries, MaxFreezeMs: cfg.MaxFreezeMs}
+	voided := 0 // attempts voided by steal or freezes, over the sweep
 	for tps := cfg.Start; tps <= cfg.Max+1e-9; tps += cfg.Step {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -235,8 +249,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			if st.Pass || ctx.Err() != nil {
 				break
 			}
+			why := ""
 			if measured && cfg.MaxSteal > 0 && peak > cfg.MaxSteal {
-				why := fmt.Sprintf("%s, host steal %.0f%% of a core in its worst second > %.0f%%", st.Reason, peak, cfg.MaxSteal)
+				why = fmt.Sprintf("%s, host steal %.0f%% of a core in its worst second > %.0f%%", st.Reason, peak, cfg.MaxSteal)
+			} else if f := r.HostFreezes; f != nil && cfg.MaxFreezeMs > 0 && f.WorstMs > cfg.MaxFreezeMs {
+				why = fmt.Sprintf("%s, host froze a CPU for %.1f ms > %.0f ms", st.Reason, f.WorstMs, cfg.MaxFreezeMs)
+			}
+			if why != "" {
 				if voided < cfg.StealRetries {
 					voided++
 					st.Voided = append(st.Voided, why)
@@ -288,6 +307,9 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	if r.MaxSteal > 0 && r.StealRetries > 0 {
 		fmt.Fprintf(w, " (an attempt that missed the SLO while the hypervisor took more than %.0f%% of a core in some second was void and run again, up to %d times in the sweep)", r.MaxSteal, r.StealRetries)
 	}
+	if r.MaxFreezeMs > 0 && r.StealRetries > 0 {
+		fmt.Fprintf(w, " (an attempt that missed the SLO while the host froze a CPU for more than %.0f ms was void and run again, from the same allowance)", r.MaxFreezeMs)
+	}
 	if r.FirstFailTPS > 0 {
 		fmt.Fprintf(w, "; first failure at %.0f TPS: %s.\n\n", r.FirstFailTPS, r.FirstFailReason)
 	} else {
@@ -296,7 +318,7 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	if len(r.Steps) > 0 {
 		r.Steps[0].Result.WriteProvenance(w) // every step ran the same command
 	}
-	fmt.Fprintf(w, "| offered TPS | achieved TPS | p50 ms | p99 ms | p99.9 ms | jitter | errors | late | dropped | SUT µs/txn | CPU %% (100 = one core) | machine idle %% | steal %% | SLO |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|\n")
+	fmt.Fprintf(w, "| offered TPS | achieved TPS | p50 ms | p99 ms | p99.9 ms | jitter | errors | late | dropped | SUT µs/txn | CPU %% (100 = one core) | machine idle %% | steal %% | host freeze worst ms | SLO |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
 	for _, s := range r.Steps {
 		x := s.Result
 		v := "met"
@@ -323,8 +345,14 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		if s.PeakSteal != nil {
 			steal += fmt.Sprintf(" (worst second %.0f)", *s.PeakSteal)
 		}
-		fmt.Fprintf(w, "| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %d | %d | %d | %.1f | %s | %s | %s | %s |\n",
-			s.OfferedTPS, x.TPS, x.LatencyMs.P50, x.LatencyMs.P99, x.LatencyMs.P999, x.JitterCV, x.Errors, x.Late, x.Dropped, x.SUTCPUUsTxn, strings.Join(cpus, ", "), idle, steal, v)
+		// The worst host freeze, and how many of 10 ms or more: a stall of
+		// the VM that steal does not show (package freeze).
+		frozen := "n/a"
+		if f := x.HostFreezes; f != nil {
+			frozen = fmt.Sprintf("%.1f (%d ≥ 10 ms)", f.WorstMs, f.Over10ms)
+		}
+		fmt.Fprintf(w, "| %.0f | %.0f | %.3f | %.3f | %.3f | %.3f | %d | %d | %d | %.1f | %s | %s | %s | %s | %s |\n",
+			s.OfferedTPS, x.TPS, x.LatencyMs.P50, x.LatencyMs.P99, x.LatencyMs.P999, x.JitterCV, x.Errors, x.Late, x.Dropped, x.SUTCPUUsTxn, strings.Join(cpus, ", "), idle, steal, frozen, v)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chf-testbed/testbed/loadgen/engine"
 	"github.com/chf-testbed/testbed/loadgen/fakechf"
+	"github.com/chf-testbed/testbed/loadgen/freeze"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
@@ -58,7 +59,7 @@ func TestKneeOfKnownCapacity(t *testing.T) {
 	// machine was.
 	var md bytes.Buffer
 	res.WriteMarkdown(&md)
-	if !strings.Contains(md.String(), "| SUT µs/txn | CPU % (100 = one core) | machine idle % | steal % | SLO |") || !strings.Contains(md.String(), "| loadgen ") {
+	if !strings.Contains(md.String(), "| SUT µs/txn | CPU % (100 = one core) | machine idle % | steal % | host freeze worst ms | SLO |") || !strings.Contains(md.String(), "| loadgen ") {
 		t.Errorf("sweep table lacks the CPU, idle and steal columns:\n%s", md.String())
 	}
 	if _, err := os.Stat("/proc/stat"); err == nil {
@@ -116,7 +117,7 @@ func TestRetries(t *testing.T) {
 	}
 	var b bytes.Buffer
 	res.WriteMarkdown(&b)
-	for _, want := range []string{"up to 2 more times", "|  | n/a | n/a | met (attempt 2; earlier: p99 50.00 ms > 10.00 ms)", "|  | 42 | 12.3 | met |"} {
+	for _, want := range []string{"up to 2 more times", "|  | n/a | n/a | n/a | met (attempt 2; earlier: p99 50.00 ms > 10.00 ms)", "|  | 42 | 12.3 | n/a | met |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("sweep.md lacks %q:\n%s", want, b.String())
 		}
@@ -217,6 +218,69 @@ func TestStealVoidsAttempts(t *testing.T) {
 		bad.Start, bad.Step, bad.Max = 1, 1, 1
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// An attempt that misses the SLO while the host froze a CPU for longer
+// than MaxFreezeMs is void like a stolen one, from the same allowance; a
+// met attempt, a short freeze and a result without the probe void
+// nothing; the table shows each step's worst freeze.
+func TestFreezeVoidsAttempts(t *testing.T) {
+	type attempt struct {
+		p99   float64
+		worst float64 // < 0: no probe
+	}
+	attempts := map[float64][]attempt{
+		100: {{50, 40}, {1, 3}},   // void, then met
+		200: {{1, 90}},            // met through a freeze: counts
+		300: {{50, 8}, {1, 8}},    // a short freeze: a plain retry
+		400: {{50, -1}, {50, -1}}, // no probe: never void
+	}
+	calls := map[float64]int{}
+	step := func(ctx context.Context, tps float64) (*report.Result, error) {
+		a := attempts[tps][calls[tps]]
+		calls[tps]++
+		r := &report.Result{Transactions: 100, Offered: 100, OfferedTPS: tps, TPS: tps}
+		r.LatencyMs.P99 = a.p99
+		r.Audit.Skipped = true
+		if a.worst >= 0 {
+			r.HostFreezes = freeze.Summarize(freeze.Stats{{CPU: 0, Wakeups: 2000, Count: 1, Over10ms: 1, WorstMs: a.worst, FrozenMs: a.worst}}, 0)
+		}
+		return r, nil
+	}
+	cfg := Config{Start: 100, Step: 100, Max: 400, Retries: 1, MaxFreezeMs: 20, StealRetries: 3, RunStep: step,
+		SLO: SLO{P99Ms: 10, MaxLateRate: 1}}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tps, n := range map[float64]int{100: 2, 200: 1, 300: 2, 400: 2} {
+		if calls[tps] != n {
+			t.Errorf("step %.0f: %d attempts, want %d (all: %v)", tps, calls[tps], n, calls)
+		}
+	}
+	s := res.Steps
+	if len(s) != 4 || !s[0].Pass || !s[1].Pass || !s[2].Pass || s[3].Pass || res.KneeTPS != 300 {
+		t.Fatalf("steps %+v, knee %v; want 100-300 met, 400 missed", s, res.KneeTPS)
+	}
+	if len(s[0].Voided) != 1 || !strings.Contains(s[0].Voided[0], "p99 50.00 ms > 10.00 ms, host froze a CPU for 40.0 ms > 20 ms") {
+		t.Errorf("step 100: voided %q", s[0].Voided)
+	}
+	if len(s[2].Voided) != 0 || len(s[2].Retried) != 1 || len(s[3].Voided) != 0 {
+		t.Errorf("step 300 voided %q retried %q, step 400 voided %q: want a plain retry and no voids", s[2].Voided, s[2].Retried, s[3].Voided)
+	}
+	var b bytes.Buffer
+	res.WriteMarkdown(&b)
+	for _, w := range []string{"host froze a CPU for more than 20 ms was void and run again", "| 90.0 (1 ≥ 10 ms) |", "| n/a | **missed**"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("sweep.md lacks %q:\n%s", w, b.String())
+		}
+	}
+	for _, v := range []float64{-1, math.NaN(), maxFreezeMs + 1} {
+		bad := Config{Start: 1, Step: 1, Max: 1, MaxFreezeMs: v}
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "max_freeze_ms") {
+			t.Errorf("MaxFreezeMs %v: %v", v, err)
 		}
 	}
 }
