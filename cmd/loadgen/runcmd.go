@@ -151,7 +151,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.caFile, "ca", "", "with https:// targets: PEM bundle of the CAs that sign the CGW's certificate (empty = the system roots)")
 	fs.StringVar(&f.certFile, "cert", "", "with https:// targets: PEM client certificate to present (mTLS), with --key")
 	fs.StringVar(&f.keyFile, "key", "", "PEM private key of --cert")
-	fs.BoolVar(&f.hostProbe, "host-probe", true, "measure how long the host froze this machine's CPUs: a child process with a SCHED_FIFO thread on each CPU of the loadgen's affinity, waking every 5 ms (about 1% of a core), reported as host freezes and each second's host_freeze_ms; needs root, else reported as not measured; false = off")
+	fs.BoolVar(&f.hostProbe, "host-probe", true, "measure how long the host froze this machine's CPUs: a child process with a SCHED_FIFO thread on each CPU of the loadgen's affinity, waking every 5 ms (about 2% of each CPU), reported as host freezes and each second's host_freeze_ms; needs root, else reported as not measured; false = off")
 }
 
 // flagOfField names the flag that sets a scenario field.
