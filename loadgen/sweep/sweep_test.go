@@ -82,6 +82,15 @@ func TestKneeOfKnownCapacity(t *testing.T) {
 // a retry continues the sweep (the step records why the earlier attempts
 // missed), and the knee is declared only at a step whose every attempt
 // missed.
+// stepResult is a step's result with every transaction on time, the audit
+// skipped and the given p99 (ms).
+func stepResult(tps, p99 float64) *report.Result {
+	r := &report.Result{Transactions: 100, Offered: 100, OfferedTPS: tps, TPS: tps}
+	r.LatencyMs.P99 = p99
+	r.Audit.Skipped = true
+	return r
+}
+
 func TestRetries(t *testing.T) {
 	// attempts[tps] is the p99 (ms) of each successive attempt at tps.
 	attempts := map[float64][]float64{100: {1}, 200: {50, 1}, 300: {50, 50, 50}, 400: {1}}
@@ -90,9 +99,7 @@ func TestRetries(t *testing.T) {
 		i := calls[tps]
 		calls[tps]++
 		p := attempts[tps]
-		r := &report.Result{Transactions: 100, Offered: 100, OfferedTPS: tps, TPS: tps}
-		r.LatencyMs.P99 = p[min(i, len(p)-1)]
-		r.Audit.Skipped = true
+		r := stepResult(tps, p[min(i, len(p)-1)])
 		if tps == 100 {
 			r.Host = &report.HostCPU{Cores: 2, BusyPercent: 104.7, IdlePercent: 41.6, StealPercent: 12.3}
 		}
@@ -150,9 +157,7 @@ func TestStealVoidsAttempts(t *testing.T) {
 	step := func(ctx context.Context, tps float64) (*report.Result, error) {
 		a := attempts[tps][calls[tps]]
 		calls[tps]++
-		r := &report.Result{Transactions: 100, Offered: 100, OfferedTPS: tps, TPS: tps}
-		r.LatencyMs.P99 = a.p99
-		r.Audit.Skipped = true
+		r := stepResult(tps, a.p99)
 		// A stolen warm-up second never voids.
 		r.Series = append(r.Series, report.Point{Tick: engine.Tick{Phase: "warm-up"}, HostBusy: 90, HostSteal: 80})
 		for _, s := range a.steal {
@@ -241,9 +246,7 @@ func TestFreezeVoidsAttempts(t *testing.T) {
 	step := func(ctx context.Context, tps float64) (*report.Result, error) {
 		a := attempts[tps][calls[tps]]
 		calls[tps]++
-		r := &report.Result{Transactions: 100, Offered: 100, OfferedTPS: tps, TPS: tps}
-		r.LatencyMs.P99 = a.p99
-		r.Audit.Skipped = true
+		r := stepResult(tps, a.p99)
 		if a.worst >= 0 {
 			r.HostFreezes = freeze.Summarize(freeze.Stats{{CPU: 0, Wakeups: 2000, Count: 1, Over10ms: 1, WorstMs: a.worst, FrozenMs: a.worst}}, 0)
 		}
