@@ -78,10 +78,6 @@ func TestKneeOfKnownCapacity(t *testing.T) {
 	}
 }
 
-// A step that misses the SLO is run again up to Retries times: a pass on
-// a retry continues the sweep (the step records why the earlier attempts
-// missed), and the knee is declared only at a step whose every attempt
-// missed.
 // stepResult is a step's result with every transaction on time, the audit
 // skipped and the given p99 (ms).
 func stepResult(tps, p99 float64) *report.Result {
@@ -91,6 +87,10 @@ func stepResult(tps, p99 float64) *report.Result {
 	return r
 }
 
+// A step that misses the SLO is run again up to Retries times: a pass on
+// a retry continues the sweep (the step records why the earlier attempts
+// missed), and the knee is declared only at a step whose every attempt
+// missed.
 func TestRetries(t *testing.T) {
 	// attempts[tps] is the p99 (ms) of each successive attempt at tps.
 	attempts := map[float64][]float64{100: {1}, 200: {50, 1}, 300: {50, 50, 50}, 400: {1}}
