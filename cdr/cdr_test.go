@@ -2,6 +2,8 @@ package cdr
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/cdr/cdrtest"
+	"github.com/chf-testbed/testbed/cdr/collector"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -86,12 +89,34 @@ func TestRecordDecodesIndependently(t *testing.T) {
 		Charged: 1<<63 - 1, Usage: []Usage{{RatingGroup: 1<<32 - 1, Service: chf.ServiceData, Units: 1<<63 - 1, Seq: 1<<32 - 1}}})
 }
 
+// TestReplayRecordDecodes: a replay record's mark and sequence number,
+// and an event's identity as its chargingSessionIdentifier.
+func TestReplayRecordDecodes(t *testing.T) {
+	r := Record{Node: "n", SUPI: "imsi-1", Consumer: FunctionalitySMSF, EventKey: 0x0123456789abcdef, Opened: t0, LocalSequence: 9,
+		Charged: 5, Replay: true, ReplaySeq: 1 << 31, Usage: []Usage{{RatingGroup: 30, Service: chf.ServiceSMS, Units: 1, Seq: 1 << 31, At: t0}}}
+	got, err := cdrtest.Decode(AppendCHFRecord(nil, &r))
+	if err != nil || len(got) != 1 {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	if g := got[0]; !g.Replay || g.ReplaySeq != 1<<31 || g.Session != "ev-0123456789abcdef" || g.Session != EventSessionID(r.EventKey) || g.Charged != 5 {
+		t.Fatalf("decoded %+v", g)
+	}
+	r.Replay = false
+	if got, err := cdrtest.Decode(AppendCHFRecord(nil, &r)); err != nil || got[0].Replay {
+		t.Fatalf("not a replay: %+v, %v", got, err)
+	}
+}
+
 func TestAppendCHFRecordDoesNotAllocate(t *testing.T) {
 	r := Record{Node: "ocp-0", SUPI: "imsi-001010000000001", Session: "0123456789abcdef", Opened: t0, Sequence: 2,
 		Charged: 12, Currency: "EUR", Usage: []Usage{{RatingGroup: 10, Service: chf.ServiceData, Units: 5_000_000, Seq: 1, At: t0}}}
 	buf := make([]byte, 0, 4096)
 	if n := testing.AllocsPerRun(100, func() { buf = AppendCHFRecord(buf[:0], &r) }); n != 0 {
 		t.Fatalf("AppendCHFRecord allocates %v times", n)
+	}
+	r.Session, r.EventKey, r.Replay, r.ReplaySeq = "", 0xfeed, true, 1 // an event's replay record
+	if n := testing.AllocsPerRun(100, func() { buf = AppendCHFRecord(buf[:0], &r) }); n != 0 {
+		t.Fatalf("AppendCHFRecord of a replay record allocates %v times", n)
 	}
 }
 
@@ -411,13 +436,16 @@ func BenchmarkRecorderSession(b *testing.B) {
 	b.ReportMetric(float64(st.Bytes)/float64(st.Records), "B/record")
 }
 
-// TestRecorderReplaysAddNothing: replays (answers marked Replayed, which
-// report the first answer's charge) are recorded by no recorder, whether
-// it saw the first answer (pod a) or not (pod b, where a retry landed);
-// a replayed release closes the record pod b holds for the session, with
-// what b recorded itself. The money of the records is what the ABM
-// debited: once.
-func TestRecorderReplaysAddNothing(t *testing.T) {
+// TestRecorderReplayRecords: a replay (an answer marked Replayed, with
+// the first answer's charge) is recorded by a recorder that has no
+// record of its request, as a replay record, and by none that has; the
+// collector rule then counts every request once, whichever pod saw which
+// answer. Pod a: the first answers of a session's create and update 1,
+// and of an event; update 1's answer is lost on its way to the client,
+// whose retry reaches pod b. Update 2's answer is lost between the ABM
+// and pod b (b recorded nothing): its retry, replayed, lands on b again.
+// The release's first answer reaches b; its retry is replayed on both.
+func TestRecorderReplayRecords(t *testing.T) {
 	a, _, dirA := newRecorder(t, DefaultConfig())
 	b, _, dirB := newRecorder(t, DefaultConfig())
 	ok := func(c int64) *chf.ChargeResponse {
@@ -428,37 +456,56 @@ func TestRecorderReplaysAddNothing(t *testing.T) {
 	}
 	a.Charged(apply(chf.OpCreate, "imsi-1", "s1", 0, data(0)), ok(0))
 	a.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 1, data(3_000_000)), ok(3))
-	// the answer to update 1 was lost on its way back: the retry reached b
-	b.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 1, data(3_000_000)), replay(3))
-	b.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 2, data(1_000_000)), ok(1))
+	a.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 1, data(3_000_000)), replay(3)) // a has it: nothing
+	b.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 1, data(3_000_000)), replay(3)) // b has not: a replay record
+	// update 2: the ABM applied it, its answer never reached b
+	b.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 2, data(1_000_000)), replay(1))
+	b.Charged(apply(chf.OpUpdate, "imsi-1", "s1", 2, data(1_000_000)), replay(1)) // b has it now: nothing
 	b.Charged(apply(chf.OpRelease, "imsi-1", "s1", 3, data(2_000_000)), ok(2))
-	// and the release again, answered from the record, on both
-	a.Charged(apply(chf.OpRelease, "imsi-1", "s1", 3, data(2_000_000)), replay(2))
-	b.Charged(apply(chf.OpRelease, "imsi-1", "s1", 3, data(2_000_000)), replay(2))
-	// an event and its retry on the other pod
+	a.Charged(apply(chf.OpRelease, "imsi-1", "s1", 3, data(2_000_000)), replay(2)) // closes a's record
+	b.Charged(apply(chf.OpRelease, "imsi-1", "s1", 3, data(2_000_000)), replay(2)) // b has it: nothing
+	// a Nchf event (no session: its Key is its identity), and its retry on b
 	sms := chf.RatedLine{RatingGroup: 30, Service: chf.ServiceSMS, UsedUnits: 1, UsedCost: 5}
-	a.Charged(apply(chf.OpEvent, "imsi-2", "", 0, sms), ok(5))
-	b.Charged(apply(chf.OpEvent, "imsi-2", "", 0, sms), replay(5))
+	ev := apply(chf.OpEvent, "imsi-2", "", 0, sms)
+	ev.Key = 0xfeed
+	a.Charged(ev, ok(5))
+	a.Charged(ev, replay(5)) // a has it: nothing
+	b.Charged(ev, replay(5))
+	// a Nchf create whose answer was lost before a saw it: the client's
+	// retry carries a new session id, the ABM answers the first one's
+	c := apply(chf.OpCreate, "imsi-3", "s3-retry", 1, data(4_000_000))
+	a.Charged(c, &chf.ChargeResponse{Result: chf.ResultSuccess, Charged: 4, Currency: "EUR", Session: "s3", Replayed: true})
+	a.Charged(apply(chf.OpRelease, "imsi-3", "s3", 2, data(0)), ok(0))
 	for _, r := range []*Recorder{a, b} {
 		if err := r.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ra, rb := decodeDir(t, dirA), decodeDir(t, dirB)
-	var charged int64
-	var volume int64
-	for _, r := range append(ra, rb...) {
+	all := append(append([]cdrtest.Record{}, ra...), rb...)
+	replays := map[string]int{}
+	for _, r := range all {
+		if r.Replay {
+			replays[fmt.Sprintf("%s/%s/%d", r.SUPI, r.Session, r.ReplaySeq)]++
+			if !r.HasCharged || len(r.Usage) != 1 || r.Usage[0].Seq != r.ReplaySeq {
+				t.Fatalf("replay record %+v", r)
+			}
+		}
+	}
+	want := map[string]int{"imsi-1/s1/1": 1, "imsi-1/s1/2": 1, "imsi-1/s1/3": 1, "imsi-2/ev-000000000000feed/0": 1, "imsi-3/s3/1": 1}
+	if !maps.Equal(replays, want) {
+		t.Fatalf("replay records %v, want %v\na %+v\nb %+v", replays, want, ra, rb)
+	}
+	kept, dropped := collector.Collect(all)
+	var charged, volume int64
+	for _, r := range kept {
 		charged += r.Charged
 		for _, u := range r.Usage {
 			volume += u.Volume
 		}
 	}
-	if charged != 3+1+2+5 || volume != 3_000_000+1_000_000+2_000_000 {
-		t.Fatalf("records charge %d for %d octets, want 11 for 6000000 (each request once): a %+v, b %+v", charged, volume, ra, rb)
-	}
-	// a: the session's record (closed by the replayed release) and the
-	// event; b: its share of the session, closed by its release.
-	if len(ra) != 2 || len(rb) != 1 || rb[0].Cause != int64(CauseNormalRelease) || ra[0].Cause != int64(CauseNormalRelease) {
-		t.Fatalf("records a %+v, b %+v", ra, rb)
+	if charged != 3+1+2+5+4 || volume != 3_000_000+1_000_000+2_000_000+4_000_000 || dropped != 3 {
+		t.Fatalf("collected records charge %d for %d octets with %d dropped, want 15 for 10000000 with 3 (each request once): a %+v, b %+v",
+			charged, volume, dropped, ra, rb)
 	}
 }

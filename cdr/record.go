@@ -15,6 +15,7 @@ type Cause int64
 
 const (
 	CauseNormalRelease          Cause = 0  // the session was released, or a one-time event
+	CausePartialRecord          Cause = 1  // a replay record of a session's create or update
 	CauseVolumeLimit            Cause = 16 // partial record: --cdr-partial-volume reached
 	CauseTimeLimit              Cause = 17 // partial record: --cdr-partial-time reached
 	CauseMaxChangeCond          Cause = 19 // partial record: --cdr-partial-containers reached
@@ -51,6 +52,18 @@ const ChargedOID = "1.3.6.1.4.1.99999.32298.1"
 
 var chargedOID = encodeOID(ChargedOID)
 
+// ReplayOID identifies the record extension marking a replay record:
+// information is SEQUENCE { localSequenceNumber INTEGER }, the
+// invocationSequenceNumber of the one request the record holds. A
+// replay record holds a request answered as a replay (its first answer
+// reached no recorder, as far as this one knows: an answer lost between
+// the ABM and an OCP, an OCP gone); a collector keeps it only when no
+// other record holds that request (see README.md, Replays). Same
+// placeholder arc as ChargedOID.
+const ReplayOID = "1.3.6.1.4.1.99999.32298.2"
+
+var replayOID = encodeOID(ReplayOID)
+
 // Usage is one used-unit container: the units one request reported for
 // a rating group (TS 32.298 UsedUnitContainer inside MultipleUnitUsage).
 type Usage struct {
@@ -66,7 +79,11 @@ type Record struct {
 	Node     string        // recordingNetworkFunctionID
 	SUPI     string        // subscriberIdentifier
 	Consumer Functionality // nFunctionConsumerInformation.networkFunctionality
-	Session  string        // chargingSessionIdentifier; empty for an event
+	Session  string        // chargingSessionIdentifier
+	// EventKey, when Session is empty, is written as the
+	// chargingSessionIdentifier "ev-" + 16 hex digits: the identity of an
+	// event that has no session (Nchf), the same on every transmission.
+	EventKey uint64
 	Opened   time.Time     // recordOpeningTime
 	Duration time.Duration // duration (whole seconds)
 	// Sequence is recordSequenceNumber: 1, 2, ... over the records this
@@ -80,6 +97,26 @@ type Record struct {
 	Usage         []Usage
 	Charged       int64 // minor units debited by the requests in the record
 	Currency      string
+	// Replay marks a replay record (ReplayOID): it holds one request,
+	// answered as a replay, whose invocationSequenceNumber is ReplaySeq.
+	Replay    bool
+	ReplaySeq uint32
+}
+
+// EventSessionID returns the chargingSessionIdentifier written for an
+// event without a session whose identity is key: "ev-" and key in 16
+// lower-case hex digits.
+func EventSessionID(key uint64) string {
+	return string(appendEventID(nil, key))
+}
+
+func appendEventID(dst []byte, key uint64) []byte {
+	const hexdigits = "0123456789abcdef"
+	dst = append(dst, "ev-"...)
+	for i := 60; i >= 0; i -= 4 {
+		dst = append(dst, hexdigits[(key>>uint(i))&0xf])
+	}
+	return dst
 }
 
 // AppendCHFRecord appends r as a BER CHFRecord (the chargingFunctionRecord
@@ -124,9 +161,23 @@ func AppendCHFRecord(dst []byte, r *Record) []byte {
 	dst = end(dst, seq)
 	dst = end(dst, info)
 	dst = end(dst, ext)
+	if r.Replay {
+		dst, ext = begin(dst, 0, 16)
+		dst = appendBytes(dst, 0, 6, replayOID)
+		dst, info = begin(dst, classContext, 2)
+		dst, seq = begin(dst, 0, 16)
+		dst = appendUint(dst, 0, 2, uint64(r.ReplaySeq))
+		dst = end(dst, seq)
+		dst = end(dst, info)
+		dst = end(dst, ext)
+	}
 	dst = end(dst, m)
-	if r.Session != "" {
+	switch {
+	case r.Session != "":
 		dst = appendString(dst, classContext, 16, r.Session)
+	case r.EventKey != 0:
+		var id [19]byte
+		dst = appendBytes(dst, classContext, 16, appendEventID(id[:0], r.EventKey))
 	}
 	return end(dst, rec)
 }

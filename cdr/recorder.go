@@ -88,11 +88,14 @@ func (c *Config) Validate() error {
 // record at once; a session's usage accumulates in memory until its
 // release (causeForRecClosing normalRelease) or a partial-record limit
 // (time, volume, containers), or until Close (managementIntervention).
-// The OCP is stateless, so when a session's requests reach several OCP
-// instances each writes records for the usage it saw; the records link
-// by chargingSessionIdentifier and recordSequenceNumber, and every
-// debit is in exactly one record. Recorder implements Sink and is safe
-// for concurrent use.
+// A request answered as a replay whose first answer this recorder did
+// not record gives a replay record (README.md, Replays). The OCP is
+// stateless, so when a session's requests reach several OCP instances
+// each writes records for the usage it saw; the records link by
+// chargingSessionIdentifier and recordSequenceNumber, and every debit is
+// in exactly one record once a collector applies the replay rule
+// (package cdr/collector). Recorder implements Sink and is safe for
+// concurrent use.
 type Recorder struct {
 	cfg    Config
 	w      *Writer
@@ -108,11 +111,39 @@ type Recorder struct {
 
 const shardCount = 32
 
+// doneGeneration is how many identities of requests recorded here that
+// no open session remembers (releases, events, replays) a shard keeps
+// per generation; it keeps two, so the recorder remembers the last
+// 32 × 2,048 to 32 × 4,096 of them (about 3 MB). A replay of an older
+// one gives a replay record that duplicates a record of this recorder,
+// which the collector rule drops.
+const doneGeneration = 2048
+
 type key struct{ supi, session string }
 
 type shard struct {
 	mu   sync.Mutex
 	open map[key]*session
+	// done holds the identity hashes (ident.hash) of requests this
+	// recorder recorded that no open session remembers: done[0] the
+	// current generation, done[1] the previous one.
+	done [2]map[uint64]struct{}
+}
+
+// markDone remembers h as recorded here, dropping the older generation
+// when the current one is full.
+func (sh *shard) markDone(h uint64) {
+	if len(sh.done[0]) >= doneGeneration {
+		sh.done[0], sh.done[1] = sh.done[1], sh.done[0]
+		clear(sh.done[0])
+	}
+	sh.done[0][h] = struct{}{}
+}
+
+func (sh *shard) isDone(h uint64) bool {
+	_, a := sh.done[0][h]
+	_, b := sh.done[1][h]
+	return a || b
 }
 
 // session is the open record of one charging session.
@@ -158,6 +189,9 @@ func NewRecorder(cfg Config, now func() time.Time, log *slog.Logger) (*Recorder,
 	r.pool.New = func() any { return &session{usage: make([]Usage, 0, cfg.PartialContainers)} }
 	for i := range r.shards {
 		r.shards[i].open = map[key]*session{}
+		for g := range r.shards[i].done {
+			r.shards[i].done[g] = make(map[uint64]struct{}, doneGeneration)
+		}
 	}
 	go r.loop()
 	return r, nil
@@ -172,58 +206,102 @@ func hashKey(k key) uint64 {
 
 func (r *Recorder) shard(k key) *shard { return &r.shards[hashKey(k)%shardCount] }
 
-// Charged implements Sink. A replayed answer (resp.Replayed: a request
-// repeated with the identity of one already answered) adds nothing: its
-// usage and charge belong to the first answer. A replayed release still
-// closes the session's open record here.
+// ident is the identity of one request's debit, the same on every
+// transmission: the subscriber, the session (for a replayed create the
+// one its first transmission opened; for an event without a session,
+// its Key) and the invocationSequenceNumber. It is what a collector
+// matches: (chargingSessionIdentifier, localSequenceNumber).
+type ident struct {
+	k     key
+	event uint64 // the event's Key when k.session is empty
+	seq   uint32
+}
+
+func identOf(ar *chf.ApplyRequest, resp *chf.ChargeResponse) ident {
+	id := ident{k: key{ar.SUPI, ar.Session}, seq: ar.Seq}
+	switch {
+	case ar.Op == chf.OpCreate && resp.Session != "":
+		id.k.session = resp.Session // a replayed create: the first one's session
+	case ar.Op == chf.OpEvent && ar.Session == "":
+		id.event = ar.Key
+	}
+	return id
+}
+
+func (id *ident) hash() uint64 {
+	return chf.HashUint(chf.HashUint(hashKey(id.k), id.event), uint64(id.seq))
+}
+
+// Charged implements Sink. A first answer adds its usage and debit to
+// the session's open record (or writes the event's record). A replayed
+// answer (resp.Replayed: the ABM answered a repeat of a request it had
+// applied, debiting nothing again) writes a replay record with the first
+// answer's charge unless this recorder recorded that request already:
+// its first answer, or an earlier replay, as far as an open session's
+// last sequence number and the last identities it keeps tell. A
+// replayed release also closes the session's open record here.
 func (r *Recorder) Charged(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
-	if resp.Replayed {
-		if ar.Op == chf.OpRelease && resp.Result == chf.ResultSuccess {
-			r.closeReplayed(ar)
-		}
+	switch ar.Op {
+	case chf.OpEvent, chf.OpCreate, chf.OpUpdate, chf.OpRelease:
+	default:
 		return
 	}
-	switch ar.Op {
-	case chf.OpEvent:
+	switch {
+	case resp.Replayed:
+		r.replay(ar, resp)
+	case ar.Op == chf.OpEvent:
 		r.event(ar, resp)
-	case chf.OpCreate, chf.OpUpdate, chf.OpRelease:
+	default:
 		r.session(ar, resp)
 	}
 }
 
-// event writes the record of a one-time event the ABM charged.
-func (r *Recorder) event(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
-	if resp.Result != chf.ResultSuccess {
-		return
-	}
-	now := r.now()
-	var usage [4]Usage
-	rec := Record{Node: r.cfg.Node, SUPI: ar.SUPI, Consumer: FunctionalitySMSF, Opened: now,
-		Cause: CauseNormalRelease, Charged: resp.Charged, Currency: resp.Currency, Usage: usage[:0]}
+// chargedUsage appends a used-unit container for each line of ar the ABM
+// debited (rated, with usage; for an event, not refused).
+func chargedUsage(dst []Usage, ar *chf.ApplyRequest, resp *chf.ChargeResponse, now time.Time) []Usage {
 	for i := range ar.Lines {
 		l := &ar.Lines[i]
-		if l.Result == chf.ResultSuccess && l.UsedUnits > 0 {
-			rec.Usage = append(rec.Usage, Usage{RatingGroup: l.RatingGroup, Service: l.Service, Units: l.UsedUnits, Seq: ar.Seq, At: now})
+		if l.Result != chf.ResultSuccess || l.UsedUnits == 0 {
+			continue
 		}
+		if ar.Op == chf.OpEvent && i < len(resp.Lines) && resp.Lines[i].Result != chf.ResultSuccess {
+			continue // the event's line was refused: not charged
+		}
+		dst = append(dst, Usage{RatingGroup: l.RatingGroup, Service: l.Service, Units: l.UsedUnits, Seq: ar.Seq, At: now})
+	}
+	return dst
+}
+
+// event writes the record of a one-time event the ABM charged.
+func (r *Recorder) event(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
+	if resp.Result != chf.ResultSuccess && resp.Charged == 0 {
+		return
+	}
+	id := identOf(ar, resp)
+	now := r.now()
+	var usage [4]Usage
+	rec := Record{Node: r.cfg.Node, SUPI: ar.SUPI, Consumer: FunctionalitySMSF, Session: id.k.session, EventKey: id.event, Opened: now,
+		Cause: CauseNormalRelease, Charged: resp.Charged, Currency: resp.Currency, Usage: chargedUsage(usage[:0], ar, resp, now)}
+	if id.k.session != "" || id.event != 0 {
+		sh := r.shard(id.k)
+		sh.mu.Lock()
+		sh.markDone(id.hash())
+		sh.mu.Unlock()
 	}
 	r.write(&rec)
 }
 
 // session adds a session request's usage and debit to the session's
-// open record, closing it on a release or a partial-record limit.
+// open record, closing it on a release, a failure the ABM charged (it
+// closes such a session) or a partial-record limit.
 func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
-	release := ar.Op == chf.OpRelease
-	switch {
-	case ar.Op == chf.OpCreate && resp.Result != chf.ResultSuccess:
-		return // no session opened
-	case resp.Result == chf.ResultSessionUnknown || resp.Result == chf.ResultInvalid ||
-		resp.Result == chf.ResultStaleSequence || resp.Result == chf.ResultSequenceReused ||
-		resp.Result == chf.ResultReplayMismatch || resp.Result == chf.ResultUserUnknown:
-		if resp.Charged == 0 {
-			return
-		}
+	failed := resp.Result != chf.ResultSuccess
+	if failed && resp.Charged == 0 {
+		return // refused: nothing debited, no session opened or changed
 	}
-	k := key{ar.SUPI, ar.Session}
+	final := ar.Op == chf.OpRelease || failed
+	id := identOf(ar, resp)
+	k := id.k
 	sh := r.shard(k)
 	now := r.now()
 	sh.mu.Lock()
@@ -231,11 +309,11 @@ func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	s := sh.open[k]
 	if s == nil {
 		s = r.pool.Get().(*session)
-		s.k = key{strings.Clone(ar.SUPI), strings.Clone(ar.Session)}
+		s.k = key{strings.Clone(k.supi), strings.Clone(k.session)}
 		s.opened = now
 		sh.open[k] = s
 	}
-	// The ABM marks repeats Replayed (dropped above); a sequence number
+	// The ABM marks repeats Replayed (see replay); a sequence number
 	// not after the last one seen here is a repeat all the same.
 	repeat := s.seen && ar.Seq <= s.lastSeq && ar.Op != chf.OpCreate
 	if !repeat {
@@ -259,7 +337,8 @@ func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 		s.currency = strings.Clone(resp.Currency)
 	}
 	switch {
-	case release:
+	case final:
+		sh.markDone(id.hash())
 		r.closeLocked(sh, s, CauseNormalRelease, now, true)
 	case r.cfg.PartialVolume > 0 && s.volume >= r.cfg.PartialVolume:
 		r.closeLocked(sh, s, CauseVolumeLimit, now, false)
@@ -268,16 +347,49 @@ func (r *Recorder) session(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	}
 }
 
-// closeReplayed closes the open record of the session a replayed release
-// names, if this recorder holds one (the first answer to the release
-// reached another recorder, or none), adding nothing to it.
-func (r *Recorder) closeReplayed(ar *chf.ApplyRequest) {
-	k := key{ar.SUPI, ar.Session}
-	sh := r.shard(k)
+// replay handles an answer marked Replayed. Its request was applied
+// once, by an earlier transmission; when this recorder has no record of
+// that one (its answer was lost before any recorder here saw it, or it
+// reached another OCP), the request goes into a replay record of its
+// own: its usage and the first answer's charge, marked with ReplayOID.
+// A replayed release closes the session's open record here, adding
+// nothing to it.
+func (r *Recorder) replay(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
+	id := identOf(ar, resp)
+	if id.k.session == "" && id.event == 0 {
+		return // no identity: the ABM cannot have replayed it
+	}
+	final := ar.Op == chf.OpEvent || ar.Op == chf.OpRelease || resp.Result != chf.ResultSuccess
+	h := id.hash()
+	sh := r.shard(id.k)
+	now := r.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s := sh.open[k]; s != nil {
-		r.closeLocked(sh, s, CauseNormalRelease, r.now(), true)
+	var s *session
+	if ar.Op != chf.OpEvent {
+		s = sh.open[id.k]
+	}
+	if !sh.isDone(h) && (s == nil || !s.seen || id.seq > s.lastSeq) {
+		var usage [4]Usage
+		rec := Record{Node: r.cfg.Node, SUPI: ar.SUPI, Consumer: FunctionalitySMF, Session: id.k.session, EventKey: id.event,
+			Opened: now, Cause: CausePartialRecord, Charged: resp.Charged, Currency: resp.Currency,
+			Usage: chargedUsage(usage[:0], ar, resp, now), Replay: true, ReplaySeq: id.seq}
+		if ar.Op == chf.OpEvent {
+			rec.Consumer = FunctionalitySMSF
+		}
+		if final {
+			rec.Cause = CauseNormalRelease
+		}
+		if rec.Charged != 0 || len(rec.Usage) > 0 {
+			r.write(&rec)
+			sh.markDone(h)
+		}
+		if s != nil {
+			s.lastSeq, s.seen = id.seq, true
+		}
+	}
+	if s != nil && final {
+		r.closeLocked(sh, s, CauseNormalRelease, now, true)
 	}
 }
 
