@@ -17,6 +17,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/hops"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
+	"github.com/chf-testbed/testbed/loadgen/scenario"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
 	"github.com/chf-testbed/testbed/local"
 	"github.com/chf-testbed/testbed/ocp"
@@ -137,6 +138,7 @@ func localCmd(args []string) (err error) {
 	faultValidity := fs.Duration("fault-validity", 10*time.Second, "with --fault, the validity time of every grant (a tariff written to the results directory for the ocp), so the reservations of sessions a fault cut short expire, and the audit waits up to twice this for them")
 	sampleEvery := fs.Duration("sample-every", 0, "sample each service's RSS, open files and goroutines (through a --pprof port given to cgw, ocp and abm) this often, with the p99 per interval, and write soak.json and soak.txt (flat, or where it grows) to the results directory; 0 = off (make soak sets 10s)")
 	tariffChange := fs.String("tariff-change", "", "AFTER:FILE: replace the OCP's tariff file with FILE this long after the load starts (the OCP reloads it within a second, the ABM's sweep — --reservation-sweep 5s unless --abm-args sets one — finds the sessions granted under the old tariff and the CGW sends them REAUTHORIZATION); the audit rates each request on the tariff in force when it was sent, either for one sent from 2 s before to 3 s after the replacement; not with --fault or account plans")
+	cdrDir := fs.String("cdr-dir", "", "the OCP writes CHF-CDRs into this directory (chf ocp --cdr-dir; with several OCPs a subdirectory each; other --cdr-* flags through --ocp-args), and the audit checks them once the CHF stopped: the charges of the records, each request counted once (cdr/README.md), equal the debits per subscriber; empty = no CDRs")
 	var faultSpecs multiFlag
 	fs.Var(&faultSpecs, "fault", "inject a fault at an offset into the measured window, ACTION:SERVICE:AT[:FOR]: kill (kill -9, restarted after FOR, default 2s) or stop (SIGSTOP for FOR) one instance of cgw, ocp, abm or aslite, e.g. kill:ocp:10s:2s; repeatable; the report gives errors, time to recover and the audit")
 	if err := parseFlags(fs, localHelp, args); err != nil {
@@ -292,16 +294,26 @@ func localCmd(args []string) (err error) {
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
 		Logs: logs, Log: o.Log, CGWArgs: cgwFlags, OCPArgs: ocpFlags, ABMArgs: abmFlags, AsliteArgs: strings.Fields(*asliteArgs), Diameter: f.proto == "gy",
 		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
-		TLSDir: f.localTLSDir, Plans: plans,
+		TLSDir: f.localTLSDir, Plans: plans, CDRDir: *cdrDir,
 	})
 	if err != nil {
 		return s.wrap(err)
 	}
+	stopped := false
 	defer func() {
+		if stopped {
+			return
+		}
 		if err := tb.Stop(); err != nil {
 			o.Log.Warn("the local CHF stopped with an error", "err", err)
 		}
 	}()
+	if *cdrDir != "" {
+		f.afterRun = func(res *report.Result, err error) error {
+			stopped = true
+			return checkCDRs(tb, *cdrDir, o, res, err)
+		}
+	}
 	o.Log.Info("local CHF ready", "target", tb.Target, "diameter", tb.Diameter, "pids", tb.Pids, "chf", tb.CHF, "took", time.Since(t0).Round(time.Millisecond))
 	o.Provenance.CHFVersion = chfVersion(s.Context(), tb.CHF)
 	o.Targets = f.localTargets(tb)
@@ -337,6 +349,38 @@ func localCmd(args []string) (err error) {
 			err = errors.Join(err, fmt.Errorf("the local CHF failed during the run: %w", tb.Err()))
 		}
 	default:
+	}
+	return err
+}
+
+// checkCDRs stops the local CHF (its OCPs finish their CDR files on a
+// clean stop), runs the audit's CDR check on dir against the debits the
+// audit read and puts it into res.Audit; a failed check fails the run
+// as a failed audit does.
+func checkCDRs(tb *testbed.Testbed, dir string, o run.Options, res *report.Result, err error) error {
+	var c audit.CDRResult
+	serr := tb.Stop()
+	switch {
+	case res.Audit.Skipped || res.Audit.Checked == 0:
+		c = audit.CDRResult{Dir: dir, Skipped: true, Reason: "the balance audit did not run: no debits to compare with"}
+	case serr != nil:
+		c = audit.CDRResult{Dir: dir, Reason: fmt.Sprintf("the CHF did not stop cleanly: %v", serr)}
+	default:
+		first, perr := scenario.ParseSUPI(o.Scenario.Subscribers.First)
+		if perr != nil {
+			c = audit.CDRResult{Dir: dir, Reason: fmt.Sprintf("cannot read the first subscriber: %v", perr)}
+			break
+		}
+		c = audit.CheckCDR(dir, first, res.Audit.Debits)
+	}
+	if serr != nil {
+		o.Log.Warn("the local CHF stopped with an error", "err", serr)
+	}
+	o.Log.Info("CDR check", "ok", c.OK, "skipped", c.Skipped, "records", c.Records, "replay_records", c.Replays, "charged", c.Charged, "debited", c.Debited, "mismatches", c.Mismatches)
+	wasOK := res.Audit.OK
+	res.Audit.AddCDR(c)
+	if err == nil && wasOK && !res.Audit.OK {
+		err = fmt.Errorf("%w: %s", run.ErrAudit, res.Audit.Reason)
 	}
 	return err
 }

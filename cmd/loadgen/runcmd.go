@@ -90,6 +90,10 @@ type runFlags struct {
 	localCDRDir               string // sweep --local --cdr-dir
 	// chfVersion is the system under test's version when known.
 	chfVersion string
+	// afterRun, when set, sees the run's result (and error) before the
+	// reports are written and returns the error to end with (loadgen
+	// local --cdr-dir: the CDR check, once the CHF stopped).
+	afterRun func(res *report.Result, err error) error
 }
 
 type multiFlag []string
@@ -562,6 +566,9 @@ func (f *runFlags) execute(s *stopper, o run.Options) error {
 	res, err := run.Execute(s.Context(), o)
 	stopProfile()
 	s.mark(res)
+	if f.afterRun != nil && res != nil {
+		err = f.afterRun(res, err)
+	}
 	if res != nil {
 		if werr := f.writeReports(res); werr != nil && err == nil {
 			err = werr

@@ -171,6 +171,10 @@ type Result struct {
 	Unresolved    int64    `json:"unresolved_requests"`
 	NoHeader      int64    `json:"answers_without_charged_header"`
 	Examples      []string `json:"examples,omitempty"`
+	// CDR is the CDR check (loadgen local --cdr-dir, AddCDR); Debits the
+	// checked subscribers' debits it compares with (not in reports).
+	CDR    *CDRResult `json:"cdr,omitempty"`
+	Debits []Debit    `json:"-"`
 }
 
 // Input is what Check compares.
@@ -248,6 +252,7 @@ func Check(in Input) Result {
 		r.Checked++
 		delta := ini - fin.Balance
 		r.Debited += delta
+		r.Debits = append(r.Debits, Debit{Index: i, Amount: delta})
 		if want := in.Ledger.Charged(i); delta != want {
 			r.Mismatches++
 			example("%s: initial %d - final %d = %d, CHF reported charging %d", in.First.String(int(i)), ini, fin.Balance, delta, want)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chf-testbed/testbed/loadgen/audit"
 )
 
 // WriteSummary writes the terminal summary table.
@@ -86,6 +88,13 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, " (%s)", a.Reason)
 	}
 	fmt.Fprintln(w)
+	if c := a.CDR; c != nil {
+		fmt.Fprintf(w, "audit, CDRs %s: %d records (%d replay records, %d duplicates dropped), charged %d, debited %d, %d subscribers, mismatches %d\n",
+			cdrVerdict(c), c.Records, c.Replays, c.Duplicates, c.Charged, c.Debited, c.Subscribers, c.Mismatches)
+		for _, e := range c.Examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
 	if a.Independent {
 		fmt.Fprintf(w, "audit, independent of what the CHF reported: expected (rated by the audit's tariff) %d, debited + overage %d, overage %d, mismatches %d\n",
 			a.Expected, a.Debited+a.Overage, a.Overage, a.ExpectedMismatches)
@@ -305,6 +314,10 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 	if a := r.Audit; a.Independent {
 		fmt.Fprintf(w, "| audit, independent (tariff-rated) | expected %d, debited + overage %d, %d mismatches |\n", a.Expected, a.Debited+a.Overage, a.ExpectedMismatches)
 	}
+	if c := r.Audit.CDR; c != nil {
+		fmt.Fprintf(w, "| audit, CDRs | %s (%d records, %d replay records, %d duplicates dropped; charged %d, debited %d, %d mismatches) |\n",
+			cdrVerdict(c), c.Records, c.Replays, c.Duplicates, c.Charged, c.Debited, c.Mismatches)
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "| op | count | errors | late | dropped | TPS | p50 ms | p99 ms | p99.9 ms | max ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, name := range opOrder(r) {
@@ -325,6 +338,23 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- %s\n", e)
 		}
 	}
+	if c := r.Audit.CDR; c != nil && (len(c.Examples) > 0 || c.Reason != "") {
+		fmt.Fprintf(w, "\nCDR check findings: %s\n\n", c.Reason)
+		for _, e := range c.Examples {
+			fmt.Fprintf(w, "- %s\n", e)
+		}
+	}
+}
+
+// cdrVerdict is the CDR check's verdict word.
+func cdrVerdict(c *audit.CDRResult) string {
+	switch {
+	case c.Skipped:
+		return "SKIPPED"
+	case !c.OK:
+		return "FAIL"
+	}
+	return "PASS"
 }
 
 // WriteProvenance writes the provenance table (Markdown): label,

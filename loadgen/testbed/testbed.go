@@ -49,6 +49,9 @@ type Options struct {
 	Plans []local.Plan
 	// TLSDir runs every service over TLS with mTLS (local.Config.TLSDir).
 	TLSDir string
+	// CDRDir is the OCPs' --cdr-dir (local.Config.CDRDir: a subdirectory
+	// per OCP when there are several); empty = no CDRs.
+	CDRDir string
 }
 
 // Testbed is a running local CHF.
@@ -120,6 +123,7 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
 		Logs: o.Logs, Logger: o.Log, Args: args, TLSDir: o.TLSDir,
 		Replicas: o.Replicas, AsliteDataDir: o.AsliteDataDir, AsliteCommit: o.AsliteCommit, Plans: o.Plans,
+		CDRDir: o.CDRDir,
 	}
 	if o.Diameter {
 		cfg.Diameter = "127.0.0.1:0"
