@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/gy"
+	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
 
@@ -63,9 +66,12 @@ func TestCDRsReconcileWithDebits(t *testing.T) {
 		if r.RecordType != cdr.RecordTypeCHF || r.Node != "ocp-e2e" || !r.HasCharged {
 			t.Fatalf("record %d: %+v", i+1, r)
 		}
+		if r.Replay {
+			t.Fatalf("record %d is a replay record, with one OCP and no answer lost: %+v", i+1, r)
+		}
 		charged[r.SUPI] += r.Charged
 		switch {
-		case r.Session == "":
+		case r.Functionality == int(cdr.FunctionalitySMSF):
 			events++
 		case r.Cause == int64(cdr.CauseNormalRelease):
 			finals[r.Session]++
@@ -82,7 +88,7 @@ func TestCDRsReconcileWithDebits(t *testing.T) {
 		}
 	}
 	for _, r := range recs {
-		if r.Session != "" && finals[r.Session] != 1 {
+		if r.Functionality == int(cdr.FunctionalitySMF) && finals[r.Session] != 1 {
 			t.Fatalf("session %s has records but no final one (the mix releases every session)", r.Session)
 		}
 	}
@@ -173,9 +179,12 @@ func TestCDRsReconcileOnGy(t *testing.T) {
 		if r.LocalSequence != int64(i+1) {
 			t.Fatalf("record %d has localRecordSequenceNumber %d", i+1, r.LocalSequence)
 		}
+		if r.Replay {
+			t.Fatalf("record %d is a replay record, with one OCP and no answer lost: %+v", i+1, r)
+		}
 		charged[r.SUPI] += r.Charged
 		switch {
-		case r.Session == "":
+		case r.Functionality == int(cdr.FunctionalitySMSF):
 			events++
 		case r.Cause == int64(cdr.CauseNormalRelease):
 			finals++
@@ -188,5 +197,61 @@ func TestCDRsReconcileOnGy(t *testing.T) {
 		if debit := ini.Accounts[i].Balance - fin.Accounts[i].Balance; charged[supi(i)] != debit || debit == 0 {
 			t.Errorf("%s: CDRs charge %d, the balance went down by %d", supi(i), charged[supi(i)], debit)
 		}
+	}
+}
+
+// TestLoadgenLocalCDRCheck runs `loadgen local --cdr-dir` at a low rate
+// against the real CHF: the audit's CDR check must pass (every debit in
+// the records once, per subscriber). Then against a CHF built with the
+// audit_cdrdrop tag, whose recorder loses one charged record: the check
+// must fail, naming the subscriber with both amounts, and fail the run.
+func TestLoadgenLocalCDRCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs loadgen and the chf binary")
+	}
+	loadgen := filepath.Join(t.TempDir(), "loadgen")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", loadgen, "github.com/chf-testbed/testbed/cmd/loadgen").CombinedOutput(); err != nil {
+		t.Fatalf("cannot build cmd/loadgen: %v\n%s", err, out)
+	}
+	dropping := buildCHFTags(t, "audit_cdrdrop")
+	for _, tc := range []struct {
+		name string
+		chf  string
+		ok   bool
+	}{{"real", buildCHF(t), true}, {"audit_cdrdrop", dropping, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", tc.chf, "--duration", "3s", "--rate", "100",
+				"--warmup", "500ms", "--ramp-up", "500ms", "--accounts", "200", "--results", filepath.Join(dir, "results"),
+				"--progress", "off", "--cdr-dir", filepath.Join(dir, "cdrs"))
+			out, err := cmd.CombinedOutput()
+			if (err == nil) != tc.ok {
+				t.Fatalf("loadgen local --cdr-dir: %v\n%s", err, out)
+			}
+			files, _ := filepath.Glob(filepath.Join(dir, "results", "*", "result.json"))
+			if len(files) != 1 {
+				t.Fatalf("result files %v\n%s", files, out)
+			}
+			res, err := report.ReadJSON(files[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := res.Audit.CDR
+			if c == nil || c.Records == 0 || c.Subscribers == 0 || c.Debited == 0 {
+				t.Fatalf("CDR check %+v\n%s", c, out)
+			}
+			if tc.ok {
+				if !c.OK || c.Charged != c.Debited || !res.Audit.OK || !strings.Contains(string(out), "audit, CDRs PASS") {
+					t.Fatalf("CDR check %+v, audit %+v\n%s", c, res.Audit, out)
+				}
+				return
+			}
+			if c.OK || c.Mismatches != 1 || len(c.Examples) != 1 || !strings.Contains(c.Examples[0], "the balance went down by") ||
+				res.Audit.OK || !strings.Contains(res.Audit.Reason, "CDR check") || !strings.Contains(string(out), "audit, CDRs FAIL") {
+				t.Fatalf("CDR check of the dropping CHF %+v, audit %+v\n%s", c, res.Audit, out)
+			}
+		})
 	}
 }
