@@ -518,10 +518,6 @@ func (h *Handler) limiterDone(start time.Time) { h.limiter.Done(time.Since(start
 // the in-flight bound or the adaptive limit refused them (for metrics).
 func (h *Handler) Shed() uint64 { return h.shed.Load() }
 
-func hasPrefix(b []byte, s string) bool { return len(b) >= len(s) && string(b[:len(s)]) == s }
-
-func hasSuffix(b []byte, s string) bool { return len(b) >= len(s) && string(b[len(b)-len(s):]) == s }
-
 func (h *Handler) decode(x *Exchange, body []byte) bool {
 	err := x.dec.Decode(body, &x.nreq)
 	if err == nil {
