@@ -34,21 +34,21 @@ func newDenials() *denials {
 	}
 }
 
-// authorize checks the Authorization header of a request (nil when the
-// check is off or the token is good).
-func (s *Server) authorize(authz []byte) *denial {
-	if s.cfg.Tokens == nil {
+// authorizeToken checks the OAuth2 access token in an Authorization
+// header (nil when the check is off or the token is good).
+func (h *Handler) authorizeToken(authz []byte) *denial {
+	if h.tokens == nil {
 		return nil
 	}
-	err := s.cfg.Tokens.Check(authz)
+	err := h.tokens.Check(authz)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, oauth2.ErrMissing):
-		return &s.denials.missing
+		return &h.denials.missing
 	case errors.Is(err, oauth2.ErrScope):
-		return &s.denials.scope
+		return &h.denials.scope
 	default:
-		return &s.denials.invalid
+		return &h.denials.invalid
 	}
 }

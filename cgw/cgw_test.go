@@ -377,7 +377,8 @@ func TestCoreOverload(t *testing.T) {
 	} {
 		for range 5 {
 			x := h.Acquire()
-			h.Serve(context.Background(), x, []byte("POST"), []byte(NchfBase), []byte("h"), body(tt.supi, 0, ""))
+			x.RequestType = jsonType
+			h.Serve(context.Background(), x, []byte("POST"), []byte(NchfBase), body(tt.supi, 0, ""))
 			if x.Status != tt.status || !bytes.Contains(x.Body, []byte(tt.cause)) {
 				t.Errorf("%s: %d %s, want %d %s", tt.supi, x.Status, x.Body, tt.status, tt.cause)
 			}
@@ -398,6 +399,8 @@ func (nopCharger) Charge(_ context.Context, req *chf.ChargeRequest, resp *chf.Ch
 	return nil
 }
 
+var jsonType = []byte("application/json")
+
 var createBody = body("imsi-001010000000001", 0, `"multipleUnitUsage":[{"ratingGroup":10,"requestedUnit":{}}]`)
 
 func TestServeAllocs(t *testing.T) {
@@ -408,11 +411,12 @@ func TestServeAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	method, path, host := []byte("POST"), []byte(NchfBase), []byte("127.0.0.1:8080")
+	method, path := []byte("POST"), []byte(NchfBase)
 	maxRsp := []byte("500")
 	allocs := testing.AllocsPerRun(200, func() {
 		x := h.Acquire()
-		h.Serve(x.Context(context.Background(), time.Now(), maxRsp), x, method, path, host, createBody)
+		x.RequestType = jsonType
+		h.Serve(x.Context(context.Background(), time.Now(), maxRsp), x, method, path, createBody)
 		if x.Status != 201 {
 			t.Fatalf("status %d: %s", x.Status, x.Body)
 		}
@@ -429,11 +433,12 @@ func BenchmarkServeCreate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	method, path, host := []byte("POST"), []byte(NchfBase), []byte("127.0.0.1:8080")
+	method, path := []byte("POST"), []byte(NchfBase)
 	b.ReportAllocs()
 	for b.Loop() {
 		x := h.Acquire()
-		h.Serve(context.Background(), x, method, path, host, createBody)
+		x.RequestType = jsonType
+		h.Serve(context.Background(), x, method, path, createBody)
 		h.Release(x)
 	}
 }
@@ -477,7 +482,8 @@ func TestOperatorAPIAuthorization(t *testing.T) {
 		if auth != "" {
 			x.Authorization = []byte(auth)
 		}
-		h.Serve(context.Background(), x, []byte("POST"), path, nil, topUp)
+		x.RequestType = jsonType
+		h.Serve(context.Background(), x, []byte("POST"), path, topUp)
 		return x.Status
 	}
 	const tok = "0123456789abcdef-token"
@@ -536,7 +542,8 @@ func TestOverloadNeverShedsReleases(t *testing.T) {
 	serve := func(path string, b []byte) (int, string) {
 		x := h.Acquire()
 		defer h.Release(x)
-		h.Serve(context.Background(), x, []byte("POST"), []byte(path), []byte("h"), b)
+		x.RequestType = jsonType
+		h.Serve(context.Background(), x, []byte("POST"), []byte(path), b)
 		return x.Status, string(x.Location)
 	}
 	code, loc := serve(NchfBase, body("imsi-1", 0, ""))
@@ -567,6 +574,11 @@ func TestAdmissionFlags(t *testing.T) {
 		{nil, ""},
 		{[]string{"--admission-target", "2ms", "--admission-interval", "0", "--admission-tolerance", "1.5"}, ""},
 		{[]string{"--admission", "fixed"}, ""},
+		{[]string{"--advertise", "https://cgw.chf.svc:8443/sbi"}, ""},
+		{[]string{"--advertise", "ftp://cgw"}, "--advertise"},
+		{[]string{"--advertise", "http://"}, "--advertise"},
+		{[]string{"--advertise", "http://cgw?x=1"}, "--advertise"},
+		{[]string{"--advertise", "cgw:8080"}, "--advertise"},
 		{[]string{"--admission", "gradient"}, "--admission \"gradient\""},
 		{[]string{"--admission-target", "0"}, "--admission-target"},
 		{[]string{"--admission-target", "-1ms"}, "--admission-target"},

@@ -25,6 +25,7 @@ import (
 
 	"github.com/chf-testbed/testbed/cgw/admission"
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/oauth2"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -93,6 +94,13 @@ type Handler struct {
 	opOpen                     bool
 	notifier                   *Notifier
 	gy                         GyNotifier
+	// base is the scheme and authority (and any API prefix) of the
+	// Location of a created resource: Advertise, or the server's own.
+	base     []byte
+	tokens   *oauth2.Verifier
+	denials  *denials
+	ready    func(ctx context.Context) error
+	refusals map[int]refusal
 }
 
 // HandlerConfig configures a Handler.
@@ -126,6 +134,19 @@ type HandlerConfig struct {
 	// Gy sends RAR (re-authorisation) and ASR (abort) for sessions opened
 	// over Diameter (the Diameter server; nil: those are counted failed).
 	Gy GyNotifier
+	// Advertise is the apiRoot clients reach this CGW at,
+	// scheme://authority[/prefix] (ValidateAdvertise): a created charging
+	// data resource's Location is Advertise + NchfBase + "/{ref}". The
+	// request's Host is never used. Empty: Server sets it from its
+	// listener (NewHandler alone: a relative Location).
+	Advertise string
+	// Tokens, when set, checks the OAuth2 access token of every request
+	// but the probes and the operator-token guarded ones (401/403
+	// ProblemDetails with WWW-Authenticate when refused).
+	Tokens *oauth2.Verifier
+	// Ready reports whether the charging core is reachable (/readyz);
+	// nil means always ready.
+	Ready func(ctx context.Context) error
 }
 
 // GyNotifier sends a Gy session's RAR or ASR (diameter.Server.Notify).
@@ -156,10 +177,23 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		opOpen:       cfg.OperatorOpen,
 		notifier:     cfg.Notifier,
 		gy:           cfg.Gy,
+		base:         []byte(strings.TrimSuffix(cfg.Advertise, "/")),
+		tokens:       cfg.Tokens,
+		denials:      newDenials(),
+		ready:        cfg.Ready,
+	}
+	if cfg.Limiter != nil {
+		exposeAdmission(cfg.Limiter)
+	}
+	if cfg.Advertise != "" {
+		if err := ValidateAdvertise(cfg.Advertise); err != nil {
+			return nil, err
+		}
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 64 << 10
 	}
+	h.refusals = newRefusals(h.maxBody)
 	if h.maxInFlight <= 0 {
 		h.maxInFlight = 4096
 	}
@@ -204,9 +238,17 @@ type Exchange struct {
 	// RetryAfter asks the front to send "Retry-After: 1" (a 503 for
 	// overload: the caller should retry elsewhere or a second later).
 	RetryAfter bool
-	// Authorization is the request's Authorization header, set by the
-	// front before Serve (the operator API checks it).
-	Authorization []byte
+	// Allow, WWWAuthenticate, Accept and AcceptEncoding are the values of
+	// those response headers ("" = not sent): Allow on a 405,
+	// WWW-Authenticate on a 401, Accept or Accept-Encoding on a 415.
+	Allow, WWWAuthenticate, Accept, AcceptEncoding string
+
+	// The request's headers the Handler reads, set by the front before
+	// Serve (nil when absent): Authorization (the operator token or an
+	// OAuth2 access token), Content-Type and Content-Encoding.
+	Authorization, RequestType, RequestEncoding []byte
+
+	path reqPath
 
 	dec  chf.NchfDecoder
 	ctx  chf.Deadline
@@ -228,7 +270,8 @@ func (x *Exchange) reset() {
 	x.RetryAfter = false
 	x.Body = x.Body[:0]
 	x.op, x.cause = opOther, ""
-	x.Authorization = nil
+	x.Allow, x.WWWAuthenticate, x.Accept, x.AcceptEncoding = "", "", "", ""
+	x.Authorization, x.RequestType, x.RequestEncoding = nil, nil, nil
 }
 
 // Context returns the context to Serve x with, valid until Release:
@@ -281,112 +324,190 @@ func (h *Handler) Release(x *Exchange) {
 	h.pool.Put(x)
 }
 
-// Serve handles one request. host, when not empty, is used to make the
-// Location header an absolute URI (scheme "http"). body is not retained.
-func (h *Handler) Serve(ctx context.Context, x *Exchange, method, path, host, body []byte) {
-	switch {
-	case hasPrefix(path, NchfBase):
-		rest := path[len(NchfBase):]
-		if string(method) != http.MethodPost {
-			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on "+NchfBase, "", "")
+// Serve handles one request: target is the request target as received
+// (HTTP/1.1 request-target or HTTP/2 :path), routed as route.go says;
+// the front sets x's request fields (Authorization, RequestType,
+// RequestEncoding) first. body is not retained.
+func (h *Handler) Serve(ctx context.Context, x *Exchange, method, target, body []byte) {
+	if msg := x.path.parse(target); msg != "" {
+		h.problem(x, http.StatusBadRequest, "INVALID_URI", msg, "", "")
+		return
+	}
+	rt := x.path.route()
+	switch rt {
+	case routeHealthz, routeReadyz, routeMetrics:
+		if !rt.allows(method) {
+			h.notAllowed(x, rt)
 			return
 		}
-		if len(body) > h.maxBody {
-			h.problem(x, http.StatusRequestEntityTooLarge, "",
-				"request body of "+strconv.Itoa(len(body))+" bytes exceeds the limit of "+strconv.Itoa(h.maxBody), "", "")
+		h.probe(x, rt)
+		return
+	}
+	// The operator API, and the balance inquiry when an operator token is
+	// configured, take the operator token; everything else the OAuth2
+	// access token when --oauth2-keys is set (both are Authorization:
+	// Bearer, so one request cannot carry both).
+	operator := rt == routeTopUp || rt == routeReauthorize || rt == routeAbort || rt == routeUnbar ||
+		rt == routeBalance && h.opToken != ""
+	if !operator {
+		if d := h.authorizeToken(x.Authorization); d != nil {
+			x.Status, x.ContentType, x.WWWAuthenticate = d.status, contentProblem, d.www
+			x.Body = append(x.Body[:0], d.body...)
 			return
 		}
-		// A release frees reservations: never shed by the adaptive limit,
-		// and given twice the hard cap, so that overload does not leave
-		// them held until they expire.
-		isRelease := len(rest) > 0 && rest[0] == '/' && hasSuffix(rest, "/release")
-		if n := h.inflight.Add(1); n > h.maxInFlight && (!isRelease || n > 2*h.maxInFlight) {
-			h.inflight.Add(-1)
-			h.shed.Add(1)
-			h.shedInflight.Inc()
-			h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "too many requests in flight", "", "")
-			return
-		}
-		defer h.inflight.Add(-1)
-		if h.limiter != nil {
-			// Open sessions first: a create is shed before an update or
-			// a release of a session that holds a reservation.
-			isNew := len(rest) == 0 || string(rest) == "/"
-			if isRelease {
-				h.limiter.AcquireRelease()
-			} else if isNew && !h.limiter.AcquireNew() || !isNew && !h.limiter.Acquire() {
-				h.shed.Add(1)
-				h.shedAdaptive.Inc()
-				h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "overloaded: request shed", "", "")
-				return
-			}
-			defer h.limiterDone(time.Now())
-		}
-		switch {
-		case len(rest) == 0 || string(rest) == "/":
-			x.op = opCreate
-			h.create(ctx, x, host, body)
-		case rest[0] == '/' && hasSuffix(rest, "/update"):
-			x.op = opUpdate
-			h.session(ctx, x, chf.OpUpdate, rest[1:len(rest)-len("/update")], body)
-		case rest[0] == '/' && hasSuffix(rest, "/release"):
-			x.op = opRelease
-			h.session(ctx, x, chf.OpRelease, rest[1:len(rest)-len("/release")], body)
-		default:
-			h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such Nchf resource", "", "")
-		}
-	case hasPrefix(path, AccountsBase) && (hasSuffix(path, ReauthorizeSuffix) || hasSuffix(path, AbortSuffix)):
-		if string(method) != http.MethodPost {
-			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on the operator API", "", "")
-			return
-		}
-		if !h.authorized(x) {
-			return
-		}
-		suffix, typ := ReauthorizeSuffix, NotifyReauthorization
-		if hasSuffix(path, AbortSuffix) {
-			suffix, typ = AbortSuffix, NotifyAbortCharging
-		}
-		supi := path[len(AccountsBase) : len(path)-len(suffix)]
-		if len(supi) == 0 || len(supi) > 128 {
+	}
+	switch rt {
+	case routeCreate:
+		x.op = opCreate
+	case routeUpdate:
+		x.op = opUpdate
+	case routeRelease:
+		x.op = opRelease
+	case routeBalance:
+		x.op = opBalance
+	case routeNone:
+		h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such resource", "", "")
+		return
+	}
+	if !rt.allows(method) {
+		h.notAllowed(x, rt)
+		return
+	}
+	if len(x.path.query) > 0 {
+		name := firstParam(x.path.query)
+		h.problem(x, http.StatusBadRequest, "INVALID_QUERY_PARAM",
+			"query parameter "+strconv.Quote(string(name))+" is not supported: this resource takes none", string(name), "not supported")
+		return
+	}
+	if operator && !h.authorized(x) {
+		return
+	}
+	switch rt {
+	case routeBalance, routeTopUp, routeReauthorize, routeAbort, routeUnbar:
+		if len(x.path.id) > 128 {
 			h.problem(x, http.StatusNotFound, "USER_UNKNOWN", "no such subscriber", "", "")
 			return
 		}
-		h.notifyAccount(ctx, x, string(supi), typ)
-	case hasPrefix(path, AccountsBase) && hasSuffix(path, UnbarSuffix) && len(path) > len(AccountsBase)+len(UnbarSuffix):
-		if string(method) != http.MethodPost {
-			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on "+AccountsBase+"{supi}"+UnbarSuffix, "", "")
-			return
-		}
-		if !h.authorized(x) {
-			return
-		}
-		supi := string(path[len(AccountsBase) : len(path)-len(UnbarSuffix)])
-		if len(supi) > 128 {
-			h.problem(x, http.StatusNotFound, "USER_UNKNOWN", "no such subscriber", "", "")
-			return
-		}
+	}
+	if rt.takesJSON() && !h.acceptBody(x, body) {
+		return
+	}
+	switch rt {
+	case routeCreate, routeUpdate, routeRelease:
+		h.serveNchf(ctx, x, rt, body)
+	case routeBalance:
+		h.balance(ctx, x, string(x.path.id))
+	case routeTopUp:
+		h.topUp(ctx, x, string(x.path.id), body)
+	case routeReauthorize:
+		h.notifyAccount(ctx, x, string(x.path.id), NotifyReauthorization)
+	case routeAbort:
+		h.notifyAccount(ctx, x, string(x.path.id), NotifyAbortCharging)
+	case routeUnbar:
+		supi := string(x.path.id)
 		x.req = chf.ChargeRequest{Op: chf.OpUnbar, SUPI: supi, Lines: x.req.Lines[:0]}
 		h.answerAccount(ctx, x, supi)
-	case hasPrefix(path, AccountsBase) && hasSuffix(path, TopUpSuffix) && len(path) > len(AccountsBase)+len(TopUpSuffix):
-		if string(method) != http.MethodPost {
-			h.problem(x, http.StatusMethodNotAllowed, "", "only POST is allowed on "+AccountsBase+"{supi}"+TopUpSuffix, "", "")
+	}
+}
+
+// notAllowed answers 405 with the route's Allow (RFC 9110 §15.5.6).
+func (h *Handler) notAllowed(x *Exchange, rt routeKind) {
+	h.problem(x, http.StatusMethodNotAllowed, "", "this resource allows "+rt.allow(), "", "")
+	x.Allow = rt.allow()
+}
+
+// acceptBody checks a JSON request body's size, media type and coding:
+// 413 over MaxBody, 415 unless Content-Type is application/json (a
+// non-empty body) and Content-Encoding is absent or identity.
+func (h *Handler) acceptBody(x *Exchange, body []byte) bool {
+	if len(body) > h.maxBody {
+		h.problem(x, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE",
+			"request body of "+strconv.Itoa(len(body))+" bytes exceeds the limit of "+strconv.Itoa(h.maxBody), "", "")
+		return false
+	}
+	if enc := trimOWS(x.RequestEncoding); len(enc) > 0 && !equalFold(enc, "identity") {
+		h.problem(x, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE",
+			"Content-Encoding "+strconv.Quote(string(enc))+" is not supported: send the body uncoded", "Content-Encoding", "not supported")
+		x.AcceptEncoding = "identity"
+		return false
+	}
+	if len(body) > 0 && !isJSONType(x.RequestType) {
+		detail := "Content-Type must be application/json"
+		if len(x.RequestType) == 0 {
+			detail += " (none was sent)"
+		} else {
+			detail += ", not " + strconv.Quote(string(x.RequestType))
+		}
+		h.problem(x, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", detail, "Content-Type", "must be application/json")
+		x.Accept = contentJSON
+		return false
+	}
+	return true
+}
+
+// isJSONType reports whether a Content-Type value is application/json,
+// with any parameters (charset=utf-8); type and subtype are case
+// insensitive (RFC 9110 §8.3.1).
+func isJSONType(ct []byte) bool {
+	ct = trimOWS(ct)
+	for i, c := range ct {
+		if c == ';' || c == ' ' || c == '\t' {
+			if !equalFold(ct[:i], contentJSON) {
+				return false
+			}
+			rest := trimOWS(ct[i:])
+			return len(rest) == 0 || rest[0] == ';'
+		}
+	}
+	return equalFold(ct, contentJSON)
+}
+
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// serveNchf serves an Nchf create, update or release past routing:
+// admission, then the operation.
+func (h *Handler) serveNchf(ctx context.Context, x *Exchange, rt routeKind, body []byte) {
+	// A release frees reservations: never shed by the adaptive limit,
+	// and given twice the hard cap, so that overload does not leave
+	// them held until they expire.
+	isRelease := rt == routeRelease
+	if n := h.inflight.Add(1); n > h.maxInFlight && (!isRelease || n > 2*h.maxInFlight) {
+		h.inflight.Add(-1)
+		h.shed.Add(1)
+		h.shedInflight.Inc()
+		h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "too many requests in flight", "", "")
+		return
+	}
+	defer h.inflight.Add(-1)
+	if h.limiter != nil {
+		// Open sessions first: a create is shed before an update or
+		// a release of a session that holds a reservation.
+		isNew := rt == routeCreate
+		if isRelease {
+			h.limiter.AcquireRelease()
+		} else if isNew && !h.limiter.AcquireNew() || !isNew && !h.limiter.Acquire() {
+			h.shed.Add(1)
+			h.shedAdaptive.Inc()
+			h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "overloaded: request shed", "", "")
 			return
 		}
-		if len(body) > h.maxBody {
-			h.problem(x, http.StatusRequestEntityTooLarge, "", "request body exceeds the limit of "+strconv.Itoa(h.maxBody), "", "")
-			return
-		}
-		h.topUp(ctx, x, string(path[len(AccountsBase):len(path)-len(TopUpSuffix)]), body)
-	case hasPrefix(path, AccountsBase) && len(path) > len(AccountsBase):
-		if string(method) != http.MethodGet {
-			h.problem(x, http.StatusMethodNotAllowed, "", "only GET is allowed on "+AccountsBase+"{supi}", "", "")
-			return
-		}
-		x.op = opBalance
-		h.balance(ctx, x, string(path[len(AccountsBase):]))
-	default:
-		h.problem(x, http.StatusNotFound, "RESOURCE_URI_STRUCTURE_NOT_FOUND", "no such resource", "", "")
+		defer h.limiterDone(time.Now())
+	}
+	switch rt {
+	case routeCreate:
+		h.create(ctx, x, body)
+	case routeUpdate:
+		h.session(ctx, x, chf.OpUpdate, x.path.id, body)
+	case routeRelease:
+		h.session(ctx, x, chf.OpRelease, x.path.id, body)
 	}
 }
 
@@ -397,13 +518,14 @@ func (h *Handler) limiterDone(start time.Time) { h.limiter.Done(time.Since(start
 // the in-flight bound or the adaptive limit refused them (for metrics).
 func (h *Handler) Shed() uint64 { return h.shed.Load() }
 
-func hasPrefix(b []byte, s string) bool { return len(b) >= len(s) && string(b[:len(s)]) == s }
-
-func hasSuffix(b []byte, s string) bool { return len(b) >= len(s) && string(b[len(b)-len(s):]) == s }
-
 func (h *Handler) decode(x *Exchange, body []byte) bool {
 	err := x.dec.Decode(body, &x.nreq)
 	if err == nil {
+		if len(x.nreq.NotifyURI) > 0 && !validNotifyURI(x.nreq.NotifyURI) {
+			h.problem(x, http.StatusBadRequest, "CHARGING_FAILED",
+				"field /notifyUri must be an absolute http or https URI with a host", "/notifyUri", "not an absolute http(s) URI with a host")
+			return false
+		}
 		return true
 	}
 	var fe *chf.FieldError
@@ -421,7 +543,7 @@ func (h *Handler) fillLines(x *Exchange) {
 	x.req.Notify = x.req.Notify[:0]
 }
 
-func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
+func (h *Handler) create(ctx context.Context, x *Exchange, body []byte) {
 	if !h.decode(x, body) {
 		return
 	}
@@ -455,13 +577,13 @@ func (h *Handler) create(ctx context.Context, x *Exchange, host, body []byte) {
 		if x.resp.Session != "" {
 			x.req.Session = x.resp.Session // a repeated create: the first one's session
 		}
-		if len(host) > 0 {
-			x.Location = append(x.Location, "http://"...)
-			x.Location = append(x.Location, host...)
-		}
+		// The server's own authority, never the request's Host.
+		x.Location = append(x.Location, h.base...)
 		x.Location = append(x.Location, NchfBase...)
 		x.Location = append(x.Location, '/')
-		x.Location = chf.AppendRef(x.Location, x.req.SUPI, x.req.Session)
+		x.Location = appendSegment(x.Location, x.req.SUPI)
+		x.Location = append(x.Location, '.')
+		x.Location = append(x.Location, x.req.Session...)
 	}
 	h.chargingData(x)
 }
@@ -623,6 +745,10 @@ func (h *Handler) answerAccount(ctx context.Context, x *Exchange, supi string) {
 	x.Body = AppendBalance(x.Body, supi, &x.resp)
 }
 
+// operatorRealm is the WWW-Authenticate challenge of the operator token
+// (RFC 6750 §3).
+const operatorRealm = `Bearer realm="chf-operator"`
+
 // authorized reports whether x may use the operator API: it carries the
 // operator bearer token, or there is none and the API is open (loopback).
 // Otherwise x is answered 401 or 403.
@@ -640,7 +766,13 @@ func (h *Handler) authorized(x *Exchange) bool {
 		subtle.ConstantTimeCompare(a[len(prefix):], []byte(h.opToken)) == 1 {
 		return true
 	}
-	h.problem(x, http.StatusUnauthorized, "", "the operator API needs Authorization: Bearer <operator token>", "", "")
+	if len(a) == 0 {
+		h.problem(x, http.StatusUnauthorized, "", "this resource needs Authorization: Bearer <operator token>", "", "")
+		x.WWWAuthenticate = operatorRealm
+	} else {
+		h.problem(x, http.StatusUnauthorized, "", "the operator token is not valid", "", "")
+		x.WWWAuthenticate = operatorRealm + `, error="invalid_token"`
+	}
 	return false
 }
 
@@ -658,9 +790,6 @@ type topUpBody struct {
 // bucket and answers the balance after it. Not idempotent: a retried
 // top-up credits again.
 func (h *Handler) topUp(ctx context.Context, x *Exchange, supi string, body []byte) {
-	if !h.authorized(x) {
-		return
-	}
 	var b topUpBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

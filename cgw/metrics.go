@@ -2,10 +2,13 @@ package cgw
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chf-testbed/testbed/cgw/admission"
 	"github.com/chf-testbed/testbed/chassis/flight"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
@@ -96,4 +99,43 @@ func observe(fr front, x *Exchange, start time.Time) {
 	d := time.Since(start)
 	s.latency.Observe(d.Seconds())
 	flight.Observe(d)
+}
+
+// The adaptive admission limit's state (package admission), shared by
+// the Nchf and Gy fronts:
+//
+//	chf_cgw_admission_limit  gauge    the current concurrency limit
+//	chf_cgw_admission_inflight  gauge    requests admitted and not done
+//	chf_cgw_admission_shed_total  counter  requests the limit refused (Nchf 503, Gy 3004)
+//
+// They are read from the limiter at scrape time (no cost per request)
+// and exist once a Handler with a Limiter is built (--admission
+// adaptive); the last such Handler's limiter is the one shown.
+var (
+	admissionLimiter atomic.Pointer[admission.Limiter]
+	admissionOnce    sync.Once
+)
+
+// exposeAdmission makes lim the limiter the admission metrics read.
+func exposeAdmission(lim *admission.Limiter) {
+	admissionLimiter.Store(lim)
+	admissionOnce.Do(func() {
+		stat := func() admission.Stats {
+			if l := admissionLimiter.Load(); l != nil {
+				return l.Stats()
+			}
+			return admission.Stats{}
+		}
+		telemetry.Registry().MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chf_cgw_admission_limit",
+				Help: "Current concurrency limit of the CGW's adaptive admission (Nchf and Gy requests charged at once)."},
+				func() float64 { return float64(stat().Limit) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chf_cgw_admission_inflight",
+				Help: "Requests the CGW's adaptive admission has admitted and that are not done yet."},
+				func() float64 { return float64(stat().InFlight) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "chf_cgw_admission_shed_total",
+				Help: "Requests the CGW's adaptive admission limit refused (Nchf 503 NF_CONGESTION, Gy 3004 DIAMETER_TOO_BUSY)."},
+				func() float64 { return float64(stat().Rejected) }),
+		)
+	})
 }

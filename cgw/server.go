@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -39,6 +38,9 @@ type Config struct {
 	// Tokens, when set, checks the OAuth2 access token of every Nchf and
 	// balance request (401/403 ProblemDetails when refused).
 	Tokens *oauth2.Verifier
+	// Advertise is the apiRoot of the Location header
+	// (HandlerConfig.Advertise); empty = http(s)://<listener address>.
+	Advertise string
 	// Logger (nil = slog.Default()).
 	Logger *slog.Logger
 }
@@ -54,8 +56,6 @@ type Server struct {
 	http1 *chassis.Server
 	h2    *h2c.Server
 
-	denials *denials
-
 	ln     net.Listener
 	h1ln   net.Listener
 	h2ln   net.Listener
@@ -64,7 +64,12 @@ type Server struct {
 
 // NewServer builds a Server that is not yet listening.
 func NewServer(cfg Config) (*Server, error) {
-	h, err := NewHandler(cfg.Handler)
+	hc := cfg.Handler
+	hc.Tokens, hc.Ready = cfg.Tokens, cfg.Ready
+	if cfg.Advertise != "" {
+		hc.Advertise = cfg.Advertise
+	}
+	h, err := NewHandler(hc)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +77,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default().With("service", "cgw")
 	}
-	s := &Server{cfg: cfg, h: h, log: log, denials: newDenials()}
+	s := &Server{cfg: cfg, h: h, log: log}
 	// The chassis limits are a backstop: the Handler answers 413 and 503
 	// with ProblemDetails first, below these.
 	s.http1, err = chassis.NewServer(chassis.ServerConfig{
@@ -82,6 +87,7 @@ func NewServer(cfg Config) (*Server, error) {
 		Ready:       cfg.Ready,
 		MaxInFlight: 2*int(h.maxInFlight) + 64,
 		MaxBodySize: 4*h.maxBody + 4096,
+		Refuse:      h.refuseFast,
 		Logger:      log,
 	})
 	if err != nil {
@@ -91,6 +97,7 @@ func NewServer(cfg Config) (*Server, error) {
 		Handler:              s.serveH2,
 		MaxConcurrentStreams: 256,
 		MaxBodySize:          4*h.maxBody + 4096,
+		RejectBody:           h.rejectBody,
 		Logger:               log,
 	}
 	return s, nil
@@ -107,6 +114,10 @@ func (s *Server) Start() error {
 		return fmt.Errorf("cannot listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.ln = ln
+	if len(s.h.base) == 0 {
+		// Before serving: no request reads it yet.
+		s.h.base = []byte(defaultAdvertise(ln.Addr().String(), s.cfg.TLS != nil))
+	}
 	protocols := "h2c,http/1.1"
 	if s.cfg.TLS != nil {
 		s.h2ln, s.h1ln = tlsconfig.SplitALPN(ln, s.cfg.TLS)
@@ -127,7 +138,7 @@ func (s *Server) Start() error {
 			s.log.Error("HTTP/2 front stopped", "err", err)
 		}
 	}()
-	s.log.Info("listening", "addr", s.Addr(), "protocols", protocols, "oauth2", s.cfg.Tokens != nil)
+	s.log.Info("listening", "addr", s.Addr(), "protocols", protocols, "oauth2", s.cfg.Tokens != nil, "advertise", string(s.h.base))
 	return nil
 }
 
@@ -166,13 +177,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // serveFast is the HTTP/1.1 adapter.
 func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
-	if d := s.authorize(ctx.Request.Header.Peek("Authorization")); d != nil {
-		ctx.SetStatusCode(d.status)
-		ctx.Response.Header.Set("WWW-Authenticate", d.www)
-		ctx.SetContentType(contentProblem)
-		ctx.SetBody(d.body)
-		return
-	}
 	x := s.h.Acquire()
 	// The chassis context carries the trace context and the chassis
 	// budget header; a 3gpp-Sbi-Max-Rsp-Time bounds it too.
@@ -184,60 +188,51 @@ func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	rctx := x.Context(parent, ctx.Time(), ctx.Request.Header.Peek(MaxRspTimeHeader))
-	if hasPrefix(ctx.Path(), AccountsBase) {
-		x.Authorization = ctx.Request.Header.Peek("Authorization")
-	}
-	s.h.Serve(rctx, x, ctx.Method(), ctx.Path(), ctx.Host(), ctx.PostBody())
-	ctx.SetStatusCode(x.Status)
-	if x.ContentType != "" {
-		ctx.SetContentType(x.ContentType)
-	}
-	if len(x.Location) > 0 {
-		ctx.Response.Header.SetBytesV("Location", x.Location)
-	}
-	if x.RetryAfter {
-		ctx.Response.Header.Set("Retry-After", "1")
-	}
-	if x.HasCharged {
-		var num [20]byte
-		ctx.Response.Header.SetBytesV(ChargedHeader, strconv.AppendInt(num[:0], x.Charged, 10))
-	}
-	ctx.SetBody(x.Body)
+	x.Authorization = ctx.Request.Header.Peek("Authorization")
+	x.RequestType = ctx.Request.Header.ContentType()
+	x.RequestEncoding = ctx.Request.Header.Peek("Content-Encoding")
+	// The request-target as received: the Handler routes it (not
+	// fasthttp's decoded and cleaned Path).
+	s.h.Serve(rctx, x, ctx.Method(), ctx.Request.Header.RequestURI(), ctx.PostBody())
+	writeFast(ctx, x)
 	observe(frontHTTP1, x, ctx.Time())
 	s.h.Release(x)
 }
 
+// writeFast writes x's answer to ctx.
+func writeFast(ctx *fasthttp.RequestCtx, x *Exchange) {
+	ctx.SetStatusCode(x.Status)
+	if x.ContentType != "" {
+		ctx.SetContentType(x.ContentType)
+	}
+	h := &ctx.Response.Header
+	if len(x.Location) > 0 {
+		h.SetBytesV("Location", x.Location)
+	}
+	if x.RetryAfter {
+		h.Set("Retry-After", "1")
+	}
+	if x.HasCharged {
+		var num [20]byte
+		h.SetBytesV(ChargedHeader, strconv.AppendInt(num[:0], x.Charged, 10))
+	}
+	if x.Allow != "" {
+		h.Set("Allow", x.Allow)
+	}
+	if x.WWWAuthenticate != "" {
+		h.Set("WWW-Authenticate", x.WWWAuthenticate)
+	}
+	if x.Accept != "" {
+		h.Set("Accept", x.Accept)
+	}
+	if x.AcceptEncoding != "" {
+		h.Set("Accept-Encoding", x.AcceptEncoding)
+	}
+	ctx.SetBody(x.Body)
+}
+
 // serveH2 is the HTTP/2 adapter (chassis/h2c).
 func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
-	if len(r.Path) > 3 && string(r.Method) == http.MethodGet {
-		switch string(r.Path) {
-		case "/healthz":
-			w.AddHeader("content-type", "text/plain; charset=utf-8")
-			w.WriteString("ok\n")
-			return
-		case "/readyz":
-			w.AddHeader("content-type", "text/plain; charset=utf-8")
-			if s.cfg.Ready != nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				err := s.cfg.Ready(ctx)
-				cancel()
-				if err != nil {
-					w.SetStatus(http.StatusServiceUnavailable)
-					w.WriteString("not ready: " + err.Error() + "\n")
-					return
-				}
-			}
-			w.WriteString("ready\n")
-			return
-		}
-	}
-	if d := s.authorize(r.Header("authorization")); d != nil {
-		w.SetStatus(d.status)
-		w.AddHeader("www-authenticate", d.www)
-		w.AddHeader("content-type", contentProblem)
-		w.Body = append(w.Body, d.body...)
-		return
-	}
 	x := s.h.Acquire()
 	parent := context.Background()
 	if tp := r.Header(telemetry.TraceparentHeader); len(tp) > 0 {
@@ -247,10 +242,10 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 	}
 	start := time.Now()
 	rctx := x.Context(parent, start, r.Header("3gpp-sbi-max-rsp-time"))
-	if hasPrefix(r.Path, AccountsBase) {
-		x.Authorization = r.Header("authorization")
-	}
-	s.h.Serve(rctx, x, r.Method, r.Path, r.Authority, r.Body)
+	x.Authorization = r.Header("authorization")
+	x.RequestType = r.Header("content-type")
+	x.RequestEncoding = r.Header("content-encoding")
+	s.h.Serve(rctx, x, r.Method, r.Path, r.Body)
 	w.SetStatus(x.Status)
 	if x.ContentType != "" {
 		w.AddHeader("content-type", x.ContentType)
@@ -263,6 +258,18 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 	}
 	if x.RetryAfter {
 		w.AddHeader("retry-after", "1")
+	}
+	if x.Allow != "" {
+		w.AddHeader("allow", x.Allow)
+	}
+	if x.WWWAuthenticate != "" {
+		w.AddHeader("www-authenticate", x.WWWAuthenticate)
+	}
+	if x.Accept != "" {
+		w.AddHeader("accept", x.Accept)
+	}
+	if x.AcceptEncoding != "" {
+		w.AddHeader("accept-encoding", x.AcceptEncoding)
 	}
 	w.Body = append(w.Body, x.Body...)
 	observe(frontH2C, x, start)

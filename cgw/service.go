@@ -63,6 +63,9 @@ type ServiceConfig struct {
 	// NotifyPoll is how often the CGW takes the re-authorisations the
 	// ABM's sweep queued (0 = never).
 	NotifyPoll time.Duration
+	// Advertise is the apiRoot of the Location header (empty: from the
+	// listener, https with TLS).
+	Advertise string
 }
 
 // DefaultServiceConfig returns the defaults of the cgw flags.
@@ -106,7 +109,9 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.OAuth2Audience, "oauth2-audience", c.OAuth2Audience, "with --oauth2-keys: a value the token's aud must contain (this NF's instance ID or type); empty = aud not checked")
 	fs.DurationVar(&c.NotifyPoll, "notify-poll", c.NotifyPoll, "how often to take the re-authorisations the ABM's reservation sweep queued (sessions granted under an older tariff, or holding units of an expired bucket) and send each a ChargingNotify REAUTHORIZATION (Gy: RAR); a full answer is followed by the next poll at once; 0 = never")
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", c.OperatorTokenFile,
-		"file holding the bearer token the operator API (POST /chf/v1/accounts/{supi}/topup) requires (surrounding white space ignored); without it the API answers 403 when --listen is beyond loopback, and is open on loopback")
+		"file holding the bearer token the operator API (POST /chf/v1/accounts/{supi}/topup, /reauthorize, /abort, /unbar) and, when set, the balance inquiry GET /chf/v1/accounts/{supi} require (surrounding white space ignored); without it the operator API answers 403 when --listen is beyond loopback and is open on loopback, and the balance inquiry is open")
+	fs.StringVar(&c.Advertise, "advertise", c.Advertise,
+		"the apiRoot clients reach this CGW at, scheme://host[:port][/prefix] (e.g. https://cgw.chf.svc:8080): a create's Location is <advertise>/nchf-convergedcharging/v3/chargingdata/{ref}, never built from the request's Host; empty = http://<--listen> (https:// with --tls-cert), an unspecified listen host (0.0.0.0, ::) replaced by the machine's host name")
 }
 
 // operatorToken reads --operator-token-file ("" when unset) and reports
@@ -152,6 +157,11 @@ const (
 func (c *ServiceConfig) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
+	}
+	if c.Advertise != "" {
+		if err := ValidateAdvertise(c.Advertise); err != nil {
+			return err
+		}
 	}
 	if c.NotifyPoll < 0 {
 		return fmt.Errorf("cannot use --notify-poll %v: must not be negative (0 = never)", c.NotifyPoll)
@@ -285,10 +295,11 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			Listen: c.Listen,
 			Handler: HandlerConfig{Charger: charger, MaxBody: c.MaxBody, MaxInFlight: c.MaxInFlight, Limiter: lim, Logger: log,
 				OperatorToken: token, OperatorOpen: open, Notifier: notifier, Gy: gy},
-			Ready:  peerReady(client, peerTLS),
-			TLS:    c.TLS.Server(files, "h2", "http/1.1"),
-			Tokens: tokens,
-			Logger: log,
+			Ready:     peerReady(client, peerTLS),
+			TLS:       c.TLS.Server(files, "h2", "http/1.1"),
+			Tokens:    tokens,
+			Advertise: c.Advertise,
+			Logger:    log,
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create CGW server: %w", err)

@@ -50,6 +50,12 @@ type ServerConfig struct {
 	// (optional). The default keeps path segments and replaces identifiers
 	// (segments with a '.', '@' or more than four digits) by "{id}".
 	Route func(path []byte) string
+	// Refuse, when set, writes the answers the chassis itself refuses a
+	// request with (status 413 over MaxBodySize, 503 over MaxInFlight,
+	// 400 for a request fasthttp cannot parse), e.g. as the service's
+	// ProblemDetails; the chassis adds Retry-After and OverloadHeader to
+	// a 503. Nil: a plain-text answer.
+	Refuse func(ctx *fasthttp.RequestCtx, status int)
 	// Logger defaults to slog.Default() with a "service" attribute.
 	Logger *slog.Logger
 }
@@ -203,9 +209,30 @@ func (s *Server) InFlight() int64 { return s.inflight.Load() }
 // such as an h2c adapter.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
+// refuse answers a request the chassis refuses itself.
+func (s *Server) refuse(ctx *fasthttp.RequestCtx, status int, msg string) {
+	if s.cfg.Refuse != nil {
+		s.cfg.Refuse(ctx, status)
+		return
+	}
+	ctx.Error(msg, status)
+}
+
+// rawPath is the path of a request as received (no decoding, no dot
+// segments removed, no query), so that a probe is only ever its exact
+// path.
+func rawPath(ctx *fasthttp.RequestCtx) []byte {
+	p := ctx.Request.Header.RequestURI()
+	for i, c := range p {
+		if c == '?' {
+			return p[:i]
+		}
+	}
+	return p
+}
+
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	path := ctx.Path()
-	if len(path) > 3 && path[0] == '/' && ctx.IsGet() {
+	if path := rawPath(ctx); len(path) > 3 && path[0] == '/' && ctx.IsGet() {
 		switch string(path) {
 		case "/healthz":
 			ctx.SetContentType("text/plain; charset=utf-8")
@@ -220,18 +247,19 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	start := time.Now()
+	path := ctx.Path()
 	rs := s.route(path)
 	n := s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	if n > int64(s.cfg.MaxInFlight) {
-		ctx.Error("overloaded\n", fasthttp.StatusServiceUnavailable)
+		s.refuse(ctx, fasthttp.StatusServiceUnavailable, "overloaded\n")
 		ctx.Response.Header.Set(OverloadHeader, "1")
 		ctx.Response.Header.Set("Retry-After", "1")
 		rs.observe(fasthttp.StatusServiceUnavailable, time.Since(start))
 		return
 	}
 	if len(ctx.Request.Body()) > s.cfg.MaxBodySize {
-		ctx.Error("request body too large\n", fasthttp.StatusRequestEntityTooLarge)
+		s.refuse(ctx, fasthttp.StatusRequestEntityTooLarge, "request body too large\n")
 		rs.observe(fasthttp.StatusRequestEntityTooLarge, time.Since(start))
 		return
 	}
@@ -283,11 +311,11 @@ func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx) {
 
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		ctx.Error("request body too large\n", fasthttp.StatusRequestEntityTooLarge)
+		s.refuse(ctx, fasthttp.StatusRequestEntityTooLarge, "request body too large\n")
 		s.route(ctx.Path()).observe(fasthttp.StatusRequestEntityTooLarge, 0)
 		return
 	}
-	ctx.Error("bad request\n", fasthttp.StatusBadRequest)
+	s.refuse(ctx, fasthttp.StatusBadRequest, "bad request\n")
 }
 
 // DefaultRoute maps a path to a route label with bounded cardinality:

@@ -89,15 +89,16 @@ func (e *FieldError) Error() string {
 // allocating except for the SUPI string. Not safe for concurrent use.
 //
 // A body that is not valid JSON is refused as malformed whatever else is
-// wrong with it. Where a body names a member twice, a member the decoder
-// looks up (nodeFunctionality, ratingGroup, requestedUnit,
-// usedUnitContainer, localSequenceNumber, triggerCategory, triggerType and
-// the identity fields) is taken from its first occurrence; the others are
-// read in order, the last one standing (multipleUnitUsage: each one's
-// lines are added). Of several errors, the one reported is the first in
-// the order the members are checked: a usage entry's ratingGroup, then its
-// requestedUnit, then its usedUnitContainer; a container's
-// localSequenceNumber, then its other members in the body's order.
+// wrong with it. Next, a member the decoder reads (readMembers: in the
+// request, its nfConsumerIdentification, pduSessionChargingInformation,
+// multipleUnitUsage entries, their requestedUnit, usedUnitContainers and
+// triggers) given twice in one object is refused, naming the member
+// (the first such in the body's order), before any other field error:
+// nothing is merged, nothing dropped. Of several other errors, the one
+// reported is the first in the order the members are checked: a usage
+// entry's ratingGroup, then its requestedUnit, then its
+// usedUnitContainer; a container's localSequenceNumber, then its other
+// members in the body's order.
 type NchfDecoder struct {
 	// b is a copy of the body being decoded followed by a 0, which no
 	// JSON token may hold, so every scan stops there.
@@ -145,7 +146,153 @@ func (d *NchfDecoder) Decode(body []byte, r *NchfRequest) error {
 	if d.deep {
 		return &FieldError{Reason: "malformed JSON: nested more than " + strconv.Itoa(maxDepth) + " deep"}
 	}
+	// A member named twice comes before what any member says.
+	if fe := d.dupScan(); fe != nil {
+		return fe
+	}
+	if err == errDuplicate {
+		panic("BUG: chf: a duplicate member the scan does not find")
+	}
 	return err
+}
+
+// ReasonDuplicate is the FieldError reason of a member given twice.
+const ReasonDuplicate = "member given more than once in its object"
+
+// errDuplicate stands in d.err for a member given twice; Decode replaces
+// it with dupScan's error.
+var errDuplicate = &FieldError{Reason: ReasonDuplicate}
+
+// duplicate records a member given twice.
+func (d *NchfDecoder) duplicate() {
+	if d.err == nil {
+		d.err = errDuplicate
+	}
+}
+
+// objKind is the kind of an object the decoder reads.
+type objKind uint8
+
+const (
+	objRequest objKind = iota
+	objNF
+	objPDU
+	objUsage
+	objRequested
+	objContainer
+	objTrigger
+)
+
+// readMembers are the members the decoder reads in each kind of object:
+// none of them may be given twice in one object.
+var readMembers = [...][]string{
+	objRequest: {"subscriberIdentifier", "nfConsumerIdentification", "pduSessionChargingInformation",
+		"invocationTimeStamp", "invocationSequenceNumber", "retransmissionIndicator", "oneTimeEvent",
+		"oneTimeEventType", "multipleUnitUsage", "notifyUri", "tenantIdentifier", "mnSConsumerIdentifier",
+		"serviceSpecificationInfo", "supportedFeatures"},
+	objNF:        nfIdentity[:],
+	objPDU:       pduIdentity[:],
+	objUsage:     usageMembers[:],
+	objRequested: {"time", "totalVolume", "uplinkVolume", "downlinkVolume", "serviceSpecificUnits"},
+	objContainer: {"localSequenceNumber", "time", "totalVolume", "uplinkVolume", "downlinkVolume",
+		"serviceSpecificUnits", "quotaManagementIndicator", "triggers"},
+	objTrigger: triggerMembers[:],
+}
+
+// memberBit is the bit of member name among readMembers[k] (0 when the
+// decoder does not read it).
+func memberBit(k objKind, name []byte) uint32 {
+	for i, n := range readMembers[k] {
+		if string(name) == n {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// dupScan walks the objects the decoder reads, in the body's order, and
+// returns the first member given twice in one of them (nil when none).
+// The body is valid JSON.
+func (d *NchfDecoder) dupScan() *FieldError {
+	d.err, d.syntax = nil, false
+	i := ws(d.b, 0)
+	if d.b[i] != '{' {
+		return nil
+	}
+	_, fe := d.dupObject(i, objRequest, "")
+	return fe
+}
+
+// dupObject scans the object at v, of kind k at JSON Pointer ptr.
+func (d *NchfDecoder) dupObject(v int, k objKind, ptr string) (int, *FieldError) {
+	var seen uint32
+	m, more := d.open(v, '}')
+	for more {
+		key, x := d.member(m)
+		bit := memberBit(k, key)
+		if bit != 0 && seen&bit != 0 {
+			return x, &FieldError{Param: ptr + "/" + string(key), Reason: ReasonDuplicate}
+		}
+		seen |= bit
+		var child objKind
+		var array bool
+		switch {
+		case k == objRequest && string(key) == "nfConsumerIdentification":
+			child = objNF
+		case k == objRequest && string(key) == "pduSessionChargingInformation":
+			child = objPDU
+		case k == objRequest && string(key) == "multipleUnitUsage":
+			child, array = objUsage, true
+		case k == objUsage && string(key) == "requestedUnit":
+			child = objRequested
+		case k == objUsage && string(key) == "usedUnitContainer":
+			child, array = objContainer, true
+		case k == objContainer && string(key) == "triggers":
+			child, array = objTrigger, true
+		default:
+			m, more = d.next(d.skip(x, 1), '}')
+			continue
+		}
+		cptr := ptr + "/" + string(key)
+		var end int
+		var fe *FieldError
+		if array {
+			end, fe = d.dupArray(x, child, cptr)
+		} else if d.b[x] == '{' {
+			end, fe = d.dupObject(x, child, cptr)
+		} else {
+			end = d.skip(x, 1)
+		}
+		if fe != nil {
+			return end, fe
+		}
+		m, more = d.next(end, '}')
+	}
+	return m, nil
+}
+
+// dupArray scans the objects, of kind k, of the array at v (any other
+// value is skipped).
+func (d *NchfDecoder) dupArray(v int, k objKind, ptr string) (int, *FieldError) {
+	if d.b[v] != '[' {
+		return d.skip(v, 1), nil
+	}
+	n := 0
+	e, more := d.open(v, ']')
+	for more {
+		var end int
+		if d.b[e] == '{' {
+			var fe *FieldError
+			if end, fe = d.dupObject(e, k, ptr+"/"+strconv.Itoa(n)); fe != nil {
+				return end, fe
+			}
+		} else {
+			end = d.skip(e, 1)
+		}
+		n++
+		e, more = d.next(end, ']')
+	}
+	return e, nil
 }
 
 func (d *NchfDecoder) request(r *NchfRequest) *FieldError {
@@ -156,11 +303,19 @@ func (d *NchfDecoder) request(r *NchfRequest) *FieldError {
 	}
 	var haveNF, haveTS, haveSeq bool
 	var nfHash, tsHash, pduHash uint64
+	var seen uint32
 	m, more := d.open(i, '}')
 	for more {
 		key, v := d.member(m)
 		if d.err != nil {
 			return d.err
+		}
+		if bit := memberBit(objRequest, key); bit != 0 {
+			if seen&bit != 0 {
+				d.duplicate()
+				return d.err
+			}
+			seen |= bit
 		}
 		switch string(key) {
 		case "subscriberIdentifier":
@@ -382,7 +537,11 @@ func (d *NchfDecoder) find(v, depth int, names []string, at []int) int {
 	for more {
 		key, x := d.member(m)
 		for k, n := range names {
-			if at[k] == 0 && string(key) == n {
+			if string(key) == n {
+				if at[k] != 0 {
+					d.duplicate()
+					return x
+				}
 				at[k] = x
 				break
 			}
@@ -479,6 +638,8 @@ func (d *NchfDecoder) decodeMUU(e, i int, r *NchfRequest) int {
 		case string(key) == "usedUnitContainer" && !haveUC:
 			haveUC = true
 			end = d.containers(x, i, &line)
+		case string(key) == "ratingGroup" || string(key) == "requestedUnit" || string(key) == "usedUnitContainer":
+			d.duplicate()
 		default:
 			end = d.skip(x, depthUsage+1)
 		}
@@ -609,12 +770,24 @@ func (d *NchfDecoder) units(v int, u *Units, i, j int) (hasTotal bool, end int) 
 	if j >= 0 {
 		depth = depthContainer
 	}
+	kind := objRequested
+	if j >= 0 {
+		kind = objContainer
+	}
+	var seen uint32
 	lsn := 0
 	m, more := d.open(v, '}')
 	for more {
 		key, x := d.member(m)
 		if d.err != nil {
 			return false, x
+		}
+		if bit := memberBit(kind, key); bit != 0 {
+			if seen&bit != 0 {
+				d.duplicate()
+				return false, x
+			}
+			seen |= bit
 		}
 		var name string
 		switch string(key) {

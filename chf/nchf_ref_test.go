@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,6 +46,10 @@ func (d *refDecoder) Decode(body []byte, r *NchfRequest) error {
 	o, err := v.Object()
 	if err != nil {
 		return &FieldError{Param: "/", Reason: "must be a JSON object (ChargingDataRequest)"}
+	}
+	// A member the decoder reads given twice comes before any other error.
+	if fe := refDup(o, refRequestKind, ""); fe != nil {
+		return fe
 	}
 	var haveNF, haveTS, haveSeq bool
 	var nfHash, tsHash, pduHash uint64
@@ -123,6 +128,68 @@ func (d *refDecoder) Decode(body []byte, r *NchfRequest) error {
 	r.Loose = HashUint(h, pduHash)
 	r.Key = HashUint(r.Loose, tsHash)
 	return nil
+}
+
+// refKind is what the reference knows of an object it reads: the
+// members read in it, and the kind of the objects (alone, or in an array)
+// some of them hold.
+type refKind struct {
+	read     []string
+	children map[string]*refKind
+	arrays   map[string]*refKind
+}
+
+var (
+	refTriggerKind   = &refKind{read: []string{"triggerCategory", "triggerType"}}
+	refContainerKind = &refKind{read: []string{"localSequenceNumber", "time", "totalVolume", "uplinkVolume", "downlinkVolume",
+		"serviceSpecificUnits", "quotaManagementIndicator", "triggers"}, arrays: map[string]*refKind{"triggers": refTriggerKind}}
+	refRequestedKind = &refKind{read: []string{"time", "totalVolume", "uplinkVolume", "downlinkVolume", "serviceSpecificUnits"}}
+	refUsageKind     = &refKind{read: []string{"ratingGroup", "requestedUnit", "usedUnitContainer"},
+		children: map[string]*refKind{"requestedUnit": refRequestedKind}, arrays: map[string]*refKind{"usedUnitContainer": refContainerKind}}
+	refRequestKind = &refKind{
+		read: []string{"subscriberIdentifier", "nfConsumerIdentification", "pduSessionChargingInformation",
+			"invocationTimeStamp", "invocationSequenceNumber", "retransmissionIndicator", "oneTimeEvent",
+			"oneTimeEventType", "multipleUnitUsage", "notifyUri", "tenantIdentifier", "mnSConsumerIdentifier",
+			"serviceSpecificationInfo", "supportedFeatures"},
+		children: map[string]*refKind{
+			"nfConsumerIdentification":      {read: []string{"nodeFunctionality", "nFName", "nFIPv4Address", "nFIPv6Address", "nFFqdn"}},
+			"pduSessionChargingInformation": {read: []string{"chargingId", "chargingIdentifier"}},
+		},
+		arrays: map[string]*refKind{"multipleUnitUsage": refUsageKind},
+	}
+)
+
+// refDup returns the first member (in the body's order, depth first) of
+// the objects the decoder reads that is given twice in its object.
+func refDup(o *fastjson.Object, k *refKind, ptr string) *FieldError {
+	seen := map[string]bool{}
+	var fe *FieldError
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		if fe != nil {
+			return
+		}
+		name := string(key)
+		if slices.Contains(k.read, name) {
+			if seen[name] {
+				fe = &FieldError{Param: ptr + "/" + name, Reason: ReasonDuplicate}
+				return
+			}
+			seen[name] = true
+		}
+		if c := k.children[name]; c != nil && v.Type() == fastjson.TypeObject {
+			fe = refDup(v.GetObject(), c, ptr+"/"+name)
+		}
+		if c := k.arrays[name]; c != nil && v.Type() == fastjson.TypeArray {
+			for i, e := range v.GetArray() {
+				if e.Type() == fastjson.TypeObject {
+					if fe = refDup(e.GetObject(), c, ptr+"/"+name+"/"+strconv.Itoa(i)); fe != nil {
+						return
+					}
+				}
+			}
+		}
+	})
+	return fe
 }
 
 // hashFields hashes the named members of object v, in the order named
@@ -499,6 +566,17 @@ func nchfCases() []string {
 		muu(`{"ratingGroup":1,"usedUnitContainer":[{"localSequenceNumber":1,"triggers":[{"triggerCategory":"IMMEDIATE_REPORT","triggerType":"FINAL","triggerType":"QUOTA_THRESHOLD"}],"triggers":[{"triggerCategory":"x","triggerType":"VALIDITY_TIME"}]}]}`),
 		muu(`{"ratingGroup":1,"usedUnitContainer":[{"localSequenceNumber":1,"time":1,"triggers":[{"triggerCategory":"IMMEDIATE_REPORT","trigger\u0054ype":"FIN\u0041L"}]}]}`),
 		`{` + head + `,"multipleUnitUsage":[{"ratingGroup":1}],"multipleUnitUsage":[{"ratingGroup":2}]}`,
+		muu(`{"ratingGroup":1,"usedUnitContainer":[{"localSequenceNumber":1,"totalVolume":5}],"usedUnitContainer":[{"localSequenceNumber":2,"totalVolume":7}]}`),
+		muu(`{"ratingGroup":1,"usedUnitContainer":[{"localSequenceNumber":1,"totalVolume":5,"totalVolume":7}]}`),
+		muu(`{"ratingGroup":1,"usedUnitContainer":[{"localSequenceNumber":1,"localSequenceNumber":2}]}`),
+		muu(`{"ratingGroup":"x","requestedUnit":{"time":1,"t\u0069me":2}}`),
+		muu(`{"ratingGroup":1,"requestedUnit":{"quotaManagementIndicator":1,"quotaManagementIndicator":2,"x":1,"x":2}}`),
+		muu(`{"ratingGroup":1,"usedUnitContainer":[{"localSequenceNumber":1,"triggers":[{"triggerCategory":"A"},{"triggerCategory":"A","triggerCategory":"B"}]}]}`),
+		`{"invocationSequenceNumber":"x",` + head + `}`,
+		`{"notifyUri":"http://a","notifyUri":"http://b","x":1,"x":2,` + head + `}`,
+		`{"nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a","nFName":"b"},"invocationTimeStamp":"2026-01-01T00:00:00Z","invocationSequenceNumber":1}`,
+		`{"nfConsumerIdentification":{"nodeFunctionality":"SMF","other":1,"other":2},"invocationTimeStamp":"2026-01-01T00:00:00Z","invocationSequenceNumber":1}`,
+		`{` + head + `,"multipleUnitUsage":[{"ratingGroup":1,"ratingGroup":1}],"oneTimeEvent":true,"oneTimeEvent":true}`,
 		`{` + head + `,"multipleUnitUsage":[{"ratingGroup":1}],"multipleUnitUsage":[{"ratingGroup":1}]}`,
 	}
 	var many []string
@@ -577,13 +655,18 @@ func TestNchfDecodeBounds(t *testing.T) {
 	var d NchfDecoder
 	var r NchfRequest
 	var fe *FieldError
-	split := `{` + head + `,"multipleUnitUsage":[` + entries(0, 40) + `],"multipleUnitUsage":[` + entries(40, MaxUsageLines+1) + `]}`
-	if err := d.Decode([]byte(split), &r); !errors.As(err, &fe) || fe.Param != "/multipleUnitUsage" {
-		t.Fatalf("%d lines in two members: %v", MaxUsageLines+1, err)
+	over := `{` + head + `,"multipleUnitUsage":[` + entries(0, MaxUsageLines+1) + `]}`
+	if err := d.Decode([]byte(over), &r); !errors.As(err, &fe) || fe.Param != "/multipleUnitUsage" {
+		t.Fatalf("%d lines: %v", MaxUsageLines+1, err)
 	}
-	full := `{` + head + `,"multipleUnitUsage":[` + entries(0, 40) + `],"multipleUnitUsage":[` + entries(40, MaxUsageLines) + `]}`
+	full := `{` + head + `,"multipleUnitUsage":[` + entries(0, MaxUsageLines) + `]}`
 	if err := d.Decode([]byte(full), &r); err != nil || len(r.Lines) != MaxUsageLines {
-		t.Fatalf("%d lines in two members: %v, %d lines", MaxUsageLines, err, len(r.Lines))
+		t.Fatalf("%d lines: %v, %d lines", MaxUsageLines, err, len(r.Lines))
+	}
+	// Two multipleUnitUsage members are refused, not added up.
+	split := `{` + head + `,"multipleUnitUsage":[` + entries(0, 40) + `],"multipleUnitUsage":[` + entries(40, MaxUsageLines) + `]}`
+	if err := d.Decode([]byte(split), &r); !errors.As(err, &fe) || fe.Param != "/multipleUnitUsage" || fe.Reason != ReasonDuplicate {
+		t.Fatalf("two multipleUnitUsage members: %v", err)
 	}
 	// fastjson's bound: a value inside 300 arrays is too deep, inside
 	// 299 it is not (the body's object is one of them).

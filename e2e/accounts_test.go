@@ -38,6 +38,7 @@ func (c *client) topUp(s, token, body string) (int, bal) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -179,7 +179,13 @@ func (m *mix) snapshot(balURL string, accounts int) *audit.Snapshot {
 	first, _ := scenario.ParseSUPI(m.first)
 	snap := &audit.Snapshot{}
 	for i := range accounts {
-		resp, err := m.hc.Get(balURL + first.String(i))
+		req, err := http.NewRequest("GET", balURL+first.String(i), nil)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		// The balance inquiry takes the operator token the CGW has.
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		resp, err := m.hc.Do(req)
 		if err != nil {
 			m.t.Fatal(err)
 		}

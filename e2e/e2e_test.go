@@ -210,6 +210,10 @@ func (c *client) do(method, path string, body []byte) reply {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if strings.HasPrefix(path, cgw.AccountsBase) {
+		// The balance inquiry takes the operator token the CGW has.
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)

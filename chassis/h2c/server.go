@@ -34,6 +34,13 @@ type Server struct {
 	MaxConcurrentStreams uint32
 	// MaxBodySize bounds a request body; larger bodies get 413. 0 means 64 KiB.
 	MaxBodySize int
+	// RejectBody, when set, gives the content type and body of the
+	// answers the server refuses a request with itself (413 over
+	// MaxBodySize, 431 over MaxHeaderListSize), e.g. ProblemDetails; the
+	// body is sent when the flow-control windows allow it at once, else
+	// the answer goes without it. body must not change afterwards. Nil:
+	// no body.
+	RejectBody func(status int) (contentType string, body []byte)
 	// MaxHeaderListSize bounds a request's decoded header list (431 when
 	// exceeded). 0 means 16 KiB.
 	MaxHeaderListSize uint32
@@ -857,7 +864,21 @@ func (sc *serverConn) reject(st *sstream, status int) {
 	defer l.mu.Unlock()
 	l.hbuf.Reset()
 	l.encodeLocked(":status", statusString(status), false)
-	l.writeHeadersLocked(st.o.id, l.hbuf.Bytes(), true)
+	var ctype string
+	var body []byte
+	if sc.srv.RejectBody != nil {
+		ctype, body = sc.srv.RejectBody(status)
+	}
+	if n := int64(len(body)); n > 0 && n <= int64(l.peerMaxFrame) && n <= st.o.window && n <= l.sendWindow {
+		l.encodeLocked("content-type", ctype, false)
+		l.encodeLocked("content-length", bstr(strconv.AppendInt(l.num[:0], n, 10)), true)
+		l.writeHeadersLocked(st.o.id, l.hbuf.Bytes(), false)
+		l.wf.WriteData(st.o.id, true, body)
+		st.o.window -= n
+		l.sendWindow -= n
+	} else {
+		l.writeHeadersLocked(st.o.id, l.hbuf.Bytes(), true)
+	}
 	l.wf.WriteRSTStream(st.o.id, http2.ErrCodeNo)
 	l.kickLocked()
 	sc.releaseLocked(st)
