@@ -283,7 +283,9 @@ func satAddU(a, b uint64) uint64 {
 // identity is a create's or event's identity as the checker sends it:
 // the same invocationSequenceNumber and timestamp (the rest of the
 // identity, consumer and subscriber, is the account's).
-func identity(op *Op) string { return strconv.FormatUint(uint64(op.Seq), 10) + "@" + strconv.FormatInt(op.Stamp, 10) }
+func identity(op *Op) string {
+	return strconv.FormatUint(uint64(op.Seq), 10) + "@" + strconv.FormatInt(op.Stamp, 10)
+}
 
 // digest is the content of a request that a retransmission must repeat.
 func digest(op *Op) string {
