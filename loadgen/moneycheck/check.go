@@ -3,6 +3,7 @@ package moneycheck
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -21,11 +22,29 @@ var errTooManyCandidates = errors.New("moneycheck: too many candidate states (an
 // why says how the answers differed from the prediction along the order
 // that explained the most of them.
 func (m *Model) advance(cands []*state, ops []*Op, obs []Answer) (next []*state, why string, err error) {
+	// A request sent more than once may have landed on an earlier send
+	// whose answer was lost, before or after the others of the step: it
+	// is one more operation in doubt, which must come before its last
+	// send.
+	ops, obs = slices.Clone(ops), slices.Clone(obs)
+	needs := make([]int, len(ops))
+	for i := range needs {
+		needs[i] = -1
+	}
+	for i, op := range ops[:len(obs)] {
+		if obs[i].Tries > 1 && !obs[i].InDoubt {
+			ops = append(ops, op)
+			obs = append(obs, Answer{InDoubt: true, Err: "an earlier send", Tries: 1})
+			needs[i] = len(ops) - 1
+			needs = append(needs, -1)
+		}
+	}
 	out := map[string]*state{}
 	used := make([]bool, len(ops))
 	best := -1
+	e := explorer{m: m, ops: ops, obs: obs, needs: needs, used: used, out: out, why: &why, best: &best}
 	for _, s := range cands {
-		m.explore(s, ops, obs, used, 0, out, &why, &best)
+		e.explore(s, 0)
 		if len(out) > maxCandidates {
 			return nil, "", errTooManyCandidates
 		}
@@ -33,34 +52,45 @@ func (m *Model) advance(cands []*state, ops []*Op, obs []Answer) (next []*state,
 	return sorted(out), why, nil
 }
 
-func (m *Model) explore(s *state, ops []*Op, obs []Answer, used []bool, depth int, out map[string]*state, why *string, best *int) {
-	if depth == len(ops) {
-		out[s.key()] = s
+type explorer struct {
+	m     *Model
+	ops   []*Op
+	obs   []Answer
+	needs []int // needs[i] >= 0: op needs[i] comes before op i
+	used  []bool
+	out   map[string]*state
+	why   *string
+	best  *int
+}
+
+func (e *explorer) explore(s *state, depth int) {
+	if depth == len(e.ops) {
+		e.out[s.key()] = s
 		return
 	}
-	for i := range ops {
-		if used[i] {
+	for i := range e.ops {
+		if e.used[i] || e.needs[i] >= 0 && !e.used[e.needs[i]] {
 			continue
 		}
-		used[i] = true
-		if obs[i].InDoubt {
-			m.explore(s, ops, obs, used, depth+1, out, why, best)
+		e.used[i] = true
+		if e.obs[i].InDoubt {
+			e.explore(s, depth+1)
 			c := s.clone()
-			m.apply(c, ops[i], nil)
-			m.explore(c, ops, obs, used, depth+1, out, why, best)
+			e.m.apply(c, e.ops[i], nil)
+			e.explore(c, depth+1)
 		} else {
 			c := s.clone()
-			pred := m.apply(c, ops[i], &obs[i])
-			if ok, diff := sameAnswer(&pred, &obs[i]); ok {
-				m.explore(c, ops, obs, used, depth+1, out, why, best)
-			} else if depth > *best {
+			pred := e.m.apply(c, e.ops[i], &e.obs[i])
+			if ok, diff := sameAnswer(&pred, &e.obs[i]); ok {
+				e.explore(c, depth+1)
+			} else if depth > *e.best {
 				// The order that explains the most answers says best
 				// where the CHF went wrong.
-				*best = depth
-				*why = fmt.Sprintf("%s: answered %s; the model says %s (%s)", ops[i], obs[i].String(), pred.String(), diff)
+				*e.best = depth
+				*e.why = fmt.Sprintf("%s: answered %s; the model says %s (%s)", e.ops[i], e.obs[i].String(), pred.String(), diff)
 			}
 		}
-		used[i] = false
+		e.used[i] = false
 	}
 }
 

@@ -83,11 +83,13 @@ type injector struct {
 	healedAt time.Time // when the last fault healed
 	settling int       // accounts waiting for a quiet window: no new fault meanwhile
 	counts   map[string]int
+	start    time.Time
+	log      []string // the faults, with their times since start
 }
 
 func newInjector(c *local.CHF, faults []Fault, interval time.Duration, seed uint64) *injector {
 	in := &injector{chf: c, faults: faults, interval: interval, rng: rand.New(rand.NewPCG(seed, 0x5eed)),
-		restart: 2 * time.Minute, counts: map[string]int{}}
+		restart: 2 * time.Minute, counts: map[string]int{}, start: time.Now()}
 	in.cond = sync.NewCond(&in.mu)
 	return in
 }
@@ -113,9 +115,11 @@ func (in *injector) run(ctx context.Context) error {
 		in.faulty = true
 		in.mu.Unlock()
 		f := in.faults[in.rng.IntN(len(in.faults))]
+		t0 := time.Now()
 		err := in.inject(ctx, f)
 		in.mu.Lock()
 		in.faulty, in.healedAt = false, time.Now()
+		in.log = append(in.log, fmt.Sprintf("%.3fs %s, healed at %.3fs", t0.Sub(in.start).Seconds(), f, in.healedAt.Sub(in.start).Seconds()))
 		if err == nil {
 			in.counts[f.String()]++
 		}
@@ -201,6 +205,13 @@ func waitCond(c *sync.Cond, d time.Duration) {
 	t := time.AfterFunc(d, c.Broadcast)
 	c.Wait()
 	t.Stop()
+}
+
+// Log returns the faults injected with their times.
+func (in *injector) Log() []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]string(nil), in.log...)
 }
 
 // Counts returns the faults injected, by kind.

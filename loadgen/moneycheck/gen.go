@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"time"
 )
 
 // Known open defects of the CHF (issue 47) that a run can keep out of its
@@ -66,6 +67,7 @@ type step struct {
 	answers []Answer
 	read    *AccountView // the balance inquiry after it
 	why     string
+	at      time.Duration // when it was sent, since the run began
 }
 
 // generator draws an account's operations. It is used by one goroutine.

@@ -124,6 +124,9 @@ type Failure struct {
 	// not; ReproNote says which.
 	Repro     []string
 	ReproNote string
+	// Faults are the faults injected until the failure, with their
+	// times since the run began (as the history's).
+	Faults []string
 }
 
 const (
@@ -465,6 +468,7 @@ func (r *runner) work(gen, run context.Context, a *account) error {
 func (r *runner) step(ctx context.Context, a *account, st *step) error {
 	r.steps.Add(1)
 	sent := time.Now()
+	st.at = sent.Sub(r.faults.start)
 	st.answers = make([]Answer, len(st.ops))
 	reqs := make([]request, len(st.ops))
 	h2 := make([]bool, len(st.ops))
@@ -581,7 +585,7 @@ func (r *runner) send(ctx context.Context, op *Op, req *request, h2 bool) Answer
 func (r *runner) fail(a *account, why string) {
 	r.failOnce.Do(func() {
 		r.failAcct = a
-		r.failure = &Failure{Account: a.idx, SUPI: a.supi, Reason: why, History: historyLines(a.history)}
+		r.failure = &Failure{Account: a.idx, SUPI: a.supi, Reason: why, History: historyLines(a.history), Faults: r.faults.Log()}
 		r.failed.Store(true)
 		r.cancel()
 	})
@@ -596,10 +600,13 @@ func historyLines(h []*step) []string {
 			if st.ordered {
 				mode = "in this order"
 			}
-			out = append(out, fmt.Sprintf("step of %d (%s):", len(st.ops), mode))
+			out = append(out, fmt.Sprintf("%.3fs step of %d (%s):", st.at.Seconds(), len(st.ops), mode))
 		}
 		for i, op := range st.ops {
 			line := op.String()
+			if len(st.ops) == 1 {
+				line = fmt.Sprintf("%.3fs %s", st.at.Seconds(), line)
+			}
 			if i < len(st.answers) {
 				line += "  →  " + st.answers[i].String()
 				if st.answers[i].Tries > 1 {
@@ -675,6 +682,12 @@ func FormatResult(w io.Writer, res *Result) {
 		fmt.Fprintf(w, "\nMISMATCH on account %s (seed %d): %s\n\nhistory of %s:\n", f.SUPI, res.Seed, f.Reason, f.SUPI)
 		for _, l := range f.History {
 			fmt.Fprintln(w, "  "+l)
+		}
+		if len(f.Faults) > 0 {
+			fmt.Fprintf(w, "\nfaults:\n")
+			for _, l := range f.Faults {
+				fmt.Fprintln(w, "  "+l)
+			}
 		}
 		fmt.Fprintf(w, "\nreproduction (%s):\n", f.ReproNote)
 		for _, l := range f.Repro {
