@@ -33,7 +33,7 @@ func TestMoneyCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			res, err := moneycheck.Run(ctx, moneycheck.Config{
-				CHF: bin, Seed: seed, Duration: 12 * time.Second, Accounts: 4, Rate: 80,
+				CHF: bin, Seed: seed, Duration: 10 * time.Second, Accounts: 4, Rate: 80,
 				Faults: faults, FaultInterval: 1500 * time.Millisecond,
 				Avoid: moneycheck.OpenDefects, ShrinkTime: 20 * time.Second,
 			})
