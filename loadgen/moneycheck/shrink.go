@@ -3,6 +3,8 @@ package moneycheck
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 // shrinker replays steps on spare accounts.
 type shrinker struct {
 	r        *runner
+	why      string // how the last failing replay failed
 	postpay  bool
 	next     int // next spare
 	deadline time.Time
@@ -47,7 +50,13 @@ func (r *runner) shrink(ctx context.Context, f *Failure, a *account) {
 		f.ReproNote = "the history does not fail again on a fresh account without faults: the whole history, rerun with the seed"
 		return
 	}
-	// ddmin over the steps.
+	// ddmin over the steps, keeping to failures of the same kind.
+	failing := sh.why
+	sig := signature(f.Reason)
+	if signature(failing) != sig {
+		f.ReproNote = fmt.Sprintf("the history fails otherwise on a fresh account without faults (%s): the whole history, rerun with the seed", failing)
+		return
+	}
 	n := 2
 	for len(steps) >= 2 && time.Now().Before(sh.deadline) && sh.next < spares {
 		chunk := (len(steps) + n - 1) / n
@@ -57,8 +66,8 @@ func (r *runner) shrink(ctx context.Context, f *Failure, a *account) {
 			if len(try) == 0 {
 				continue
 			}
-			if ok, err := sh.fails(ctx, try); err == nil && ok {
-				steps, reduced = try, true
+			if ok, err := sh.fails(ctx, try); err == nil && ok && signature(sh.why) == sig {
+				steps, reduced, failing = try, true, sh.why
 				n = max(n-1, 2)
 				break
 			}
@@ -75,7 +84,7 @@ func (r *runner) shrink(ctx context.Context, f *Failure, a *account) {
 	if time.Now().After(sh.deadline) || sh.next >= spares {
 		state = "shrinking stopped at its bound"
 	}
-	f.ReproNote = fmt.Sprintf("%d steps that fail on a fresh account without faults, %s, %d replays", len(steps), state, sh.next)
+	f.ReproNote = fmt.Sprintf("%d steps that fail on a fresh account without faults, %s, %d replays; the last replay failed with: %s", len(steps), state, sh.next, failing)
 }
 
 func historyOps(steps []*step) []string {
@@ -159,11 +168,12 @@ func (sh *shrinker) fails(ctx context.Context, steps []*step) (bool, error) {
 				refs[op.Sess] = answers[i].Ref
 			}
 		}
-		next, _, err := r.model.advance(cands, st.ops, answers)
+		next, why, err := r.model.advance(cands, st.ops, answers)
 		if err != nil {
 			return false, err
 		}
 		if len(next) == 0 {
+			sh.why = why
 			return true, nil
 		}
 		bop := &Op{Kind: KindBalance}
@@ -172,10 +182,64 @@ func (sh *shrinker) fails(ctx context.Context, steps []*step) (bool, error) {
 		if ba.Account == nil {
 			return false, fmt.Errorf("replay: cannot read the balance: %s", ba.String())
 		}
-		if next, _ = observe(next, ba.Account); len(next) == 0 {
+		if next, why = observe(next, ba.Account); len(next) == 0 {
+			sh.why = why
 			return true, nil
 		}
 		cands = next
 	}
 	return false, nil
+}
+
+// signature is the kind of a failure, so that shrinking keeps to it: for
+// an answer, the operation's kind and what differed first (status,
+// charged, line, account...); for a balance read, the fields that
+// differed from the first candidate.
+func signature(why string) string {
+	if rest, ok := strings.CutPrefix(why, "balance inquiry {"); ok {
+		obs, rest, _ := strings.Cut(rest, "}")
+		_, rest, _ = strings.Cut(rest, "{")
+		pred, _, _ := strings.Cut(rest, "}")
+		o, p := fields(obs), fields(pred)
+		var diff []string
+		for k, v := range o {
+			if p[k] != v {
+				diff = append(diff, k)
+			}
+		}
+		for k := range p {
+			if _, ok := o[k]; !ok {
+				diff = append(diff, k)
+			}
+		}
+		slices.Sort(diff)
+		return "read:" + strings.Join(diff, ",")
+	}
+	f := strings.Fields(why)
+	kind := ""
+	if len(f) > 1 {
+		kind = f[1]
+	}
+	i := strings.LastIndex(why, "(")
+	if i < 0 {
+		return kind
+	}
+	d := strings.Fields(why[i+1:])
+	if len(d) == 0 {
+		return kind
+	}
+	return kind + ":" + d[0]
+}
+
+// fields splits "k=v k=v" into a map; a field without "=" maps to "".
+func fields(s string) map[string]string {
+	m := map[string]string{}
+	for _, f := range strings.Fields(s) {
+		k, v, _ := strings.Cut(f, "=")
+		if i := strings.IndexByte(v, '('); i >= 0 && strings.HasSuffix(f, ")") {
+			v = f[len(k)+1:] // data=123(held 4): keep the whole value
+		}
+		m[k] = v
+	}
+	return m
 }
