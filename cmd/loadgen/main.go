@@ -7,9 +7,11 @@
 //	loadgen compare A.json B.json ... [--labels] [--baseline LABEL|N]  side-by-side table
 //	loadgen gate    --baseline-chf A --candidate-chf B | --baseline-files ... --candidate-files ...
 //	loadgen merge   -o OUT.json IN.json...                    combine shard results
+//	loadgen check-money [--seed N] [--duration D] [--faults on|off|LIST]  model-based money checker under faults
 //	loadgen --version
 //
-// Exit codes: 0 success; 1 error; 2 usage; 3 the balance audit failed;
+// Exit codes: 0 success; 1 error; 2 usage; 3 the balance audit (or
+// check-money) failed;
 // gate: 4 regression, 5 unmeasurable; 6 a threshold failed; 130 / 143
 // interrupted by SIGINT / SIGTERM (the report is still written).
 package main
@@ -127,6 +129,7 @@ func exitCode(err error) int {
 	var ie interrupted
 	var ue usageError
 	var ge gateExit
+	var cf checkFailed
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
@@ -138,7 +141,7 @@ func exitCode(err error) int {
 		return ge.code
 	case errors.Is(err, run.ErrCPU):
 		return exitError
-	case errors.Is(err, run.ErrAudit):
+	case errors.Is(err, run.ErrAudit), errors.As(err, &cf):
 		return exitAudit
 	case errors.Is(err, run.ErrThresholds):
 		return exitThreshold
