@@ -88,7 +88,7 @@ func (a *account) bucketAvail(svc chf.Service) uint64 {
 	for i := range a.sessions {
 		for _, r := range a.sessions[i].res {
 			if r.svc == svc {
-				held += r.bunits
+				held += r.bunits // at most the buckets' total, which fits (overflow.go)
 			}
 		}
 	}
@@ -314,7 +314,7 @@ func (a *account) grant(s *session, l *chf.RatedLine, g *chf.GrantLine, now int6
 	if cost > 0 || bu > 0 {
 		s.res = append(s.res, reservation{rg: l.RatingGroup, amount: cost, units: units, expires: now + holdSeconds(l, lim), bunits: bu, svc: l.Service})
 		s.touch()
-		a.reserved += cost
+		a.reserved += cost // cost <= available: reserved stays within balance + creditLimit
 	}
 }
 
@@ -349,7 +349,7 @@ func (a *account) fillBuckets(resp *chf.ChargeResponse, now int64) {
 			total := uint64(0)
 			for j := i; j < len(resp.Buckets); j++ {
 				if resp.Buckets[j].Service == rb.Service {
-					total += resp.Buckets[j].Units
+					total += resp.Buckets[j].Units // fits: top-ups check the total (overflow.go)
 				}
 			}
 			rb.Held = total - min(total, a.bucketAvail(rb.Service))
