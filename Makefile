@@ -161,7 +161,8 @@ perf-gate-selftest:
 	  (cd $$tmp/src && $(GO) build -tags perfgate_slowdown -o $$tmp/chf-cand ./cmd/chf),$(REF) + $(SLOWDOWN) extra OCP CPU,PERFGATE_SLOWDOWN=$(SLOWDOWN),\
 	  if [ $$rc -eq 4 ]; then echo "perf-gate-selftest: the slowdown was caught"; else echo "perf-gate-selftest: the slowdown was NOT caught (exit $$rc, want 4)"; exit 1; fi)
 
-## fuzz: a short run of every network-facing decoder's fuzz target.
+## fuzz: a short run of every network-facing decoder's fuzz target and of
+## the checked arithmetic (chf/checked) against math/big.
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzConn -fuzztime $(FUZZTIME) ./abm/aslite
@@ -178,6 +179,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzChargeBatch -fuzztime $(FUZZTIME) ./chassis/rpc
 	$(GO) test -run '^$$' -fuzz FuzzApplyBatch -fuzztime $(FUZZTIME) ./chassis/rpc
 	$(GO) test -run '^$$' -fuzz FuzzBatchReply -fuzztime $(FUZZTIME) ./chassis/rpc
+	$(GO) test -run '^$$' -fuzz FuzzAdd -fuzztime $(FUZZTIME) ./chf/checked
+	$(GO) test -run '^$$' -fuzz FuzzMul -fuzztime $(FUZZTIME) ./chf/checked
 
 ## soak: a long run (not in CI) at about 70% of the knee: RSS, open files,
 ## goroutines per service and the p99 sampled every 10 s into soak.json and

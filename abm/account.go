@@ -88,7 +88,7 @@ func (a *account) bucketAvail(svc chf.Service) uint64 {
 	for i := range a.sessions {
 		for _, r := range a.sessions[i].res {
 			if r.svc == svc {
-				held += r.bunits
+				held += r.bunits // at most the buckets' total, which fits (overflow.go)
 			}
 		}
 	}
@@ -219,6 +219,7 @@ func (a *account) find(id string) int {
 
 // available is the balance not held by reservations, plus the credit
 // limit of a postpaid account.
+// No overflow: balance + creditLimit fits, reserved is within it (overflow.go).
 func (a *account) available() int64 { return a.balance + a.creditLimit - a.reserved }
 
 // debit takes up to cost minor units from the available balance (never
@@ -313,21 +314,23 @@ func (a *account) grant(s *session, l *chf.RatedLine, g *chf.GrantLine, now int6
 	if cost > 0 || bu > 0 {
 		s.res = append(s.res, reservation{rg: l.RatingGroup, amount: cost, units: units, expires: now + holdSeconds(l, lim), bunits: bu, svc: l.Service})
 		s.touch()
-		a.reserved += cost
+		a.reserved += cost // cost <= available: reserved stays within balance + creditLimit
 	}
 }
 
-// topUp credits an OpTopUp: money onto the balance, and a bucket.
-func (a *account) topUp(t *chf.TopUp, now int64) {
-	a.balance += t.Amount
-	a.credited += t.Amount
+// topUp credits an OpTopUp: money onto the balance, and a bucket. When a
+// sum would overflow (see overflow.go) it changes nothing and returns the
+// field that overflows (chf.ParamAmount, ...); else "".
+func (a *account) topUp(t *chf.TopUp, now int64) (overflows string) {
+	bal, cred, exp, p := a.topUpSums(t, now)
+	if p != "" {
+		return p
+	}
+	a.balance, a.credited = bal, cred
 	if b := t.Bucket; b.Units > 0 {
-		exp := int64(0)
-		if b.Expires > 0 {
-			exp = now + b.Expires
-		}
 		a.buckets = append(a.buckets, bucket{svc: b.Service, units: b.Units, expires: exp})
 	}
+	return ""
 }
 
 // fillBuckets answers the live buckets with what reservations hold.
@@ -346,7 +349,7 @@ func (a *account) fillBuckets(resp *chf.ChargeResponse, now int64) {
 			total := uint64(0)
 			for j := i; j < len(resp.Buckets); j++ {
 				if resp.Buckets[j].Service == rb.Service {
-					total += resp.Buckets[j].Units
+					total += resp.Buckets[j].Units // fits: top-ups check the total (overflow.go)
 				}
 			}
 			rb.Held = total - min(total, a.bucketAvail(rb.Service))
@@ -449,8 +452,12 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		return marked
 	}
 	if req.Op == chf.OpTopUp {
-		a.topUp(&req.TopUp, now)
+		p := a.topUp(&req.TopUp, now)
 		a.fillBuckets(resp, now)
+		if p != "" {
+			resp.Result, resp.Detail, resp.Param = chf.ResultOverflow, topUpOverflowDetail(p), p
+			return write
+		}
 		return true
 	}
 	if req.Op == chf.OpUnbar {
@@ -515,6 +522,9 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		}
 	}
 
+	if usageOverflows(a, req, resp) {
+		return write
+	}
 	var s *session
 	switch req.Op {
 	case chf.OpCreate, chf.OpEvent:

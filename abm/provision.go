@@ -14,6 +14,7 @@ import (
 	"github.com/aerospike/aerospike-client-go/v7/types"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/chf/checked"
 )
 
 // ErrBadSUPI is returned for a first SUPI that is not "imsi-" and digits.
@@ -55,6 +56,9 @@ func (cfg *ProvisionConfig) planBlob() ([]byte, int64, error) {
 	if cfg.CreditLimit < 0 {
 		return nil, 0, errors.New("abm: provision credit limit must not be negative")
 	}
+	if _, ok := checked.AddI64(cfg.Balance, cfg.CreditLimit); !ok {
+		return nil, 0, errors.New("abm: provision balance + credit limit overflows int64 minor units")
+	}
 	if cfg.CreditLimit == 0 && len(cfg.Buckets) == 0 {
 		return []byte{}, DueNever, nil
 	}
@@ -67,11 +71,14 @@ func (cfg *ProvisionConfig) planBlob() ([]byte, int64, error) {
 		if b.Service < chf.ServiceData || b.Service > chf.ServiceSMS || b.Units == 0 || b.Expires < 0 {
 			return nil, 0, fmt.Errorf("abm: provision bucket %d: want a service, units > 0 and a validity >= 0", i)
 		}
-		exp := int64(0)
-		if b.Expires > 0 {
-			exp = now().Unix() + b.Expires
+		// As a top-up of the bucket: its validity and the service's
+		// units in total are checked (overflow.go).
+		switch a.topUp(&chf.TopUp{Bucket: chf.Bucket{Service: b.Service, Units: b.Units, Expires: b.Expires}}, now().Unix()) {
+		case chf.ParamBucketUnits:
+			return nil, 0, fmt.Errorf("abm: provision bucket %d: the units of its service overflow 64 bits in total", i)
+		case chf.ParamBucketValidity:
+			return nil, 0, fmt.Errorf("abm: provision bucket %d: validity %d s from now overflows int64 Unix seconds", i, b.Expires)
 		}
-		a.buckets = append(a.buckets, bucket{svc: b.Service, units: b.Units, expires: exp})
 	}
 	return a.appendSessions(nil), a.sweepDue(), nil
 }

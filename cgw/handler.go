@@ -701,6 +701,8 @@ func (h *Handler) resultProblem(x *Exchange, r chf.Result, detail string) {
 		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED", orDefault(detail, "rating failed"), "", "")
 	case chf.ResultOverloaded:
 		h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", orDefault(detail, "overloaded"), "", "")
+	case chf.ResultOverflow:
+		h.overflowProblem(x, detail)
 	default:
 		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED", orDefault(detail, "request refused"), "", "")
 	}

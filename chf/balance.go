@@ -3,6 +3,8 @@ package chf
 import (
 	"math"
 	"math/bits"
+
+	"github.com/chf-testbed/testbed/chf/checked"
 )
 
 //go:generate go run github.com/tinylib/msgp@v1.6.5 -file balance.go -o balance_gen.go -tests=false
@@ -76,24 +78,27 @@ func (r *ApplyRequest) Reset() {
 // saturates at math.MaxInt64 instead of overflowing. A zero unitSize is
 // treated as 1; a non-positive price costs nothing.
 func Cost(n uint64, price int64, unitSize uint64) int64 {
+	c, ok := CheckedCost(n, price, unitSize)
+	if !ok {
+		return math.MaxInt64
+	}
+	return c
+}
+
+// CheckedCost is Cost without saturation: false when the price of n units
+// does not fit an int64 (the OCP refuses such usage with ResultOverflow).
+func CheckedCost(n uint64, price int64, unitSize uint64) (int64, bool) {
 	if n == 0 || price <= 0 {
-		return 0
+		return 0, true
 	}
 	if unitSize == 0 {
 		unitSize = 1
 	}
-	hi, lo := bits.Mul64(n, uint64(price))
-	if hi >= unitSize {
-		return math.MaxInt64
+	q, ok := checked.MulDivUp(n, uint64(price), unitSize)
+	if !ok || q > math.MaxInt64 {
+		return 0, false
 	}
-	q, r := bits.Div64(hi, lo, unitSize)
-	if r != 0 {
-		q++
-	}
-	if q > math.MaxInt64 || q == 0 && r != 0 {
-		return math.MaxInt64
-	}
-	return int64(q)
+	return int64(q), true
 }
 
 // Covered returns the largest number of base units whose Cost is at most
@@ -122,15 +127,26 @@ func Covered(amount int64, price int64, unitSize uint64) uint64 {
 // decide per container, so a line mixing both kinds of containers counts
 // each as reported). It reports false when a sum would overflow.
 func (u *Units) Add(c Units, vol uint64) bool {
-	t := uint64(u.Time) + uint64(c.Time)
-	ok := t <= math.MaxUint32
-	var carry, c2, c3, c4 uint64
-	u.TotalVolume, carry = bits.Add64(u.TotalVolume, vol, 0)
-	u.UplinkVolume, c2 = bits.Add64(u.UplinkVolume, c.UplinkVolume, 0)
-	u.DownlinkVolume, c3 = bits.Add64(u.DownlinkVolume, c.DownlinkVolume, 0)
-	u.ServiceSpecific, c4 = bits.Add64(u.ServiceSpecific, c.ServiceSpecific, 0)
-	u.Time = uint32(min(t, math.MaxUint32))
-	return ok && carry|c2|c3|c4 == 0
+	t, ok1 := checked.AddU32(u.Time, c.Time)
+	tv, ok2 := checked.AddU64(u.TotalVolume, vol)
+	uv, ok3 := checked.AddU64(u.UplinkVolume, c.UplinkVolume)
+	dv, ok4 := checked.AddU64(u.DownlinkVolume, c.DownlinkVolume)
+	ss, ok5 := checked.AddU64(u.ServiceSpecific, c.ServiceSpecific)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5) {
+		return false
+	}
+	*u = Units{Time: t, TotalVolume: tv, UplinkVolume: uv, DownlinkVolume: dv, ServiceSpecific: ss}
+	return true
+}
+
+// Volume is the volume one reported container or requested unit counts:
+// its totalVolume when it has one (hasTotal), else uplink + downlink;
+// false when that sum overflows (the fronts refuse it naming the unit).
+func (u *Units) Volume(hasTotal bool) (uint64, bool) {
+	if hasTotal {
+		return u.TotalVolume, true
+	}
+	return checked.AddU64(u.UplinkVolume, u.DownlinkVolume)
 }
 
 // Amount returns the quantity of u that service s is rated on: total volume
@@ -143,7 +159,13 @@ func (u Units) Amount(s Service) uint64 {
 		if u.TotalVolume != 0 {
 			return u.TotalVolume
 		}
-		return u.UplinkVolume + u.DownlinkVolume
+		// The fronts refuse a unit whose uplink + downlink overflows
+		// (Volume); saturated rather than wrapped should one get here.
+		v, ok := checked.AddU64(u.UplinkVolume, u.DownlinkVolume)
+		if !ok {
+			return math.MaxUint64
+		}
+		return v
 	case ServiceVoice:
 		return uint64(u.Time)
 	case ServiceSMS:

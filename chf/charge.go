@@ -88,6 +88,21 @@ const (
 	// identity) with different content: Nchf 400 naming
 	// multipleUnitUsage, Diameter 5004.
 	ResultReplayMismatch Result = 10
+	// ResultOverflow: a sum or product of the request's money, units or
+	// times does not fit its integer type (chf/checked); nothing was
+	// changed. The lines whose usage overflowed carry it as their Result
+	// (Nchf 400 naming the line's usedUnitContainer, Diameter 5004 with
+	// its Used-Service-Unit as Failed-AVP); a top-up names the field in
+	// ChargeResponse.Param (operator API 400 naming it).
+	ResultOverflow Result = 11
+)
+
+// The operator API fields of a top-up a ResultOverflow names in
+// ChargeResponse.Param (JSON pointers into its body).
+const (
+	ParamAmount         = "/amount"          // balance, credited or balance + credit limit
+	ParamBucketUnits    = "/bucket/units"    // the service's bucket units in total
+	ParamBucketValidity = "/bucket/validity" // now + validity as Unix seconds
 )
 
 // Units mirrors Nchf ServiceUnit and Diameter *-Service-Unit. Zero fields
@@ -328,9 +343,12 @@ type GrantLine struct {
 
 // ChargeResponse is what the charging core answers.
 type ChargeResponse struct {
-	Result Result      `msg:"r"`
-	Detail string      `msg:"d"` // human-readable reason when Result != Success
-	Lines  []GrantLine `msg:"l"`
+	Result Result `msg:"r"`
+	Detail string `msg:"d"` // human-readable reason when Result != Success
+	// Param is the request field a ResultOverflow of a top-up names (one
+	// of ParamAmount, ParamBucketUnits, ParamBucketValidity).
+	Param string      `msg:"pa"`
+	Lines []GrantLine `msg:"l"`
 	// Charged is what this request debited from the balance, in minor
 	// units. A repeated request answered from the record (Replayed) reports
 	// what its first transmission debited, charging nothing again. The

@@ -690,6 +690,12 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Detail")
 				return
 			}
+		case "pa":
+			z.Param, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Param")
+				return
+			}
 		case "l":
 			var zb0003 uint32
 			zb0003, err = dc.ReadArrayHeader()
@@ -867,9 +873,9 @@ func (z *ChargeResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 18
+	// map header, size 19
 	// write "r"
-	err = en.Append(0xde, 0x0, 0x12, 0xa1, 0x72)
+	err = en.Append(0xde, 0x0, 0x13, 0xa1, 0x72)
 	if err != nil {
 		return
 	}
@@ -886,6 +892,16 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 	err = en.WriteString(z.Detail)
 	if err != nil {
 		err = msgp.WrapError(err, "Detail")
+		return
+	}
+	// write "pa"
+	err = en.Append(0xa2, 0x70, 0x61)
+	if err != nil {
+		return
+	}
+	err = en.WriteString(z.Param)
+	if err != nil {
+		err = msgp.WrapError(err, "Param")
 		return
 	}
 	// write "l"
@@ -1091,13 +1107,16 @@ func (z *ChargeResponse) EncodeMsg(en *msgp.Writer) (err error) {
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 18
+	// map header, size 19
 	// string "r"
-	o = append(o, 0xde, 0x0, 0x12, 0xa1, 0x72)
+	o = append(o, 0xde, 0x0, 0x13, 0xa1, 0x72)
 	o = msgp.AppendUint8(o, uint8(z.Result))
 	// string "d"
 	o = append(o, 0xa1, 0x64)
 	o = msgp.AppendString(o, z.Detail)
+	// string "pa"
+	o = append(o, 0xa2, 0x70, 0x61)
+	o = msgp.AppendString(o, z.Param)
 	// string "l"
 	o = append(o, 0xa1, 0x6c)
 	o = msgp.AppendArrayHeader(o, uint32(len(z.Lines)))
@@ -1204,6 +1223,12 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			z.Detail, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Detail")
+				return
+			}
+		case "pa":
+			z.Param, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Param")
 				return
 			}
 		case "l":
@@ -1384,7 +1409,7 @@ func (z *ChargeResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *ChargeResponse) Msgsize() (s int) {
-	s = 3 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Detail) + 2 + msgp.ArrayHeaderSize
+	s = 3 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Detail) + 3 + msgp.StringPrefixSize + len(z.Param) + 2 + msgp.ArrayHeaderSize
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}

@@ -634,7 +634,7 @@ func (d *NchfDecoder) decodeMUU(e, i int, r *NchfRequest) int {
 			line.RatingGroup, end = d.uint32(x, "")
 		case string(key) == "requestedUnit" && !haveRU:
 			haveRU, line.Request = true, true
-			_, end = d.units(x, &line.Requested, i, -1)
+			end = d.requested(x, i, &line)
 		case string(key) == "usedUnitContainer" && !haveUC:
 			haveUC = true
 			end = d.containers(x, i, &line)
@@ -694,7 +694,7 @@ func (d *NchfDecoder) decodeMUUChecked(e, i int, r *NchfRequest) int {
 	}
 	if ru != 0 {
 		line.Request = true
-		if d.units(ru, &line.Requested, i, -1); d.err != nil {
+		if d.requested(ru, i, &line); d.err != nil {
 			return end
 		}
 	}
@@ -711,6 +711,16 @@ func (d *NchfDecoder) decodeMUUChecked(e, i int, r *NchfRequest) int {
 		}
 	}
 	r.Lines = append(r.Lines, line)
+	return end
+}
+
+// requested decodes the requestedUnit at v, of multipleUnitUsage i, into
+// line and returns the index past it.
+func (d *NchfDecoder) requested(v, i int, line *UsageLine) int {
+	hasTotal, end := d.units(v, &line.Requested, i, -1)
+	if _, ok := line.Requested.Volume(hasTotal); d.err == nil && !ok {
+		d.fail(unitParam(i, -1, ""), "uplinkVolume + downlinkVolume overflows 64 bits")
+	}
 	return end
 }
 
@@ -736,10 +746,8 @@ func (d *NchfDecoder) containers(v, i int, line *UsageLine) int {
 		} else {
 			online++
 		}
-		vol := u.UplinkVolume + u.DownlinkVolume
-		if hasTotal {
-			vol = u.TotalVolume
-		} else if vol < u.UplinkVolume {
+		vol, ok := u.Volume(hasTotal)
+		if !ok {
 			d.fail(unitParam(i, j, ""), "uplinkVolume + downlinkVolume overflows 64 bits")
 			return end
 		}

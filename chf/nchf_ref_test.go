@@ -320,7 +320,10 @@ func (d *refDecoder) decodeMUUs(v *fastjson.Value, r *NchfRequest) {
 		}
 		if ru := o.Get("requestedUnit"); ru != nil {
 			line.Request = true
-			d.units(ru, &line.Requested, i, -1)
+			hasTotal := d.units(ru, &line.Requested, i, -1)
+			if q := &line.Requested; !hasTotal && q.UplinkVolume+q.DownlinkVolume < q.UplinkVolume {
+				d.fail(unitParam(i, -1, ""), "uplinkVolume + downlinkVolume overflows 64 bits")
+			}
 		}
 		for k := range r.Lines {
 			if r.Lines[k].RatingGroup == line.RatingGroup {

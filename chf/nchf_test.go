@@ -135,6 +135,18 @@ func TestNchfDecodeErrors(t *testing.T) {
 		{"volume overflow", base(func(m map[string]any) {
 			muu(m, 1)["usedUnitContainer"].([]any)[1].(map[string]any)["totalVolume"] = uint64(1<<64 - 50)
 		}), "/multipleUnitUsage/1/usedUnitContainer/1"},
+		{"uplink + downlink overflow", base(func(m map[string]any) {
+			c := muu(m, 1)["usedUnitContainer"].([]any)[0].(map[string]any)
+			delete(c, "totalVolume")
+			c["uplinkVolume"], c["downlinkVolume"] = uint64(1<<63), uint64(1<<63)
+		}), "/multipleUnitUsage/1/usedUnitContainer/0"},
+		{"time overflow", base(func(m map[string]any) {
+			cs := muu(m, 1)["usedUnitContainer"].([]any)
+			cs[0].(map[string]any)["time"], cs[1].(map[string]any)["time"] = uint32(1<<32-1), 1
+		}), "/multipleUnitUsage/1/usedUnitContainer/1"},
+		{"requested uplink + downlink overflow", base(func(m map[string]any) {
+			muu(m, 0)["requestedUnit"] = map[string]any{"uplinkVolume": uint64(1<<64 - 1), "downlinkVolume": 1}
+		}), "/multipleUnitUsage/0/requestedUnit"},
 		{"rating group string", base(func(m map[string]any) { muu(m, 0)["ratingGroup"] = "10" }), "/multipleUnitUsage/0/ratingGroup"},
 		{"requested not object", base(func(m map[string]any) { muu(m, 0)["requestedUnit"] = 5 }), "/multipleUnitUsage/0/requestedUnit"},
 		{"requested time string", base(func(m map[string]any) { muu(m, 1)["requestedUnit"] = map[string]any{"time": "60"} }), "/multipleUnitUsage/1/requestedUnit/time"},

@@ -74,6 +74,9 @@ func (p *Processor) Charge(ctx context.Context, req *chf.ChargeRequest, resp *ch
 	ar := applyPool.Get().(*chf.ApplyRequest)
 	defer applyPool.Put(ar)
 	p.Rate(req, ar)
+	if refuseOverflow(ar, resp) {
+		return nil
+	}
 	if err := p.accounts.Apply(ctx, ar, resp); err != nil {
 		return err
 	}
@@ -122,6 +125,9 @@ func (p *Processor) ChargeBatch(ctx context.Context, reqs []*chf.ChargeRequest, 
 		}
 		ar := &sc.ars[i]
 		p.Rate(req, ar)
+		if refuseOverflow(ar, resps[i]) {
+			continue
+		}
 		sc.reqs = append(sc.reqs, ar)
 		sc.resps = append(sc.resps, resps[i])
 		sc.errs = append(sc.errs, nil)
@@ -244,11 +250,10 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 			if n == 0 {
 				n = r.Grant(in.Requested.Amount(svc))
 			}
-			out.UsedUnits, out.UsedCost = n, r.Cost(n)
+			rateUsed(&out, r, n)
 			out.ValidityTime, out.QuotaHoldingTime = 0, 0
 		default:
-			out.UsedUnits = in.Used.Amount(svc)
-			out.UsedCost = r.Cost(out.UsedUnits)
+			rateUsed(&out, r, in.Used.Amount(svc))
 			// A report naming FINAL closes the rating group: no grant.
 			// Offline usage has no quota management.
 			if in.Request && req.Op != chf.OpRelease && in.Reported&chf.TriggerFinal == 0 && !in.Offline {

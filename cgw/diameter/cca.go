@@ -22,10 +22,28 @@ func resultCode(r chf.Result) uint32 {
 		return wire.ResultUnknownSessionID
 	case chf.ResultStaleSequence, chf.ResultSequenceReused, chf.ResultReplayMismatch:
 		return wire.ResultInvalidAVPValue // Failed-AVP: CC-Request-Number
+	case chf.ResultOverflow:
+		return wire.ResultInvalidAVPValue // Failed-AVP: see overflowAVP
 	case chf.ResultOverloaded:
 		return wire.ResultTooBusy
 	}
 	return wire.ResultUnableToComply // ResultInvalid and anything unknown
+}
+
+// overflowAVP is the Failed-AVP of a ResultOverflow answer: the
+// Used-Service-Unit (an event without one: the Requested-Service-Unit) of
+// the first MSCC whose units the core could not rate or add to the
+// account without overflow (lines answer c.lines in order), else nil.
+func (c *ccr) overflowAVP(lines []chf.GrantLine) []byte {
+	for i := range lines {
+		if lines[i].Result == chf.ResultOverflow && i < len(c.lines) {
+			if m := &c.lines[i]; m.usedRaw != nil {
+				return m.usedRaw
+			}
+			return c.lines[i].rsuRaw
+		}
+	}
+	return nil
 }
 
 // isProtocolError reports whether a Result-Code is a 3xxx protocol error,

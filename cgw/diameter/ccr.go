@@ -6,6 +6,7 @@ import (
 
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/chf/checked"
 )
 
 // maxSessionKey is the longest Session-Id passed to the core verbatim;
@@ -19,6 +20,8 @@ type mscc struct {
 	requested   bool // Requested-Service-Unit present (possibly empty)
 	rsu         chf.Units
 	used        chf.Units
+	usedRaw     []byte       // the last Used-Service-Unit AVP (Failed-AVP of an overflow)
+	rsuRaw      []byte       // the Requested-Service-Unit AVP (idem, for an event)
 	reported    chf.Triggers // Reporting-Reason values, as triggers
 }
 
@@ -233,8 +236,12 @@ func (c *ccr) decodeMSCC(g *wire.AVP) {
 		case wire.CodeRatingGroup:
 			m.ratingGroup, m.hasRG = c.u32(&a)
 		case wire.CodeRequestedServiceUnit:
-			m.requested = true
-			c.decodeUnits(&a, &m.rsu)
+			m.requested, m.rsuRaw = true, a.Raw
+			if hasTotal := c.decodeUnits(&a, &m.rsu); c.result == 0 {
+				if _, ok := m.rsu.Volume(hasTotal); !ok {
+					c.fail(wire.ResultInvalidAVPValue, a.Raw)
+				}
+			}
 		case wire.CodeUsedServiceUnit:
 			// Several are summed, each counted as reported: its
 			// CC-Total-Octets when present, else input + output.
@@ -247,11 +254,9 @@ func (c *ccr) decodeMSCC(g *wire.AVP) {
 					c.reason(&r, &m)
 				}
 			}
-			vol := u.UplinkVolume + u.DownlinkVolume
-			if hasTotal {
-				vol = u.TotalVolume
-			}
-			if !m.used.Add(u, vol) || (!hasTotal && vol < u.UplinkVolume) {
+			m.usedRaw = a.Raw
+			vol, ok := u.Volume(hasTotal)
+			if !ok || !m.used.Add(u, vol) {
 				c.fail(wire.ResultInvalidAVPValue, a.Raw)
 			}
 		}
@@ -300,8 +305,10 @@ func (c *ccr) reason(a *wire.AVP, m *mscc) {
 	}
 }
 
-// decodeUnits adds the units of a *-Service-Unit AVP to u; it reports
-// whether CC-Total-Octets was present.
+// decodeUnits adds the units of a *-Service-Unit AVP to u (a unit AVP
+// repeated inside it is summed); it reports whether CC-Total-Octets was
+// present. A sum that overflows fails the request with 5004, the AVP that
+// overflowed as Failed-AVP.
 func (c *ccr) decodeUnits(g *wire.AVP, u *chf.Units) (hasTotal bool) {
 	it := wire.NewIter(g.Data)
 	var a wire.AVP
@@ -309,27 +316,28 @@ func (c *ccr) decodeUnits(g *wire.AVP, u *chf.Units) (hasTotal bool) {
 		if a.Vendor != 0 {
 			continue
 		}
+		var sum *uint64
 		switch a.Code {
 		case wire.CodeCCTime:
 			if v, ok := c.u32(&a); ok {
-				u.Time += v
+				if u.Time, ok = checked.AddU32(u.Time, v); !ok {
+					c.fail(wire.ResultInvalidAVPValue, a.Raw)
+				}
 			}
 		case wire.CodeCCTotalOctets:
-			if v, ok := c.u64(&a); ok {
-				u.TotalVolume += v
-				hasTotal = true
-			}
+			sum, hasTotal = &u.TotalVolume, true
 		case wire.CodeCCInputOctets:
-			if v, ok := c.u64(&a); ok {
-				u.UplinkVolume += v
-			}
+			sum = &u.UplinkVolume
 		case wire.CodeCCOutputOctets:
-			if v, ok := c.u64(&a); ok {
-				u.DownlinkVolume += v
-			}
+			sum = &u.DownlinkVolume
 		case wire.CodeCCServiceSpecificUnits:
+			sum = &u.ServiceSpecific
+		}
+		if sum != nil {
 			if v, ok := c.u64(&a); ok {
-				u.ServiceSpecific += v
+				if *sum, ok = checked.AddU64(*sum, v); !ok {
+					c.fail(wire.ResultInvalidAVPValue, a.Raw)
+				}
 			}
 		}
 	}

@@ -571,6 +571,8 @@ func (s *Server) answerCCR(msg []byte, st *ccrState) []byte {
 	case chf.ResultStaleSequence, chf.ResultSequenceReused, chf.ResultReplayMismatch:
 		c.failed = wire.AppendUint32(c.failed[:0], wire.CodeCCRequestNumber, wire.AVPMandatory, 0, c.reqNumber)
 		a.failed = c.failed
+	case chf.ResultOverflow:
+		a.failed = c.overflowAVP(resp.Lines)
 	}
 	return st.answer(s, &a)
 }

@@ -93,6 +93,9 @@ type Service struct {
 	Requested chf.Units
 	// Used is reported in a Used-Service-Unit when not zero.
 	Used chf.Units
+	// UsedAVPs are raw AVPs appended inside that Used-Service-Unit after
+	// Used's (a peer repeating a unit AVP, as tests of the CGW send).
+	UsedAVPs []byte
 	// Reason, when HasReason, is sent as the MSCC's Reporting-Reason
 	// (wire.ReasonThreshold, ReasonFinal, ...).
 	Reason    uint32
@@ -458,10 +461,11 @@ func AppendCCR(dst, ident []byte, serviceContext string, req *Request, hbh, e2e 
 			dst = wire.AppendUnits(dst, &s.Requested)
 			dst = wire.EndGroup(dst, g)
 		}
-		if !s.Used.IsZero() {
+		if !s.Used.IsZero() || len(s.UsedAVPs) > 0 {
 			var g int
 			dst, g = wire.BeginGroup(dst, wire.CodeUsedServiceUnit, wire.AVPMandatory, 0)
 			dst = wire.AppendUnits(dst, &s.Used)
+			dst = append(dst, s.UsedAVPs...)
 			dst = wire.EndGroup(dst, g)
 		}
 		dst = wire.AppendUint32(dst, wire.CodeRatingGroup, wire.AVPMandatory, 0, s.RatingGroup)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chf-testbed/testbed/chf/checked"
 )
 
 // Accounts gives shares of the subscriber range provisioned other than
@@ -65,11 +67,12 @@ func ParseBucket(s string) (Bucket, error) {
 	if len(parts) == 3 {
 		v := parts[2]
 		if d, ok := strings.CutSuffix(v, "d"); ok {
-			n, err := strconv.Atoi(d)
-			if err != nil || n <= 0 {
-				return Bucket{}, fmt.Errorf("bucket %q: validity %q: want a duration or N days", s, v)
+			n, err := strconv.ParseInt(d, 10, 64)
+			days, ok := checked.MulI64(n, int64(24*time.Hour))
+			if err != nil || n <= 0 || !ok {
+				return Bucket{}, fmt.Errorf("bucket %q: validity %q: want a duration or N days (at most 106751)", s, v)
 			}
-			b.Validity = time.Duration(n) * 24 * time.Hour
+			b.Validity = time.Duration(days)
 		} else if b.Validity, err = time.ParseDuration(v); err != nil || b.Validity < time.Second {
 			return Bucket{}, fmt.Errorf("bucket %q: validity %q: want a duration of at least 1s or N days", s, v)
 		}
