@@ -129,3 +129,29 @@ func TestUsageNeverDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultTariffCapsGrants: a create asking for more than a rating
+// group's maxGrant is granted (and reserves) the cap, not the balance;
+// an IEC asking for more messages is charged the cap; a PEC naming more
+// was delivered and is charged whole.
+func TestDefaultTariffCapsGrants(t *testing.T) {
+	e := newEnv(t, abm.Config{})
+	e.provision(supi, 1_000_000)
+	r := e.charge(chf.ChargeRequest{Op: chf.OpCreate, SUPI: supi, Session: "s", Lines: []chf.UsageLine{
+		{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 1 << 50}},
+		{RatingGroup: 20, Request: true, Requested: chf.Units{Time: 1 << 30}},
+	}})
+	want(t, "create", r, chf.ResultSuccess, 0, 1_000_000, 100+3600)
+	wantLine(t, "create data", r, 0, chf.ResultSuccess, chf.Units{TotalVolume: 100_000_000}, false)
+	wantLine(t, "create voice", r, 1, chf.ResultSuccess, chf.Units{Time: 3600}, false)
+	r = e.charge(chf.ChargeRequest{Op: chf.OpUpdate, SUPI: supi, Session: "s", Seq: 1, Lines: []chf.UsageLine{
+		{RatingGroup: 10, Request: true, Requested: chf.Units{TotalVolume: 100_000_001}}}})
+	want(t, "update", r, chf.ResultSuccess, 0, 1_000_000, 3600+100)
+	wantLine(t, "update data", r, 0, chf.ResultSuccess, chf.Units{TotalVolume: 100_000_000}, false)
+	r = e.charge(chf.ChargeRequest{Op: chf.OpEvent, SUPI: supi, Event: chf.EventIEC, Lines: []chf.UsageLine{sms(0, 1000)}})
+	want(t, "iec", r, chf.ResultSuccess, 50, 1_000_000-50, 3700)
+	wantLine(t, "iec", r, 0, chf.ResultSuccess, chf.Units{ServiceSpecific: 10}, false)
+	r = e.charge(chf.ChargeRequest{Op: chf.OpEvent, SUPI: supi, Event: chf.EventPEC, Lines: []chf.UsageLine{sms(0, 1000)}})
+	want(t, "pec", r, chf.ResultSuccess, 5000, 1_000_000-5050, 3700)
+	wantLine(t, "pec", r, 0, chf.ResultSuccess, chf.Units{ServiceSpecific: 1000}, false)
+}

@@ -240,14 +240,19 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 		case chf.OpEvent:
 			// One-time event: charge the used units, else the requested
 			// ones, else the default grant (one message), at once: after
-			// delivery (PEC) or before it (IEC), see chf.EventType.
+			// delivery (PEC) or before it (IEC), see chf.EventType. The
+			// cap (maxGrant) applies to what an IEC requests; what a PEC
+			// names was delivered and is charged whole.
+			out.AfterDelivery = req.Event.AfterDelivery(in)
 			n := in.Used.Amount(svc)
 			if n == 0 {
-				n = r.Grant(in.Requested.Amount(svc))
+				n = in.Requested.Amount(svc)
+				if !out.AfterDelivery || n == 0 {
+					n = r.Grant(n)
+				}
 			}
 			out.UsedUnits, out.UsedCost = n, r.Cost(n)
 			out.ValidityTime, out.QuotaHoldingTime = 0, 0
-			out.AfterDelivery = req.Event.AfterDelivery(in)
 		default:
 			out.UsedUnits = in.Used.Amount(svc)
 			out.UsedCost = r.Cost(out.UsedUnits)
