@@ -155,8 +155,11 @@ func (a *account) usedCost(l *chf.RatedLine) int64 {
 }
 
 // findRecent returns the index of the remembered create or event with
-// req's operation and identity (its Key, or for a retransmission its Loose
-// key with the same content), or -1.
+// req's operation and exact identity (its Key, which hashes the
+// timestamp too), or -1. The caller compares the content digest: the
+// same identity with other content is refused, never answered. A
+// retransmission flag changes nothing: only the exact identity of the
+// original request is matched.
 func (a *account) findRecent(req *chf.ApplyRequest) int {
 	if req.Key == 0 {
 		return -1
@@ -168,20 +171,7 @@ func (a *account) findRecent(req *chf.ApplyRequest) int {
 			return i
 		}
 	}
-	if !req.Retransmission {
-		return -1
-	}
-	// A retransmission may carry a new timestamp: the same consumer,
-	// subscriber and sequence number with the same operation and content;
-	// of several such (a client numbering every create 0), the latest.
-	best := -1
-	for i := range a.recent {
-		r := &a.recent[i]
-		if r.loose == req.Loose && r.op == req.Op && r.digest == req.Digest {
-			best = i // entries are in the order remembered
-		}
-	}
-	return best
+	return -1
 }
 
 // remember keeps the answer to a create or event by its identity, after
@@ -200,7 +190,7 @@ func (a *account) remember(req *chf.ApplyRequest, session []byte, resp *chf.Char
 		a.recent = a.recent[:len(a.recent)-1]
 	}
 	r := a.newRecent()
-	r.key, r.loose, r.digest, r.op = req.Key, req.Loose, req.Digest, req.Op
+	r.key, r.digest, r.op = req.Key, req.Digest, req.Op
 	r.expires = now + lim.closedTTL
 	r.session = append(r.session, session...)
 	r.result, r.charged = resp.Result, resp.Charged
@@ -532,9 +522,11 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 			resp.Result, resp.Detail = chf.ResultInvalid, "session already exists"
 			return write
 		}
-		if a.barred {
+		if a.barred && !reportsOnly(req) {
 			// After the replays above: a create or event answered before
-			// the abort still gets its answer.
+			// the abort still gets its answer. An event that only reports
+			// delivered usage (PEC, offline) is charged: the service was
+			// given before the CHF could refuse it.
 			resp.Result, resp.Detail = chf.ResultEndUserServiceDenied, "account barred by the operator (abort): unbar it first"
 			return write
 		}
@@ -590,14 +582,43 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 	return true
 }
 
+// reportsOnly reports whether req is an event whose every line reports
+// delivered usage (charged after delivery, or offline): nothing in it
+// can be refused before delivery.
+func reportsOnly(req *chf.ApplyRequest) bool {
+	if req.Op != chf.OpEvent {
+		return false
+	}
+	for i := range req.Lines {
+		if l := &req.Lines[i]; !l.AfterDelivery && !l.Offline {
+			return false
+		}
+	}
+	return true
+}
+
+// holdsRG reports whether s holds a reservation (an online grant) for
+// rating group rg.
+func (s *session) holdsRG(rg uint32) bool {
+	for i := range s.res {
+		if s.res[i].rg == rg {
+			return true
+		}
+	}
+	return false
+}
+
 // applySession debits the usage and reserves the grants of a create,
-// update or release.
+// update or release. A line reported for offline charging on a rating
+// group the session holds an online grant for is charged by the grant's
+// method: debited as online usage (overage beyond the balance) and
+// granted again if it asks; without a grant it is offline usage.
 func (a *account) applySession(req *chf.ApplyRequest, s *session, now int64, lim *limits, resp *chf.ChargeResponse) {
 	requested, denied := 0, 0
 	for i := range req.Lines {
 		l := &req.Lines[i]
 		g := chf.GrantLine{RatingGroup: l.RatingGroup, Result: l.Result, ValidityTime: l.ValidityTime, QuotaHoldingTime: l.QuotaHoldingTime}
-		if l.Result == chf.ResultSuccess && l.Offline {
+		if l.Result == chf.ResultSuccess && l.Offline && !s.holdsRG(l.RatingGroup) {
 			// Offline charging: rated and recorded, never debited, no
 			// quota.
 			a.offline = satAdd(a.offline, l.UsedCost)
@@ -623,8 +644,10 @@ func (a *account) applySession(req *chf.ApplyRequest, s *session, now int64, lim
 	}
 }
 
-// applyEvent debits one-time events: each line is charged in full or
-// refused with QUOTA_LIMIT_REACHED.
+// applyEvent debits one-time events. A line charged before delivery
+// (IEC) is charged in full or refused with QUOTA_LIMIT_REACHED, nothing
+// taken; a line charged after delivery (PEC) is debited as far as the
+// balance goes and the rest recorded as overage, never refused.
 func (a *account) applyEvent(req *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	charged, denied := 0, 0
 	for i := range req.Lines {
@@ -633,6 +656,10 @@ func (a *account) applyEvent(req *chf.ApplyRequest, resp *chf.ChargeResponse) {
 		if l.Result == chf.ResultSuccess && l.Offline {
 			a.offline = satAdd(a.offline, l.UsedCost)
 			resp.Offline = satAdd(resp.Offline, l.UsedCost)
+			g.Granted = chf.UnitsOf(l.Service, l.UsedUnits)
+			charged++
+		} else if l.Result == chf.ResultSuccess && l.AfterDelivery {
+			resp.Charged += a.debit(a.usedCost(l))
 			g.Granted = chf.UnitsOf(l.Service, l.UsedUnits)
 			charged++
 		} else if l.Result == chf.ResultSuccess {

@@ -228,7 +228,7 @@ func TestCacheKeepsEachAccountsKey(t *testing.T) {
 	for round := range 2 {
 		reqs = reqs[:0]
 		for i, s := range supis {
-			reqs = append(reqs, &chf.ApplyRequest{Op: chf.OpEvent, SUPI: s, Key: uint64(100*round + i + 1), Loose: uint64(100*round + i + 1), Lines: []chf.RatedLine{smsLine(5)}})
+			reqs = append(reqs, &chf.ApplyRequest{Op: chf.OpEvent, SUPI: s, Key: uint64(100*round + i + 1), Lines: []chf.RatedLine{smsLine(5)}})
 		}
 		resps := make([]*chf.ChargeResponse, len(reqs))
 		for i := range resps {
@@ -243,7 +243,7 @@ func TestCacheKeepsEachAccountsKey(t *testing.T) {
 		}
 	}
 	var one chf.ChargeResponse
-	if err := svc.Apply(ctx, &chf.ApplyRequest{Op: chf.OpEvent, SUPI: supis[0], Key: 999, Loose: 999, Lines: []chf.RatedLine{smsLine(5)}}, &one); err != nil || one.Result != chf.ResultSuccess {
+	if err := svc.Apply(ctx, &chf.ApplyRequest{Op: chf.OpEvent, SUPI: supis[0], Key: 999, Lines: []chf.RatedLine{smsLine(5)}}, &one); err != nil || one.Result != chf.ResultSuccess {
 		t.Fatal(err, one.Result)
 	}
 	for _, s := range supis {

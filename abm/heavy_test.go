@@ -72,7 +72,7 @@ func (sc *sessionScript) step() chf.ApplyRequest {
 		sc.next++
 		id := fmt.Sprintf("%016x", uint64(sc.next)*0x9e3779b97f4a7c15)
 		sc.ids = append(sc.ids, id)
-		req := chf.ApplyRequest{Op: chf.OpCreate, Session: id, Key: uint64(sc.next), Loose: uint64(sc.next), Digest: digest, Epoch: epoch, Lines: []chf.RatedLine{sc.line()}}
+		req := chf.ApplyRequest{Op: chf.OpCreate, Session: id, Key: uint64(sc.next), Digest: digest, Epoch: epoch, Lines: []chf.RatedLine{sc.line()}}
 		if r.IntN(3) == 0 {
 			req.Notify = []byte("http://smf.example/notify/" + id)
 		}

@@ -16,8 +16,9 @@ var ErrCorruptRecord = errors.New("abm: corrupt account session blob")
 // blobVersion is the first byte of every session blob written; older
 // blobs are read (version 1: no overage, operations, digests or recent
 // identities; before 4: no charge of the last answers, replayed as 0;
-// before 5: no account flags, so not barred).
-const blobVersion = 5
+// before 5: no account flags, so not barred; before 6: a second, looser
+// key per recent identity, skipped).
+const blobVersion = 6
 
 // Bin names of an account record (Aerospike limits them to 15 bytes).
 const (
@@ -98,16 +99,16 @@ type session struct {
 func (s *session) touch() { s.encOK = false }
 
 // recent is the remembered answer to a create or event, found again by
-// the request's identity (chf.ApplyRequest Key, or Loose for a
-// retransmission) until it expires.
+// the request's exact identity (chf.ApplyRequest Key, operation and
+// Digest) until it expires.
 type recent struct {
-	key, loose, digest uint64
-	expires            int64 // unix seconds
-	op                 chf.Op
-	session            []byte // the session a create opened
-	result             chf.Result
-	lines              []chf.GrantLine
-	charged            int64 // what the answer debited, reported again by its replays
+	key, digest uint64
+	expires     int64 // unix seconds
+	op          chf.Op
+	session     []byte // the session a create opened
+	result      chf.Result
+	lines       []chf.GrantLine
+	charged     int64 // what the answer debited, reported again by its replays
 }
 
 // account is an account record decoded for one read-modify-write. Its
@@ -190,7 +191,7 @@ func (a *account) removeSession(i int) {
 
 // Session blob layout (all integers varints as encoding/binary writes them):
 //
-//	version byte (5)
+//	version byte (6)
 //	varint overage (minor units)
 //	(version 3) varint credit limit, varint offline total, varint credited,
 //	  uvarint bucket count, then per bucket: byte service, uvarint units
@@ -214,7 +215,8 @@ func (a *account) removeSession(i int) {
 //	      downlink, service-specific units present), the present units as
 //	      uvarints, uvarint validity time, uvarint quota holding time
 //	(version 2) uvarint recent identity count, then per identity:
-//	  uvarint key, uvarint loose key, uvarint digest, varint expiry,
+//	  uvarint key, (versions 2 to 5) uvarint looser key (ignored),
+//	  uvarint digest, varint expiry,
 //	  byte operation, uvarint session length, session bytes, byte result,
 //	  the answer lines (as above), (version 4) varint what it charged
 //
@@ -262,7 +264,6 @@ func (a *account) appendSessions(dst []byte) []byte {
 	for i := range a.recent {
 		r := &a.recent[i]
 		dst = binary.AppendUvarint(dst, r.key)
-		dst = binary.AppendUvarint(dst, r.loose)
 		dst = binary.AppendUvarint(dst, r.digest)
 		dst = binary.AppendVarint(dst, r.expires)
 		dst = append(dst, byte(r.op))
@@ -275,7 +276,7 @@ func (a *account) appendSessions(dst []byte) []byte {
 	return dst
 }
 
-// appendSession encodes one session of a version 5 blob.
+// appendSession encodes one session of a version 5 or 6 blob (alike).
 func appendSession(dst []byte, s *session) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s.id)))
 	dst = append(dst, s.id...)
@@ -523,8 +524,9 @@ func (a *account) decodeSessions(blob []byte) error {
 		if v >= 4 {
 			s.charged = r.varint()
 		}
-		if v == blobVersion && r.err == nil {
-			// The bytes just read are the session's encoding.
+		if v >= 5 && r.err == nil {
+			// The bytes just read are the session's encoding (the same
+			// in versions 5 and 6).
 			s.enc, s.encOK = append(s.enc[:0], rest[:len(rest)-len(r.b)]...), true
 		}
 	}
@@ -532,7 +534,11 @@ func (a *account) decodeSessions(blob []byte) error {
 		n = r.count(7)
 		for i := 0; i < n && r.err == nil; i++ {
 			e := a.newRecent()
-			e.key, e.loose, e.digest = r.uvarint(), r.uvarint(), r.uvarint()
+			e.key = r.uvarint()
+			if v < 6 {
+				r.uvarint() // the looser key, no longer matched
+			}
+			e.digest = r.uvarint()
 			e.expires = r.varint()
 			e.op = chf.Op(r.byte())
 			e.session = append(e.session, r.bytes(r.uvarint())...)

@@ -3,6 +3,7 @@ package abm
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -25,13 +26,49 @@ func sampleAccount() *account {
 	a.reserved = 310
 	a.overage = 12345
 	r := a.newRecent()
-	r.key, r.loose, r.digest, r.expires, r.op = 1<<63+5, 77, 99, 1_800_000_600, chf.OpCreate
+	r.key, r.digest, r.expires, r.op = 1<<63+5, 99, 1_800_000_600, chf.OpCreate
 	r.session = append(r.session, "0123456789abcdef"...)
 	r.lines = append(r.lines, chf.GrantLine{RatingGroup: 10, Granted: chf.Units{TotalVolume: 10_000_000}, ValidityTime: 1800})
 	r.charged = 3
 	e := a.newRecent()
 	e.key, e.op, e.result = 3, chf.OpEvent, chf.ResultQuotaLimitReached
 	return a
+}
+
+// TestSessionBlobVersion5 reads a version 5 blob, whose recent
+// identities carry a second, looser key: skipped, the rest kept.
+func TestSessionBlobVersion5(t *testing.T) {
+	b := []byte{5}
+	b = binary.AppendVarint(b, 7)  // overage
+	b = binary.AppendVarint(b, 0)  // credit limit
+	b = binary.AppendVarint(b, 0)  // offline total
+	b = binary.AppendVarint(b, 0)  // credited
+	b = binary.AppendUvarint(b, 0) // buckets
+	b = append(b, 0)               // account flags
+	b = binary.AppendUvarint(b, 0) // sessions
+	b = binary.AppendUvarint(b, 1) // recent identities
+	b = binary.AppendUvarint(b, 41)
+	b = binary.AppendUvarint(b, 42) // the looser key
+	b = binary.AppendUvarint(b, 43)
+	b = binary.AppendVarint(b, 1_800_000_600)
+	b = append(b, byte(chf.OpEvent))
+	b = binary.AppendUvarint(b, 0) // session
+	b = append(b, byte(chf.ResultSuccess))
+	b = binary.AppendUvarint(b, 0) // lines
+	b = binary.AppendVarint(b, 5)  // charged
+	var a account
+	if err := a.decodeSessions(b); err != nil {
+		t.Fatal(err)
+	}
+	if a.overage != 7 || len(a.recent) != 1 {
+		t.Fatalf("decoded overage %d, %d recent", a.overage, len(a.recent))
+	}
+	if r := a.recent[0]; r.key != 41 || r.digest != 43 || r.op != chf.OpEvent || r.charged != 5 || r.expires != 1_800_000_600 {
+		t.Fatalf("recent %+v", r)
+	}
+	if v := a.appendSessions(nil)[0]; v != blobVersion {
+		t.Fatalf("re-encoded as version %d, want %d", v, blobVersion)
+	}
 }
 
 func TestSessionBlobRoundTrip(t *testing.T) {
@@ -57,7 +94,7 @@ func TestSessionBlobRoundTrip(t *testing.T) {
 	if s.op != chf.OpUpdate || s.digest != 0xfeedface12345678 || b.overage != 12345 || len(b.recent) != 2 {
 		t.Fatalf("decoded op %d digest %x overage %d recent %d", s.op, s.digest, b.overage, len(b.recent))
 	}
-	if r := b.recent[0]; r.key != 1<<63+5 || r.loose != 77 || r.digest != 99 || string(r.session) != "0123456789abcdef" || len(r.lines) != 1 || r.lines[0].ValidityTime != 1800 || r.charged != 3 {
+	if r := b.recent[0]; r.key != 1<<63+5 || r.digest != 99 || string(r.session) != "0123456789abcdef" || len(r.lines) != 1 || r.lines[0].ValidityTime != 1800 || r.charged != 3 {
 		t.Fatalf("recent %+v", r)
 	}
 	if s.charged != 42 || b.sessions[1].charged != 0 {
@@ -199,7 +236,7 @@ func BenchmarkApplyBatchAslite(b *testing.B) {
 	for b.Loop() {
 		for _, r := range reqs {
 			key++
-			r.Key, r.Loose = key, key
+			r.Key = key
 		}
 		svc.ApplyBatch(ctx, reqs, resps, errs)
 		for i := range errs {
@@ -242,7 +279,7 @@ func TestRecentIdentityWindow(t *testing.T) {
 	lim := limits{sessionIdle: 3600, closedTTL: 600, defaultHold: 3600, maxSessions: 16, maxClosed: 16, maxRecent: MaxRecent}
 	a := &account{balance: 1000, currency: "EUR"}
 	ev := func(key uint64, digest uint64) *chf.ApplyRequest {
-		return &chf.ApplyRequest{Op: chf.OpEvent, SUPI: "imsi-1", Key: key, Loose: key + 1, Digest: digest,
+		return &chf.ApplyRequest{Op: chf.OpEvent, SUPI: "imsi-1", Key: key, Digest: digest,
 			Lines: []chf.RatedLine{{RatingGroup: 30, Service: chf.ServiceSMS, UsedUnits: 1, UsedCost: 5, Price: 5, UnitSize: 1}}}
 	}
 	var resp chf.ChargeResponse
@@ -267,10 +304,11 @@ func TestRecentIdentityWindow(t *testing.T) {
 	if charge(ev(1, 8)); resp.Result != chf.ResultReplayMismatch {
 		t.Fatalf("repeat with other content: result %d", resp.Result)
 	}
-	flagged := ev(100, 7)
-	flagged.Loose, flagged.Retransmission = 2, true // key 1's loose key
-	if c := charge(flagged); c != 0 || !resp.Replayed {
-		t.Fatalf("flagged retransmission with a new timestamp debited %d replayed %v", c, resp.Replayed)
+	// A retransmission with a new timestamp has another identity (Key):
+	// only the exact identity is answered from the record, so it is a
+	// new event, charged.
+	if c := charge(ev(100, 7)); c != 5 || resp.Replayed {
+		t.Fatalf("same content under another identity debited %d replayed %v, want a new charge of 5", c, resp.Replayed)
 	}
 	for k := uint64(2); k <= MaxRecent+1; k++ {
 		charge(ev(k*10, 7))

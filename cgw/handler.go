@@ -558,13 +558,20 @@ func (h *Handler) create(ctx context.Context, x *Exchange, body []byte) {
 	// The request's identity: a repeat (a retransmission, or a client
 	// retrying after a timeout) is answered from the account record with
 	// the first answer and Location, and charges once.
-	x.req.Key, x.req.Loose, x.req.Retransmission = x.nreq.Key, x.nreq.Loose, x.nreq.Retransmission
+	x.req.Key = x.nreq.Key
 	x.req.Op = chf.OpCreate
 	x.req.Session = ""
+	x.req.Event = chf.EventUnspecified
 	if x.nreq.OneTimeEvent {
 		// An event opens no session: its identity alone deduplicates it.
 		x.req.Op = chf.OpEvent
 		x.op = opEvent
+		switch x.nreq.OneTimeEventType {
+		case "IEC":
+			x.req.Event = chf.EventIEC
+		case "PEC":
+			x.req.Event = chf.EventPEC
+		}
 	} else {
 		sess := chf.AppendSessionID(x.sess[:0], h.newSession())
 		x.req.Session = string(sess)
@@ -599,7 +606,7 @@ func (h *Handler) session(ctx context.Context, x *Exchange, op chf.Op, ref []byt
 		return
 	}
 	h.fillLines(x)
-	x.req.Key, x.req.Loose, x.req.Retransmission = 0, 0, x.nreq.Retransmission
+	x.req.Key, x.req.Event = 0, chf.EventUnspecified
 	x.req.Op = op
 	x.req.SUPI = supi // allocated by string(ref) above; owned by this request
 	x.req.Session = sess

@@ -452,6 +452,24 @@ func notSent(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
+// AllowRetry reports whether a request that failed with a retryable
+// status inside a batch reply (a per-item 502, 503 or 504, see
+// chassis/rpc) may be sent again after attempts attempts: the bounds a
+// call's own retries keep (RetryConfig.MaxAttempts and the retry
+// budget, of which it takes a token). The caller checks its deadline
+// and that the request is safe to repeat. Safe for concurrent use.
+func (c *Client) AllowRetry(attempts int) bool {
+	if attempts >= c.cfg.Retry.MaxAttempts {
+		return false
+	}
+	if !c.budget.withdraw() {
+		c.retriesDenied.Add(1)
+		return false
+	}
+	getInstruments().retries.Add(context.Background(), 1, c.peerOpt...)
+	return true
+}
+
 func (c *Client) waitReady(ctx context.Context, deadline time.Time) error {
 	select {
 	case <-c.ready:

@@ -36,8 +36,16 @@ type RatedLine struct {
 	// when ValidityTime is zero).
 	ValidityTime     uint32 `msg:"vt"`
 	QuotaHoldingTime uint32 `msg:"qht"`
-	// Offline: the usage is offline charging (see UsageLine.Offline).
+	// Offline: the usage is reported for offline charging (see
+	// UsageLine.Offline). The ABM charges it by the method of the
+	// session's grant when the rating group holds one (online: debited),
+	// else records it as offline usage.
 	Offline bool `msg:"of"`
+	// AfterDelivery marks a one-time event line charged after delivery
+	// (PEC, see EventType): debited as far as the balance goes, the rest
+	// recorded as overage. Without it an event line is charged before
+	// delivery (IEC): in full or refused.
+	AfterDelivery bool `msg:"ad"`
 }
 
 // ApplyRequest is one charging event the OCP hands the ABM: a ChargeRequest
@@ -49,13 +57,11 @@ type ApplyRequest struct {
 	Session string      `msg:"sn"`
 	Seq     uint32      `msg:"q"`
 	Lines   []RatedLine `msg:"l"`
-	// Key, Loose and Retransmission are the ChargeRequest's; Digest is its
-	// ChargeRequest.Digest. The ABM answers a repeated request from the
-	// record when they match (see abm/README.md, Retransmissions).
-	Key            uint64 `msg:"k"`
-	Loose          uint64 `msg:"lk"`
-	Retransmission bool   `msg:"rt"`
-	Digest         uint64 `msg:"dg"`
+	// Key is the ChargeRequest's; Digest is its ChargeRequest.Digest. The
+	// ABM answers a repeated request from the record when both match
+	// with the operation (see abm/README.md, Retransmissions).
+	Key    uint64 `msg:"k"`
+	Digest uint64 `msg:"dg"`
 	// TopUp is what an OpTopUp credits.
 	TopUp TopUp `msg:"tu"`
 	// Notify is the create's notifyUri (ChargeRequest.Notify).

@@ -73,18 +73,6 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Key")
 				return
 			}
-		case "lk":
-			z.Loose, err = dc.ReadUint64()
-			if err != nil {
-				err = msgp.WrapError(err, "Loose")
-				return
-			}
-		case "rt":
-			z.Retransmission, err = dc.ReadBool()
-			if err != nil {
-				err = msgp.WrapError(err, "Retransmission")
-				return
-			}
 		case "dg":
 			z.Digest, err = dc.ReadUint64()
 			if err != nil {
@@ -122,9 +110,9 @@ func (z *ApplyRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 12
+	// map header, size 10
 	// write "op"
-	err = en.Append(0x8c, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x8a, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -190,26 +178,6 @@ func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Key")
 		return
 	}
-	// write "lk"
-	err = en.Append(0xa2, 0x6c, 0x6b)
-	if err != nil {
-		return
-	}
-	err = en.WriteUint64(z.Loose)
-	if err != nil {
-		err = msgp.WrapError(err, "Loose")
-		return
-	}
-	// write "rt"
-	err = en.Append(0xa2, 0x72, 0x74)
-	if err != nil {
-		return
-	}
-	err = en.WriteBool(z.Retransmission)
-	if err != nil {
-		err = msgp.WrapError(err, "Retransmission")
-		return
-	}
 	// write "dg"
 	err = en.Append(0xa2, 0x64, 0x67)
 	if err != nil {
@@ -256,9 +224,9 @@ func (z *ApplyRequest) EncodeMsg(en *msgp.Writer) (err error) {
 // MarshalMsg implements msgp.Marshaler
 func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 12
+	// map header, size 10
 	// string "op"
-	o = append(o, 0x8c, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x8a, 0xa2, 0x6f, 0x70)
 	o, err = z.Op.MarshalMsg(o)
 	if err != nil {
 		err = msgp.WrapError(err, "Op")
@@ -286,12 +254,6 @@ func (z *ApplyRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "k"
 	o = append(o, 0xa1, 0x6b)
 	o = msgp.AppendUint64(o, z.Key)
-	// string "lk"
-	o = append(o, 0xa2, 0x6c, 0x6b)
-	o = msgp.AppendUint64(o, z.Loose)
-	// string "rt"
-	o = append(o, 0xa2, 0x72, 0x74)
-	o = msgp.AppendBool(o, z.Retransmission)
 	// string "dg"
 	o = append(o, 0xa2, 0x64, 0x67)
 	o = msgp.AppendUint64(o, z.Digest)
@@ -378,18 +340,6 @@ func (z *ApplyRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Key")
 				return
 			}
-		case "lk":
-			z.Loose, bts, err = msgp.ReadUint64Bytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Loose")
-				return
-			}
-		case "rt":
-			z.Retransmission, bts, err = msgp.ReadBoolBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Retransmission")
-				return
-			}
 		case "dg":
 			z.Digest, bts, err = msgp.ReadUint64Bytes(bts)
 			if err != nil {
@@ -432,7 +382,7 @@ func (z *ApplyRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 3 + z.TopUp.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify) + 3 + msgp.Uint32Size
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + z.TopUp.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify) + 3 + msgp.Uint32Size
 	return
 }
 
@@ -526,6 +476,12 @@ func (z *RatedLine) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Offline")
 				return
 			}
+		case "ad":
+			z.AfterDelivery, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "AfterDelivery")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -539,9 +495,9 @@ func (z *RatedLine) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *RatedLine) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 12
+	// map header, size 13
 	// write "rg"
-	err = en.Append(0x8c, 0xa2, 0x72, 0x67)
+	err = en.Append(0x8d, 0xa2, 0x72, 0x67)
 	if err != nil {
 		return
 	}
@@ -660,15 +616,25 @@ func (z *RatedLine) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Offline")
 		return
 	}
+	// write "ad"
+	err = en.Append(0xa2, 0x61, 0x64)
+	if err != nil {
+		return
+	}
+	err = en.WriteBool(z.AfterDelivery)
+	if err != nil {
+		err = msgp.WrapError(err, "AfterDelivery")
+		return
+	}
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
 func (z *RatedLine) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 12
+	// map header, size 13
 	// string "rg"
-	o = append(o, 0x8c, 0xa2, 0x72, 0x67)
+	o = append(o, 0x8d, 0xa2, 0x72, 0x67)
 	o = msgp.AppendUint32(o, z.RatingGroup)
 	// string "sv"
 	o = append(o, 0xa2, 0x73, 0x76)
@@ -711,6 +677,9 @@ func (z *RatedLine) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "of"
 	o = append(o, 0xa2, 0x6f, 0x66)
 	o = msgp.AppendBool(o, z.Offline)
+	// string "ad"
+	o = append(o, 0xa2, 0x61, 0x64)
+	o = msgp.AppendBool(o, z.AfterDelivery)
 	return
 }
 
@@ -804,6 +773,12 @@ func (z *RatedLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Offline")
 				return
 			}
+		case "ad":
+			z.AfterDelivery, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "AfterDelivery")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -818,6 +793,6 @@ func (z *RatedLine) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *RatedLine) Msgsize() (s int) {
-	s = 1 + 3 + msgp.Uint32Size + 3 + z.Service.Msgsize() + 2 + z.Result.Msgsize() + 3 + msgp.Uint64Size + 3 + msgp.Int64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 2 + msgp.Int64Size + 3 + msgp.Uint64Size + 3 + msgp.Uint32Size + 4 + msgp.Uint32Size + 3 + msgp.BoolSize
+	s = 1 + 3 + msgp.Uint32Size + 3 + z.Service.Msgsize() + 2 + z.Result.Msgsize() + 3 + msgp.Uint64Size + 3 + msgp.Int64Size + 3 + msgp.BoolSize + 3 + msgp.Uint64Size + 2 + msgp.Int64Size + 3 + msgp.Uint64Size + 3 + msgp.Uint32Size + 4 + msgp.Uint32Size + 3 + msgp.BoolSize + 3 + msgp.BoolSize
 	return
 }

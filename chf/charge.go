@@ -119,6 +119,11 @@ type Units struct {
 // (FNV-1a over their fields): a replay must repeat it. Allocation-free.
 func (r *ChargeRequest) Digest() uint64 {
 	h := HashUint(hashOffset, uint64(r.Op))
+	if r.Event != EventUnspecified {
+		// Folded in only when set, so that digests kept in account
+		// records before the field existed still match.
+		h = HashUint(h, 16+uint64(r.Event))
+	}
 	for i := range r.Lines {
 		l := &r.Lines[i]
 		h = HashUint(h, uint64(l.RatingGroup))
@@ -289,17 +294,55 @@ type ChargeRequest struct {
 	// Key identifies a create or event across transmissions (Nchf: the
 	// consumer, subscriber, invocationSequenceNumber and
 	// invocationTimeStamp hashed, see NchfRequest.Key); 0 when the front
-	// has none (Gy: the Session-Id already identifies it). Loose is the
-	// same without the timestamp, matched when Retransmission is set.
-	Key   uint64 `msg:"k"`
-	Loose uint64 `msg:"lk"`
-	// Retransmission is Nchf retransmissionIndicator / the Diameter T flag.
-	Retransmission bool `msg:"rt"`
+	// has none (Gy: the Session-Id already identifies it). Only the exact
+	// identity (Key, operation and Digest) answers a repeat: a flagged
+	// retransmission (Nchf retransmissionIndicator, the Diameter T flag)
+	// with another identity is a new request.
+	Key uint64 `msg:"k"`
+	// Event says how an OpEvent is charged (Nchf oneTimeEventType):
+	// before delivery (IEC, refused when the account cannot cover it) or
+	// after it (PEC, debited with overage beyond the balance). See
+	// EventType.
+	Event EventType `msg:"ev"`
 	// TopUp is what an OpTopUp credits.
 	TopUp TopUp `msg:"tu"`
 	// Notify is a create's notifyUri (empty: none), kept with the session
 	// for CHF-initiated notifications.
 	Notify []byte `msg:"nu"`
+}
+
+// EventType is how a one-time event (OpEvent) is charged, TS 32.290
+// event charging: immediate event charging (IEC), where the CHF charges
+// before the service is delivered and may refuse it, or event charging
+// after delivery (PEC), where the service was delivered and its usage is
+// reported.
+type EventType uint8
+
+const (
+	// EventUnspecified (no oneTimeEventType; Gy CCR-E): a line reporting
+	// used units is charged after delivery (PEC), a line requesting
+	// units only before it (IEC).
+	EventUnspecified EventType = 0
+	// EventIEC: every line is charged before delivery: in full, or
+	// refused with ResultQuotaLimitReached and nothing charged.
+	EventIEC EventType = 1
+	// EventPEC: every line was delivered: its units (used, else
+	// requested) are debited as far as the balance goes and the rest is
+	// recorded as overage; never refused for want of credit.
+	EventPEC EventType = 2
+)
+
+// AfterDelivery reports whether a one-time event line under event type
+// e is charged after delivery (PEC): always for EventPEC, never for
+// EventIEC, and for EventUnspecified when it reports used units.
+func (e EventType) AfterDelivery(l *UsageLine) bool {
+	switch e {
+	case EventPEC:
+		return true
+	case EventIEC:
+		return false
+	}
+	return !l.Used.IsZero()
 }
 
 // TopUp is an operator top-up: Amount minor units onto the balance and,

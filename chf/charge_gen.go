@@ -263,27 +263,25 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Key")
 				return
 			}
-		case "lk":
-			z.Loose, err = dc.ReadUint64()
-			if err != nil {
-				err = msgp.WrapError(err, "Loose")
-				return
-			}
-		case "rt":
-			z.Retransmission, err = dc.ReadBool()
-			if err != nil {
-				err = msgp.WrapError(err, "Retransmission")
-				return
+		case "ev":
+			{
+				var zb0004 uint8
+				zb0004, err = dc.ReadUint8()
+				if err != nil {
+					err = msgp.WrapError(err, "Event")
+					return
+				}
+				z.Event = EventType(zb0004)
 			}
 		case "tu":
-			var zb0004 uint32
-			zb0004, err = dc.ReadMapHeader()
+			var zb0005 uint32
+			zb0005, err = dc.ReadMapHeader()
 			if err != nil {
 				err = msgp.WrapError(err, "TopUp")
 				return
 			}
-			for zb0004 > 0 {
-				zb0004--
+			for zb0005 > 0 {
+				zb0005--
 				field, err = dc.ReadMapKeyPtr()
 				if err != nil {
 					err = msgp.WrapError(err, "TopUp")
@@ -329,9 +327,9 @@ func (z *ChargeRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 10
+	// map header, size 9
 	// write "op"
-	err = en.Append(0x8a, 0xa2, 0x6f, 0x70)
+	err = en.Append(0x89, 0xa2, 0x6f, 0x70)
 	if err != nil {
 		return
 	}
@@ -397,24 +395,14 @@ func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
 		err = msgp.WrapError(err, "Key")
 		return
 	}
-	// write "lk"
-	err = en.Append(0xa2, 0x6c, 0x6b)
+	// write "ev"
+	err = en.Append(0xa2, 0x65, 0x76)
 	if err != nil {
 		return
 	}
-	err = en.WriteUint64(z.Loose)
+	err = en.WriteUint8(uint8(z.Event))
 	if err != nil {
-		err = msgp.WrapError(err, "Loose")
-		return
-	}
-	// write "rt"
-	err = en.Append(0xa2, 0x72, 0x74)
-	if err != nil {
-		return
-	}
-	err = en.WriteBool(z.Retransmission)
-	if err != nil {
-		err = msgp.WrapError(err, "Retransmission")
+		err = msgp.WrapError(err, "Event")
 		return
 	}
 	// write "tu"
@@ -459,9 +447,9 @@ func (z *ChargeRequest) EncodeMsg(en *msgp.Writer) (err error) {
 // MarshalMsg implements msgp.Marshaler
 func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 10
+	// map header, size 9
 	// string "op"
-	o = append(o, 0x8a, 0xa2, 0x6f, 0x70)
+	o = append(o, 0x89, 0xa2, 0x6f, 0x70)
 	o = msgp.AppendUint8(o, uint8(z.Op))
 	// string "s"
 	o = append(o, 0xa1, 0x73)
@@ -485,12 +473,9 @@ func (z *ChargeRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "k"
 	o = append(o, 0xa1, 0x6b)
 	o = msgp.AppendUint64(o, z.Key)
-	// string "lk"
-	o = append(o, 0xa2, 0x6c, 0x6b)
-	o = msgp.AppendUint64(o, z.Loose)
-	// string "rt"
-	o = append(o, 0xa2, 0x72, 0x74)
-	o = msgp.AppendBool(o, z.Retransmission)
+	// string "ev"
+	o = append(o, 0xa2, 0x65, 0x76)
+	o = msgp.AppendUint8(o, uint8(z.Event))
 	// string "tu"
 	o = append(o, 0xa2, 0x74, 0x75)
 	// map header, size 2
@@ -581,27 +566,25 @@ func (z *ChargeRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Key")
 				return
 			}
-		case "lk":
-			z.Loose, bts, err = msgp.ReadUint64Bytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Loose")
-				return
-			}
-		case "rt":
-			z.Retransmission, bts, err = msgp.ReadBoolBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Retransmission")
-				return
+		case "ev":
+			{
+				var zb0004 uint8
+				zb0004, bts, err = msgp.ReadUint8Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Event")
+					return
+				}
+				z.Event = EventType(zb0004)
 			}
 		case "tu":
-			var zb0004 uint32
-			zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
+			var zb0005 uint32
+			zb0005, bts, err = msgp.ReadMapHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "TopUp")
 				return
 			}
-			for zb0004 > 0 {
-				zb0004--
+			for zb0005 > 0 {
+				zb0005--
 				field, bts, err = msgp.ReadMapKeyZC(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "TopUp")
@@ -652,7 +635,7 @@ func (z *ChargeRequest) Msgsize() (s int) {
 	for za0001 := range z.Lines {
 		s += z.Lines[za0001].Msgsize()
 	}
-	s += 2 + msgp.Uint64Size + 3 + msgp.Uint64Size + 3 + msgp.BoolSize + 3 + 1 + 2 + msgp.Int64Size + 2 + z.TopUp.Bucket.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify)
+	s += 2 + msgp.Uint64Size + 3 + msgp.Uint8Size + 3 + 1 + 2 + msgp.Int64Size + 2 + z.TopUp.Bucket.Msgsize() + 3 + msgp.BytesPrefixSize + len(z.Notify)
 	return
 }
 
@@ -1422,6 +1405,58 @@ func (z *ChargeResponse) Msgsize() (s int) {
 		s += 1 + 3 + msgp.StringPrefixSize + len(z.Targets[za0003].Session) + 2 + msgp.StringPrefixSize + len(z.Targets[za0003].URI)
 	}
 	s += 3 + msgp.BoolSize
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
+func (z *EventType) DecodeMsg(dc *msgp.Reader) (err error) {
+	{
+		var zb0001 uint8
+		zb0001, err = dc.ReadUint8()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = EventType(zb0001)
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z EventType) EncodeMsg(en *msgp.Writer) (err error) {
+	err = en.WriteUint8(uint8(z))
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z EventType) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendUint8(o, uint8(z))
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *EventType) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	{
+		var zb0001 uint8
+		zb0001, bts, err = msgp.ReadUint8Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = EventType(zb0001)
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z EventType) Msgsize() (s int) {
+	s = msgp.Uint8Size
 	return
 }
 

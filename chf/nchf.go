@@ -52,9 +52,9 @@ type NchfRequest struct {
 	// nfConsumerIdentification (nodeFunctionality, nFName, nFIPv4Address,
 	// nFIPv6Address, nFFqdn), subscriberIdentifier,
 	// invocationSequenceNumber, pduSessionChargingInformation.chargingId
-	// (when sent) and invocationTimeStamp (as sent). Loose is the same without the
-	// timestamp (matched for a retransmissionIndicator request).
-	Key, Loose uint64
+	// (when sent) and invocationTimeStamp (as sent). A retransmission
+	// repeats all of them: only the exact identity answers a repeat.
+	Key uint64
 	// NotifyURI is notifyUri (empty when absent; the buffer is reused).
 	NotifyURI []byte
 }
@@ -400,8 +400,7 @@ func (d *NchfDecoder) request(r *NchfRequest) *FieldError {
 	h := HashUint(HashSeed, nfHash)
 	h = HashString(h, r.SUPI)
 	h = HashUint(h, uint64(r.Seq))
-	r.Loose = HashUint(h, pduHash)
-	r.Key = HashUint(r.Loose, tsHash)
+	r.Key = HashUint(HashUint(h, pduHash), tsHash)
 	return nil
 }
 

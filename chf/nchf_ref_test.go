@@ -125,8 +125,7 @@ func (d *refDecoder) Decode(body []byte, r *NchfRequest) error {
 	h := HashUint(HashSeed, nfHash)
 	h = HashString(h, r.SUPI)
 	h = HashUint(h, uint64(r.Seq))
-	r.Loose = HashUint(h, pduHash)
-	r.Key = HashUint(r.Loose, tsHash)
+	r.Key = HashUint(HashUint(h, pduHash), tsHash)
 	return nil
 }
 

@@ -30,10 +30,10 @@ func TestNchfDecode(t *testing.T) {
 				Used: Units{Time: 6, TotalVolume: 100, UplinkVolume: 40, DownlinkVolume: 60, ServiceSpecific: 2}},
 		},
 	}
-	if r.Key == 0 || r.Loose == 0 || r.Key == r.Loose {
-		t.Fatalf("identity keys %x %x", r.Key, r.Loose)
+	if r.Key == 0 {
+		t.Fatal("no identity key")
 	}
-	want.Key, want.Loose = r.Key, r.Loose
+	want.Key = r.Key
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("got %+v\nwant %+v", r, want)
 	}
@@ -50,21 +50,21 @@ func TestNchfDecode(t *testing.T) {
 
 // TestNchfIdentity checks what makes two requests the same one: member
 // order and fields outside the identity do not matter; the consumer,
-// subscriber, sequence number and timestamp do (the timestamp not for
-// Loose).
+// subscriber, sequence number and timestamp do (a retransmission with a
+// new timestamp is another request).
 func TestNchfIdentity(t *testing.T) {
 	var d NchfDecoder
-	keys := func(body string) (uint64, uint64) {
+	keys := func(body string) uint64 {
 		t.Helper()
 		var r NchfRequest
 		if err := d.Decode([]byte(body), &r); err != nil {
 			t.Fatalf("%s: %v", body, err)
 		}
-		return r.Key, r.Loose
+		return r.Key
 	}
 	const base = `{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:00Z","invocationSequenceNumber":3}`
-	k, l := keys(base)
-	if k2, l2 := keys(`{"invocationSequenceNumber":3,"nfConsumerIdentification":{"nFName":"a","nodeFunctionality":"SMF"},"retransmissionIndicator":true,"invocationTimeStamp":"2026-11-30T04:00:00Z","subscriberIdentifier":"imsi-1"}`); k2 != k || l2 != l {
+	k := keys(base)
+	if k2 := keys(`{"invocationSequenceNumber":3,"nfConsumerIdentification":{"nFName":"a","nodeFunctionality":"SMF"},"retransmissionIndicator":true,"invocationTimeStamp":"2026-11-30T04:00:00Z","subscriberIdentifier":"imsi-1"}`); k2 != k {
 		t.Fatal("reordered members changed the identity")
 	}
 	for _, other := range []string{
@@ -73,12 +73,12 @@ func TestNchfIdentity(t *testing.T) {
 		`{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:00Z","invocationSequenceNumber":4}`,
 		`{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:00Z","invocationSequenceNumber":3,"pduSessionChargingInformation":{"chargingId":7}}`,
 	} {
-		if k2, l2 := keys(other); k2 == k || l2 == l {
+		if k2 := keys(other); k2 == k {
 			t.Errorf("%s: same identity as %s", other, base)
 		}
 	}
-	if k2, l2 := keys(`{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:01Z","invocationSequenceNumber":3}`); k2 == k || l2 != l {
-		t.Error("a new timestamp must change Key and keep Loose")
+	if k2 := keys(`{"subscriberIdentifier":"imsi-1","nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"a"},"invocationTimeStamp":"2026-11-30T04:00:01Z","invocationSequenceNumber":3,"retransmissionIndicator":true}`); k2 == k {
+		t.Error("a new timestamp must change Key, retransmission or not")
 	}
 }
 

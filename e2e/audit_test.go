@@ -93,8 +93,9 @@ func (m *mix) send(i int32, url string, body []byte, c *driver.Charge) (status i
 			if err := json.Unmarshal(body, &v); err != nil {
 				m.t.Fatal(err)
 			}
+			// A retransmission repeats the request's identity (its
+			// invocationTimeStamp included) and sets the flag.
 			v["retransmissionIndicator"] = true
-			v["invocationTimeStamp"] = time.Now().Add(time.Duration(stamp.Add(1))).UTC().Format(time.RFC3339Nano)
 			again, _ = json.Marshal(v)
 		}
 		// The repeat is answered as the first was, X-Chf-Charged included

@@ -71,7 +71,8 @@ func TestReplayMustMatchOperationAndContent(t *testing.T) {
 
 // Case 2: the same create twice opens one session and answers its
 // Location twice; the same SMS event twice (the second flagged as a
-// retransmission, with a new timestamp) charges once.
+// retransmission) charges once; a flagged "retransmission" with a new
+// timestamp is another request (exact identity only) and is charged.
 func TestRetransmissionsChargeOnce(t *testing.T) {
 	e := startCHF(t)
 	for i, c := range clients(t, e) {
@@ -97,12 +98,10 @@ func TestRetransmissionsChargeOnce(t *testing.T) {
 			if r := c.do("POST", cgw.NchfBase, ev); r.status != 201 || r.charged != 5 {
 				t.Fatalf("SMS: %d charged %d %s", r.status, r.charged, r.body)
 			}
-			// The retransmission carries a new invocationTimeStamp.
 			var m map[string]any
 			if err := json.Unmarshal(ev, &m); err != nil {
 				t.Fatal(err)
 			}
-			m["invocationTimeStamp"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 			m["retransmissionIndicator"] = true
 			again, _ := json.Marshal(m)
 			// It is answered as the first was, X-Chf-Charged included; the
@@ -110,11 +109,18 @@ func TestRetransmissionsChargeOnce(t *testing.T) {
 			if r := c.do("POST", cgw.NchfBase, again); r.status != 201 || r.charged != 5 {
 				t.Fatalf("SMS retransmission: %d charged %d %s", r.status, r.charged, r.body)
 			}
+			// Flagged, but with a new invocationTimeStamp: not the same
+			// request, so never answered with the first one's result.
+			m["invocationTimeStamp"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+			other, _ := json.Marshal(m)
+			if r := c.do("POST", cgw.NchfBase, other); r.status != 201 || r.charged != 5 {
+				t.Fatalf("flagged event with a new timestamp: %d charged %d %s", r.status, r.charged, r.body)
+			}
 			if r := c.do("POST", ref1+"/release", req("", 1, "")); r.status != 204 {
 				t.Fatalf("release: %d %s", r.status, r.body)
 			}
-			if b := c.balance(s); b.Balance != b0.Balance-5 || b.Reserved != 0 {
-				t.Fatalf("balance %+v, want %d", b, b0.Balance-5)
+			if b := c.balance(s); b.Balance != b0.Balance-10 || b.Reserved != 0 || b.Debited != b0.Debited+10 {
+				t.Fatalf("balance %+v, want %d (two events of 5)", b, b0.Balance-10)
 			}
 		})
 	}

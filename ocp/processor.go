@@ -229,7 +229,7 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 		ar.TopUp = req.TopUp
 		return
 	}
-	ar.Key, ar.Loose, ar.Retransmission, ar.Digest = req.Key, req.Loose, req.Retransmission, req.Digest()
+	ar.Key, ar.Digest = req.Key, req.Digest()
 	for i := range req.Lines {
 		in := &req.Lines[i]
 		out := chf.RatedLine{RatingGroup: in.RatingGroup, Offline: in.Offline}
@@ -245,18 +245,28 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 		switch req.Op {
 		case chf.OpEvent:
 			// One-time event: charge the used units, else the requested
-			// ones, else the default grant (one message), at once.
+			// ones, else the default grant (one message), at once: after
+			// delivery (PEC) or before it (IEC), see chf.EventType. The
+			// cap (maxGrant) applies to what an IEC requests; what a PEC
+			// names was delivered and is charged whole.
+			out.AfterDelivery = req.Event.AfterDelivery(in)
 			n := in.Used.Amount(svc)
 			if n == 0 {
-				n = r.Grant(in.Requested.Amount(svc))
+				n = in.Requested.Amount(svc)
+				if !out.AfterDelivery || n == 0 {
+					n = r.Grant(n)
+				}
 			}
 			rateUsed(&out, r, n)
 			out.ValidityTime, out.QuotaHoldingTime = 0, 0
 		default:
 			rateUsed(&out, r, in.Used.Amount(svc))
 			// A report naming FINAL closes the rating group: no grant.
-			// Offline usage has no quota management.
-			if in.Request && req.Op != chf.OpRelease && in.Reported&chf.TriggerFinal == 0 && !in.Offline {
+			// A line reported OFFLINE_CHARGING keeps its request: the ABM
+			// grants it only when the session holds an online grant for
+			// the rating group (charged by the grant's method), never
+			// for offline usage.
+			if in.Request && req.Op != chf.OpRelease && in.Reported&chf.TriggerFinal == 0 {
 				out.Request = true
 				out.GrantUnits = r.Grant(in.Requested.Amount(svc))
 			}

@@ -120,11 +120,13 @@ func (r *Rate) digest(h uint64) uint64 {
 }
 
 // DefaultTariff is the built-in tariff covering the reference traffic mix:
-// RG 10 data at 1 minor unit per MB (grant 10 MB, threshold 2 MB), RG 20
-// voice at 1 minor unit per second (grant 300 s, threshold 60 s), RG 30
-// SMS at 5 minor units per message (grant 1); validity 1800 s, quota
-// holding time 300 s; data and voice grants arm QUOTA_THRESHOLD,
-// QUOTA_EXHAUSTED and VALIDITY_TIME; final grants TERMINATE.
+// RG 10 data at 1 minor unit per MB (grant 10 MB, at most 100 MB,
+// threshold 2 MB), RG 20 voice at 1 minor unit per second (grant 300 s,
+// at most 3600 s, threshold 60 s), RG 30 SMS at 5 minor units per message
+// (grant 1, at most 10); validity 1800 s, quota holding time 300 s; data
+// and voice grants arm QUOTA_THRESHOLD, QUOTA_EXHAUSTED and
+// VALIDITY_TIME; final grants TERMINATE. The caps keep one request from
+// reserving a whole balance.
 const DefaultTariff = `# CHF testbed default tariff. Prices are integer minor units (cents).
 # Cost of N units = ceil(N * price / unit) per rating group per request,
 # unit = 1 MB (1,000,000 octets of total volume) for data, 1 s for voice,
@@ -134,6 +136,7 @@ ratingGroups:
     service: data
     price: 1                # per MB
     defaultGrant: 10000000  # octets (10 MB)
+    maxGrant: 100000000     # octets (100 MB): a larger request is capped
     validityTime: 1800
     quotaHoldingTime: 300
     quotaThreshold: 2000000 # report when 2 MB of a grant are left
@@ -142,6 +145,7 @@ ratingGroups:
     service: voice
     price: 1                # per second
     defaultGrant: 300       # seconds
+    maxGrant: 3600          # seconds: a larger request is capped
     validityTime: 1800
     quotaHoldingTime: 300
     quotaThreshold: 60      # report when 60 s of a grant are left
@@ -150,6 +154,7 @@ ratingGroups:
     service: sms
     price: 5                # per message
     defaultGrant: 1         # events
+    maxGrant: 10            # events an immediate event may request
     validityTime: 1800
     quotaHoldingTime: 300
 `

@@ -32,6 +32,19 @@ func TestDefaultTariff(t *testing.T) {
 	if tr.Rate(11) != nil {
 		t.Fatal("rating group 11 rated")
 	}
+	// Every default rate caps a requested grant.
+	for _, c := range []struct {
+		rg              uint32
+		requested, want uint64
+	}{
+		{10, 0, 10_000_000}, {10, 1 << 60, 100_000_000}, {10, 100_000_000, 100_000_000}, {10, 5, 5},
+		{20, 0, 300}, {20, 1 << 40, 3600}, {20, 3601, 3600},
+		{30, 0, 1}, {30, 11, 10}, {30, 10, 10},
+	} {
+		if got := tr.Rate(c.rg).Grant(c.requested); got != c.want {
+			t.Errorf("rating group %d: grant for %d = %d, want %d", c.rg, c.requested, got, c.want)
+		}
+	}
 }
 
 func TestCostRounding(t *testing.T) {

@@ -410,8 +410,12 @@ func (c *ccr) fill(req *chf.ChargeRequest) {
 	req.Seq = c.reqNumber
 	// The Session-Id and CC-Request-Number identify a Gy request; the
 	// core answers a repeat from the record whether or not T is set.
-	req.Key, req.Loose = 0, 0
-	req.Retransmission = c.hdr.Flags&wire.FlagRetransmitted != 0
+	req.Key = 0
+	// A CCR-E is charged line by line: a Multiple-Services-Credit-Control
+	// with Used-Service-Unit after delivery (PEC: debited, overage beyond
+	// the balance), one with Requested-Service-Unit only before it
+	// (DIRECT_DEBITING as IEC: refused with 4012 when not covered).
+	req.Event = chf.EventUnspecified
 	req.Lines = req.Lines[:0]
 	req.Notify = req.Notify[:0]
 	if req.Op == chf.OpBalance {

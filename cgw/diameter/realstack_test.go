@@ -119,9 +119,11 @@ func TestRealCore(t *testing.T) {
 	})
 
 	t.Run("credit limit and no credit", func(t *testing.T) {
-		// Drain account 4 with one 1000-message event... then nothing is left.
+		// Drain account 4 with one event reporting 200 delivered messages
+		// (PEC; an immediate event is capped at the tariff's maxGrant)...
+		// then nothing is left.
 		a := do(t, c, &gy.Request{SessionID: c.NewSessionID(), Type: gy.Event, IMSI: imsi(4), Action: gy.DirectDebiting, HasAction: true,
-			Services: []gy.Service{{RatingGroup: 30, Request: true, Requested: chf.Units{ServiceSpecific: 200}}}})
+			Services: []gy.Service{{RatingGroup: 30, Used: chf.Units{ServiceSpecific: 200}}}})
 		expectResult(t, a, 2001)
 		a = do(t, c, &gy.Request{SessionID: c.NewSessionID(), Type: gy.Initial, IMSI: imsi(4), Services: []gy.Service{{RatingGroup: 10, Request: true}}})
 		expectResult(t, a, 4012)

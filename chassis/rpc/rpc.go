@@ -154,7 +154,19 @@ func (c *BatchClient[R, P]) observe(start time.Time, cl *call[R, P], failed bool
 // send posts one batch as one round trip: alone on the single path, else
 // on the batch path. A failed round trip fails every call; an item the
 // peer failed gets a *chassis.StatusError with its status and message.
+// Items failed with a status a single call would be retried on (502,
+// 503: overload or contention, 504: in doubt) whose requests are
+// Repeatable are sent again, with the same identity, while the caller's
+// deadline and the chassis' retry bounds allow (chassis.Client.AllowRetry);
+// the others keep their status. No item is ever left without an answer
+// or an error.
 func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
+	c.sendAttempt(ctx, calls, 1)
+}
+
+// sendAttempt is send's round trip number attempt (1 = the first) for
+// calls.
+func (c *BatchClient[R, P]) sendAttempt(ctx context.Context, calls []*call[R, P], attempt int) {
 	sc := c.bufs.Get().(*clientScratch[R, P])
 	defer c.bufs.Put(sc)
 	left := time.Now()
@@ -171,7 +183,11 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 	}
 	var err error
 	path := c.single
-	if len(calls) == 1 {
+	// A retry of failed items stays on the batch path, even alone: on the
+	// single path the chassis would retry its status again, past the
+	// bounds.
+	single := len(calls) == 1 && attempt == 1
+	if single {
 		sc.body, err = calls[0].req.MarshalMsg(sc.body[:0])
 	} else {
 		path = c.batch
@@ -190,8 +206,8 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 		// Too large for one round trip (the peer's MaxBodySize): two
 		// halves, one after the other, each split again if need be.
 		h := len(calls) / 2
-		c.send(ctx, calls[:h])
-		c.send(ctx, calls[h:])
+		c.sendAttempt(ctx, calls[:h], attempt)
+		c.sendAttempt(ctx, calls[h:], attempt)
 		return
 	}
 	c.size.Observe(float64(len(calls)))
@@ -205,7 +221,7 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 		fail(err)
 		return
 	}
-	if len(calls) == 1 {
+	if single {
 		resp := calls[0].resp
 		resp.Reset()
 		if _, err := resp.UnmarshalMsg(sc.reply); err != nil {
@@ -213,14 +229,44 @@ func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
 		}
 		return
 	}
+	again := sc.pcalls[:0]
 	err = ReadBatchReply(sc.reply, len(calls),
 		func(i int) P { return calls[i].resp },
 		func(i, status int, msg string) {
 			calls[i].err = c.wrap(&chassis.StatusError{Peer: c.peer, Code: status, Body: []byte(msg)})
+			if retryableStatus(status) && repeatable(calls[i:i+1]) {
+				again = append(again, calls[i])
+			}
 		})
+	sc.pcalls = again[:0]
 	if err != nil {
 		fail(fmt.Errorf("cannot decode batch response: %w", err))
+		clear(again)
+		return
 	}
+	if len(again) > 0 && inTime(ctx) && c.c.AllowRetry(attempt) {
+		// The retry answers each of them or fails it again.
+		for _, cl := range again {
+			cl.err = nil
+		}
+		c.sendAttempt(ctx, again, attempt+1)
+	}
+	clear(again)
+}
+
+// retryableStatus reports whether a per-item status is one a single call
+// is retried on (chassis.Client.DoIdempotent): 502, 503, 504.
+func retryableStatus(status int) bool {
+	return status == fasthttp.StatusBadGateway || status == fasthttp.StatusServiceUnavailable || status == fasthttp.StatusGatewayTimeout
+}
+
+// inTime reports whether ctx leaves time for another round trip.
+func inTime(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	d, ok := ctx.Deadline()
+	return !ok || time.Now().Before(d)
 }
 
 // repeatable reports whether every request of calls is Repeatable.

@@ -35,9 +35,9 @@ var ErrTariff = errors.New("audit: invalid tariff")
 // defaultTariff mirrors the OCP's built-in tariff (ocp.DefaultTariff);
 // TestDefaultTariffMirrorsOCP keeps the two in step.
 const defaultTariff = `ratingGroups:
-  - {ratingGroup: 10, service: data, price: 1, defaultGrant: 10000000, validityTime: 1800, quotaHoldingTime: 300}
-  - {ratingGroup: 20, service: voice, price: 1, defaultGrant: 300, validityTime: 1800, quotaHoldingTime: 300}
-  - {ratingGroup: 30, service: sms, price: 5, defaultGrant: 1, validityTime: 1800, quotaHoldingTime: 300}
+  - {ratingGroup: 10, service: data, price: 1, defaultGrant: 10000000, maxGrant: 100000000, validityTime: 1800, quotaHoldingTime: 300}
+  - {ratingGroup: 20, service: voice, price: 1, defaultGrant: 300, maxGrant: 3600, validityTime: 1800, quotaHoldingTime: 300}
+  - {ratingGroup: 30, service: sms, price: 5, defaultGrant: 1, maxGrant: 10, validityTime: 1800, quotaHoldingTime: 300}
 `
 
 // Tariff is a tariff as the audit reads it. It is immutable and safe for

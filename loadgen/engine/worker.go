@@ -1180,6 +1180,11 @@ func (w *worker) fillCharge(f *flow) {
 			c.Used = used
 		}
 	}
+	if f.offline {
+		// Offline charging has no quota: a session holding an online
+		// grant would have its usage charged by the grant's method.
+		c.Request, c.Requested, c.WantGrant = false, chf.Units{}, false
+	}
 }
 
 // chfUnits converts the scenario's units, the one place it happens.
