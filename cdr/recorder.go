@@ -359,15 +359,6 @@ func (r *Recorder) replay(ar *chf.ApplyRequest, resp *chf.ChargeResponse) {
 	if id.k.session == "" && id.event == 0 {
 		return // no identity: the ABM cannot have replayed it
 	}
-	if ar.Retransmission && ar.Loose != 0 && (ar.Op == chf.OpCreate || ar.Op == chf.OpEvent) {
-		// The ABM may have matched this flagged create or event on its
-		// looser identity (without the timestamp): the request it
-		// replays may carry another Key, so this one's identity is not
-		// the recorded one's. Not recorded again until that match is
-		// removed (issue 47, exact identity only); the loadgen retries
-		// creates and events unflagged.
-		return
-	}
 	final := ar.Op == chf.OpEvent || ar.Op == chf.OpRelease || resp.Result != chf.ResultSuccess
 	h := id.hash()
 	sh := r.shard(id.k)
