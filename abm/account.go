@@ -341,8 +341,9 @@ func (a *account) fillBuckets(resp *chf.ChargeResponse, now int64) {
 	}
 	for i := range resp.Buckets {
 		rb := &resp.Buckets[i]
-		// Held units are reported on the first bucket of their service.
-		if i == 0 || resp.Buckets[i-1].Service != rb.Service {
+		// Held units are reported on the first bucket of their service,
+		// wherever the others of the service are.
+		if firstOf(resp.Buckets[:i], rb.Service) {
 			total := uint64(0)
 			for j := i; j < len(resp.Buckets); j++ {
 				if resp.Buckets[j].Service == rb.Service {
@@ -352,6 +353,16 @@ func (a *account) fillBuckets(resp *chf.ChargeResponse, now int64) {
 			rb.Held = total - min(total, a.bucketAvail(rb.Service))
 		}
 	}
+}
+
+// firstOf reports whether no bucket of bs is of service svc.
+func firstOf(bs []chf.Bucket, svc chf.Service) bool {
+	for i := range bs {
+		if bs[i].Service == svc {
+			return false
+		}
+	}
+	return true
 }
 
 // closeSession marks s closed, frees its reservations and bounds the number
