@@ -101,9 +101,17 @@ type Units struct {
 }
 
 // Digest returns a content digest of the request's operation and lines
-// (FNV-1a over their fields): a replay must repeat it. Allocation-free.
+// (a top-up's amount and bucket) (FNV-1a over their fields): a replay
+// must repeat it. Allocation-free.
 func (r *ChargeRequest) Digest() uint64 {
 	h := HashUint(hashOffset, uint64(r.Op))
+	if r.Op == OpTopUp {
+		t := &r.TopUp
+		h = HashUint(h, uint64(t.Amount))
+		h = HashUint(h, uint64(t.Bucket.Service))
+		h = HashUint(h, t.Bucket.Units)
+		return HashUint(h, uint64(t.Bucket.Expires))
+	}
 	for i := range r.Lines {
 		l := &r.Lines[i]
 		h = HashUint(h, uint64(l.RatingGroup))
@@ -274,7 +282,8 @@ type ChargeRequest struct {
 	// Key identifies a create or event across transmissions (Nchf: the
 	// consumer, subscriber, invocationSequenceNumber and
 	// invocationTimeStamp hashed, see NchfRequest.Key); 0 when the front
-	// has none (Gy: the Session-Id already identifies it). Loose is the
+	// has none (Gy: the Session-Id already identifies it). For a top-up
+	// it is the operator's idempotency key hashed (0: none). Loose is the
 	// same without the timestamp, matched when Retransmission is set.
 	Key   uint64 `msg:"k"`
 	Loose uint64 `msg:"lk"`
