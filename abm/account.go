@@ -15,12 +15,13 @@ type limits struct {
 	defaultHold int64 // seconds a reservation is held when the line names no time
 	maxSessions int   // open sessions per account
 	maxClosed   int   // closed sessions (answers kept for retries) per account
-	maxRecent   int   // create/event identities (answers kept for retries) per account
+	maxRecent   int   // create/event identities (answers kept for retries) per account, and as many top-up identities
 }
 
 // MaxRecent is how many create and event answers an account remembers by
 // identity (each for ClosedTTL): a repeat older than that, or after
 // MaxRecent newer creates and events on the account, is charged as new.
+// Top-up identities are remembered apart, MaxRecent of them.
 const MaxRecent = 8
 
 // expire drops reservations and sessions whose time has passed. It reports
@@ -174,19 +175,29 @@ func (a *account) findRecent(req *chf.ApplyRequest) int {
 	return -1
 }
 
-// remember keeps the answer to a create or event by its identity, after
-// the others (a.recent stays in the order remembered), evicting the oldest
-// past lim.maxRecent.
+// remember keeps the answer to a create, event or top-up by its identity,
+// after the others (a.recent stays in the order remembered), evicting the
+// oldest of its kind (top-ups, or creates and events) past lim.maxRecent.
 func (a *account) remember(req *chf.ApplyRequest, session []byte, resp *chf.ChargeResponse, now int64, lim *limits) {
 	if req.Key == 0 || lim.maxRecent <= 0 {
 		return
 	}
-	if len(a.recent) >= lim.maxRecent {
-		// Entries are in the order remembered: drop the first, keeping
-		// its slot's capacity for the new one.
-		first := a.recent[0]
-		copy(a.recent, a.recent[1:])
-		a.recent[len(a.recent)-1] = first
+	topUp := req.Op == chf.OpTopUp
+	n, first := 0, -1
+	for i := range a.recent {
+		if (a.recent[i].op == chf.OpTopUp) == topUp {
+			if first < 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	if n >= lim.maxRecent {
+		// Entries are in the order remembered: drop the first of the
+		// kind, keeping its slot's capacity for the new one.
+		e := a.recent[first]
+		copy(a.recent[first:], a.recent[first+1:])
+		a.recent[len(a.recent)-1] = e
 		a.recent = a.recent[:len(a.recent)-1]
 	}
 	r := a.newRecent()
@@ -334,8 +345,9 @@ func (a *account) fillBuckets(resp *chf.ChargeResponse, now int64) {
 	}
 	for i := range resp.Buckets {
 		rb := &resp.Buckets[i]
-		// Held units are reported on the first bucket of their service.
-		if i == 0 || resp.Buckets[i-1].Service != rb.Service {
+		// Held units are reported on the first bucket of their service,
+		// wherever the others of the service are.
+		if firstOf(resp.Buckets[:i], rb.Service) {
 			total := uint64(0)
 			for j := i; j < len(resp.Buckets); j++ {
 				if resp.Buckets[j].Service == rb.Service {
@@ -345,6 +357,16 @@ func (a *account) fillBuckets(resp *chf.ChargeResponse, now int64) {
 			rb.Held = total - min(total, a.bucketAvail(rb.Service))
 		}
 	}
+}
+
+// firstOf reports whether no bucket of bs is of service svc.
+func firstOf(bs []chf.Bucket, svc chf.Service) bool {
+	for i := range bs {
+		if bs[i].Service == svc {
+			return false
+		}
+	}
+	return true
 }
 
 // closeSession marks s closed, frees its reservations and bounds the number
@@ -442,7 +464,23 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		return marked
 	}
 	if req.Op == chf.OpTopUp {
+		if k := a.findRecent(req); k >= 0 {
+			// The same top-up again (the operator's retry with its
+			// idempotency key, a retry between the services, or the
+			// ABM's own after a write in doubt): credited once,
+			// answered with the balance now, marked as a replay.
+			if a.recent[k].digest != req.Digest {
+				resp.Result, resp.Detail = chf.ResultReplayMismatch, "a top-up with this idempotency key was answered with another amount or bucket"
+				return write
+			}
+			resp.Replayed = true
+			a.fillBuckets(resp, now)
+			return write
+		}
 		p := a.topUp(&req.TopUp, now)
+		if p == "" {
+			a.remember(req, nil, resp, now, lim)
+		}
 		a.fillBuckets(resp, now)
 		if p != "" {
 			resp.Result, resp.Detail, resp.Param = chf.ResultOverflow, topUpOverflowDetail(p), p
@@ -703,10 +741,10 @@ func replayDetail(r chf.Result) string {
 // is remembered: the create's or event's key, the session's sequence
 // number with the same operation and content), which tells whether a write
 // that applied req landed. known is false for operations that leave no
-// identity (top-ups, expiry, inquiries).
+// identity (top-ups without a key, expiry, inquiries).
 func (a *account) holds(req *chf.ApplyRequest) (present, known bool) {
 	switch req.Op {
-	case chf.OpCreate, chf.OpEvent:
+	case chf.OpCreate, chf.OpEvent, chf.OpTopUp:
 		if req.Key == 0 {
 			return false, false
 		}

@@ -65,6 +65,15 @@ func (s *Service) ApplyBatch(ctx context.Context, reqs []*chf.ApplyRequest, resp
 		return
 	}
 	defer s.countReplays(resps, errs)
+	cloned := false
+	for i := range reqs {
+		if k := withTopUpKey(reqs[i]); k != reqs[i] {
+			if !cloned {
+				reqs, cloned = slices.Clone(reqs), true // the caller's slice stays as it was
+			}
+			reqs[i] = k
+		}
+	}
 	bs := batchPool.Get().(*batchState)
 	defer bs.release()
 	timeout := s.cfg.Timeout

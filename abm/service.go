@@ -342,6 +342,7 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 		resp.Result, resp.Detail = chf.ResultInvalid, "missing subscriber"
 		return nil
 	}
+	req = withTopUpKey(req)
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
 	if err := s.rmw(ctx, nil, req, resp, sc); err != nil {
@@ -351,6 +352,21 @@ func (s *Service) Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.Ch
 		s.replays.Add(1)
 	}
 	return nil
+}
+
+// withTopUpKey returns req, or for a top-up without a Key (the operator
+// gave no idempotency key) a copy with a random one: the account record
+// remembers it (account.remember), so that when a write of it fails in
+// doubt, the re-read after it tells whether it landed and applying it
+// again credits it once even if the first write lands late. req is not
+// modified.
+func withTopUpKey(req *chf.ApplyRequest) *chf.ApplyRequest {
+	if req.Op != chf.OpTopUp || req.Key != 0 {
+		return req
+	}
+	c := *req
+	c.Key = rand.Uint64() | 1
+	return &c
 }
 
 // newKey builds the record key of supi.

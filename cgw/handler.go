@@ -245,8 +245,9 @@ type Exchange struct {
 
 	// The request's headers the Handler reads, set by the front before
 	// Serve (nil when absent): Authorization (the operator token or an
-	// OAuth2 access token), Content-Type and Content-Encoding.
-	Authorization, RequestType, RequestEncoding []byte
+	// OAuth2 access token), Content-Type, Content-Encoding and
+	// Idempotency-Key (the operator's top-up identity).
+	Authorization, RequestType, RequestEncoding, IdempotencyKey []byte
 
 	path reqPath
 
@@ -271,7 +272,7 @@ func (x *Exchange) reset() {
 	x.Body = x.Body[:0]
 	x.op, x.cause = opOther, ""
 	x.Allow, x.WWWAuthenticate, x.Accept, x.AcceptEncoding = "", "", "", ""
-	x.Authorization, x.RequestType, x.RequestEncoding = nil, nil, nil
+	x.Authorization, x.RequestType, x.RequestEncoding, x.IdempotencyKey = nil, nil, nil, nil
 }
 
 // Context returns the context to Serve x with, valid until Release:
@@ -701,6 +702,13 @@ func (h *Handler) resultProblem(x *Exchange, r chf.Result, detail string) {
 			orDefault(detail, "invocationSequenceNumber "+strconv.FormatUint(uint64(x.req.Seq), 10)+" was answered for another operation"),
 			"/invocationSequenceNumber", "already answered for another operation on this resource")
 	case chf.ResultReplayMismatch:
+		if x.req.Op == chf.OpTopUp {
+			// draft-ietf-httpapi-idempotency-key-header: a key reused
+			// with another payload is 422.
+			h.problem(x, http.StatusUnprocessableEntity, "", orDefault(detail, "a top-up with this Idempotency-Key was answered with other content"),
+				"Idempotency-Key", "already used for a top-up with another amount or bucket")
+			return
+		}
 		h.problem(x, http.StatusBadRequest, "CHARGING_FAILED",
 			orDefault(detail, "a repeated request differs from the one first answered"),
 			"/multipleUnitUsage", "differs from the request first answered with this identity")
@@ -795,10 +803,42 @@ type topUpBody struct {
 	} `json:"bucket"`
 }
 
+// MaxIdempotencyKey is the longest Idempotency-Key a top-up takes.
+const MaxIdempotencyKey = 255
+
+// topUpKey is the identity of a top-up with Idempotency-Key k on its
+// account (never 0), or 0 without one.
+func topUpKey(k []byte) uint64 {
+	if len(k) == 0 {
+		return 0
+	}
+	return chf.Hash(chf.HashUint(chf.HashSeed, uint64(chf.OpTopUp)), k) | 1
+}
+
+// validIdempotencyKey reports whether k is 1..MaxIdempotencyKey visible
+// ASCII characters (an RFC 8941 string's content, quotes allowed around).
+func validIdempotencyKey(k []byte) bool {
+	if len(k) == 0 || len(k) > MaxIdempotencyKey {
+		return false
+	}
+	for _, c := range k {
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // topUp answers POST /chf/v1/accounts/{supi}/topup: credits money and/or a
-// bucket and answers the balance after it. Not idempotent: a retried
-// top-up credits again.
+// bucket and answers the balance after it. With an Idempotency-Key it is
+// idempotent: the same key again (with the same content) is answered
+// with the balance as it stands and credits nothing; without one a
+// retried top-up credits again.
 func (h *Handler) topUp(ctx context.Context, x *Exchange, supi string, body []byte) {
+	if x.IdempotencyKey != nil && !validIdempotencyKey(x.IdempotencyKey) {
+		h.problem(x, http.StatusBadRequest, "", "the Idempotency-Key header must be 1 to 255 visible ASCII characters", "Idempotency-Key", "invalid")
+		return
+	}
 	var b topUpBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -834,7 +874,7 @@ func (h *Handler) topUp(ctx context.Context, x *Exchange, supi string, body []by
 		h.problem(x, http.StatusBadRequest, "", "a top-up needs an amount or a bucket", "/amount", "missing")
 		return
 	}
-	x.req = chf.ChargeRequest{Op: chf.OpTopUp, SUPI: supi, Lines: x.req.Lines[:0], TopUp: t}
+	x.req = chf.ChargeRequest{Op: chf.OpTopUp, SUPI: supi, Lines: x.req.Lines[:0], TopUp: t, Key: topUpKey(x.IdempotencyKey)}
 	h.answerAccount(ctx, x, supi)
 	if x.Status == http.StatusOK && h.notifier != nil {
 		// New money or allowance: the open sessions re-authorise.

@@ -191,6 +191,7 @@ func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
 	x.Authorization = ctx.Request.Header.Peek("Authorization")
 	x.RequestType = ctx.Request.Header.ContentType()
 	x.RequestEncoding = ctx.Request.Header.Peek("Content-Encoding")
+	x.IdempotencyKey = ctx.Request.Header.Peek("Idempotency-Key")
 	// The request-target as received: the Handler routes it (not
 	// fasthttp's decoded and cleaned Path).
 	s.h.Serve(rctx, x, ctx.Method(), ctx.Request.Header.RequestURI(), ctx.PostBody())
@@ -245,6 +246,7 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 	x.Authorization = r.Header("authorization")
 	x.RequestType = r.Header("content-type")
 	x.RequestEncoding = r.Header("content-encoding")
+	x.IdempotencyKey = r.Header("idempotency-key")
 	s.h.Serve(rctx, x, r.Method, r.Path, r.Body)
 	w.SetStatus(x.Status)
 	if x.ContentType != "" {

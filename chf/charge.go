@@ -116,13 +116,21 @@ type Units struct {
 }
 
 // Digest returns a content digest of the request's operation and lines
-// (FNV-1a over their fields): a replay must repeat it. Allocation-free.
+// (a top-up's amount and bucket) (FNV-1a over their fields): a replay
+// must repeat it. Allocation-free.
 func (r *ChargeRequest) Digest() uint64 {
 	h := HashUint(hashOffset, uint64(r.Op))
 	if r.Event != EventUnspecified {
 		// Folded in only when set, so that digests kept in account
 		// records before the field existed still match.
 		h = HashUint(h, 16+uint64(r.Event))
+	}
+	if r.Op == OpTopUp {
+		t := &r.TopUp
+		h = HashUint(h, uint64(t.Amount))
+		h = HashUint(h, uint64(t.Bucket.Service))
+		h = HashUint(h, t.Bucket.Units)
+		return HashUint(h, uint64(t.Bucket.Expires))
 	}
 	for i := range r.Lines {
 		l := &r.Lines[i]
@@ -297,7 +305,8 @@ type ChargeRequest struct {
 	// has none (Gy: the Session-Id already identifies it). Only the exact
 	// identity (Key, operation and Digest) answers a repeat: a flagged
 	// retransmission (Nchf retransmissionIndicator, the Diameter T flag)
-	// with another identity is a new request.
+	// with another identity is a new request. For a top-up it is the
+	// operator's idempotency key hashed (0: none).
 	Key uint64 `msg:"k"`
 	// Event says how an OpEvent is charged (Nchf oneTimeEventType):
 	// before delivery (IEC, refused when the account cannot cover it) or

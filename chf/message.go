@@ -13,8 +13,9 @@ func (r *ChargeResponse) Reset() {
 // Repeatable reports whether r may be sent again as it is: the ABM
 // answers a repeat from the account record as it answered the first,
 // charging once (a create or event with a Key or a Session, an update or
-// release of a session, by its Seq), or it changes nothing (inquiries). A
-// top-up or an abort carries no identity and is not repeatable.
+// release of a session, by its Seq; a top-up with a Key, the operator's
+// idempotency key), or it changes nothing (inquiries). A top-up without
+// a Key, an abort or an unbar carries no identity and is not repeatable.
 func (r *ChargeRequest) Repeatable() bool { return repeatable(r.Op, r.Key, r.Session) }
 
 // Repeatable is ChargeRequest.Repeatable for the rated request.
@@ -24,6 +25,8 @@ func repeatable(op Op, key uint64, session string) bool {
 	switch op {
 	case OpCreate, OpEvent:
 		return key != 0 || session != ""
+	case OpTopUp:
+		return key != 0
 	case OpUpdate, OpRelease:
 		return session != ""
 	case OpBalance, OpSessions:

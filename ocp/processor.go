@@ -226,7 +226,9 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 		ar.Notify = append(ar.Notify[:0], req.Notify...)
 	}
 	if req.Op == chf.OpTopUp {
-		ar.TopUp = req.TopUp
+		// Key is the operator's idempotency key: the ABM credits a
+		// repeat once (chf.ChargeRequest.Repeatable).
+		ar.TopUp, ar.Key, ar.Digest = req.TopUp, req.Key, req.Digest()
 		return
 	}
 	ar.Key, ar.Digest = req.Key, req.Digest()

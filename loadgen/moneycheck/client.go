@@ -66,6 +66,7 @@ type request struct {
 	method, url     string
 	body, bodyRetry []byte
 	operator        bool
+	idemKey         string // Idempotency-Key (top-ups)
 }
 
 // build makes the request of op on the account supi; ref is the session's
@@ -81,7 +82,8 @@ func (c *client) build(op *Op, supi, ref string) request {
 			fmt.Fprintf(&b, `,"bucket":{"service":%q,"units":%d}`, op.Bucket.Service, op.Bucket.Units)
 		}
 		b.WriteString("}")
-		return request{method: http.MethodPost, url: c.base + pathAccounts + supi + "/topup", body: []byte(b.String()), operator: true}
+		return request{method: http.MethodPost, url: c.base + pathAccounts + supi + "/topup", body: []byte(b.String()), operator: true,
+			idemKey: "moneycheck-" + strconv.Itoa(op.ID)}
 	case KindAbort:
 		return request{method: http.MethodPost, url: c.base + pathAccounts + supi + "/abort", operator: true}
 	case KindUnbar:
@@ -172,6 +174,9 @@ func (c *client) send(ctx context.Context, r *request, retry, h2 bool) Answer {
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.idemKey != "" {
+		req.Header.Set("Idempotency-Key", r.idemKey)
 	}
 	hc := c.h1
 	if h2 {

@@ -101,6 +101,7 @@ type state struct {
 	buckets                                                       [nsvc]uint64
 	sessions                                                      []session
 	recent                                                        []recentAnswer
+	topUps                                                        []int // the last maxRecent top-ups credited, by Op.ID (their Idempotency-Key)
 }
 
 func (s *state) clone() *state {
@@ -111,6 +112,7 @@ func (s *state) clone() *state {
 		ss.last = ss.last.clone()
 		c.sessions[i] = ss
 	}
+	c.topUps = slices.Clone(s.topUps)
 	c.recent = make([]recentAnswer, len(s.recent))
 	for i, r := range s.recent {
 		r.answer = r.answer.clone()
@@ -129,6 +131,7 @@ func (s *state) key() string {
 	for _, r := range s.recent {
 		fmt.Fprintf(&b, "r%s:%d:%s:%s:%d;", r.key, r.kind, r.digest, r.answer.String(), r.sess)
 	}
+	fmt.Fprintf(&b, "t%v", s.topUps)
 	return b.String()
 }
 
@@ -307,6 +310,12 @@ func (m *Model) apply(s *state, op *Op, obs *Answer) Answer {
 		v := s.view()
 		return Answer{Status: statusOK, Account: &v}
 	case KindTopUp:
+		if slices.Contains(s.topUps, op.ID) {
+			// The same Idempotency-Key again: the balance as it
+			// stands, nothing credited.
+			v := s.view()
+			return Answer{Status: statusOK, Account: &v}
+		}
 		if _, ok := addChecked(s.balance, op.Amount); !ok {
 			return Answer{Status: statusBad}
 		}
@@ -315,6 +324,10 @@ func (m *Model) apply(s *state, op *Op, obs *Answer) Answer {
 		}
 		s.balance += op.Amount
 		s.credited += op.Amount
+		if len(s.topUps) >= maxRecent {
+			s.topUps = slices.Delete(s.topUps, 0, 1)
+		}
+		s.topUps = append(s.topUps, op.ID)
 		if op.Bucket != nil {
 			k := serviceIndex(op.Bucket.Service)
 			s.buckets[k] = satAddU(s.buckets[k], op.Bucket.Units)

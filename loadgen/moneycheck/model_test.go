@@ -65,6 +65,9 @@ func TestModelSemantics(t *testing.T) {
 		[]want{{201, 10, 2, false}, {201, 10, 2, false}}, AccountView{Balance: 90, Debited: 10})
 	f("top-up overflow refused", []*Op{{Kind: KindTopUp, Amount: 1<<63 - 1}},
 		[]want{{400, 0, 0, false}}, AccountView{Balance: 100})
+	topUp := func(id int, amount int64) *Op { return &Op{ID: id, Kind: KindTopUp, Amount: amount} }
+	f("top-up credited once by its key", []*Op{topUp(1, 50), topUp(1, 50), topUp(2, 50)},
+		[]want{{200, 0, 0, false}, {200, 0, 0, false}, {200, 0, 0, false}}, AccountView{Balance: 200, Credited: 100})
 	upd := &Op{Kind: KindUpdate, Sess: 0, Seq: 2, Lines: []Line{{RG: rgVoice, Used: 70, Offline: true}}}
 	f("offline usage on an online grant charged online", []*Op{create(0, 1, rgVoice, 0), upd},
 		[]want{{201, 0, 50, true}, {200, 100, 0, false}}, AccountView{Balance: 0, Debited: 100, Overage: 40})

@@ -498,12 +498,12 @@ func (r *runner) step(ctx context.Context, a *account, st *step) error {
 	unsettled := false
 	for i, op := range st.ops {
 		ans := &st.answers[i]
-		if ans.InDoubt && op.Kind != KindTopUp {
+		if ans.InDoubt {
 			return fmt.Errorf("cannot settle %s on %s within %v: %s", op, a.supi, opTimeout, ans.Err)
 		}
 		// A request without identity that was sent more than once may
 		// still land after the answer: wait until it cannot.
-		unsettled = unsettled || ans.Tries > 1 && (op.Kind == KindTopUp || op.Kind == KindAbort || op.Kind == KindUnbar)
+		unsettled = unsettled || ans.Tries > 1 && (op.Kind == KindAbort || op.Kind == KindUnbar)
 	}
 	next, why, err := r.model.advance(a.cands, st.ops, st.answers)
 	if err != nil {
@@ -554,8 +554,8 @@ func (r *runner) read(ctx context.Context, a *account, st *step) error {
 	return nil
 }
 
-// send sends op until it gets a definite answer (a top-up only once: it
-// has no identity) or opTimeout passes.
+// send sends op until it gets a definite answer or opTimeout passes (a
+// top-up with the same Idempotency-Key).
 func (r *runner) send(ctx context.Context, op *Op, req *request, h2 bool) Answer {
 	deadline := time.Now().Add(opTimeout)
 	backoff := 100 * time.Millisecond
@@ -571,7 +571,7 @@ func (r *runner) send(ctx context.Context, op *Op, req *request, h2 bool) Answer
 		if try == 1 {
 			r.inDoubt.Add(1)
 		}
-		if op.Kind == KindTopUp || time.Now().After(deadline) {
+		if time.Now().After(deadline) {
 			return ans
 		}
 		r.retries.Add(1)
