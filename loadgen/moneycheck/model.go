@@ -374,7 +374,9 @@ func (m *Model) applyCreate(s *state, op *Op, obs *Answer) Answer {
 			return r.answer.clone()
 		}
 	}
-	if s.barred {
+	if s.barred && !(op.Kind == KindEvent && afterDelivery(op)) {
+		// An operator's abort bars new sessions and events charged before
+		// delivery; usage already delivered (PEC) is still charged.
 		return Answer{Status: statusForbidden, Cause: causeDenied, HasCharged: true}
 	}
 	var ans Answer
@@ -415,6 +417,29 @@ func (m *Model) applyCreate(s *state, op *Op, obs *Answer) Answer {
 	return ans
 }
 
+// linePEC reports whether an event's line is charged after delivery: an
+// explicit oneTimeEventType wins; without one, a line reporting used
+// units is PEC and one only requesting units is IEC.
+func linePEC(op *Op, l *Line) bool {
+	switch op.EventType {
+	case "PEC":
+		return true
+	case "IEC":
+		return false
+	}
+	return l.Used > 0
+}
+
+// afterDelivery reports whether every line of the event op is PEC.
+func afterDelivery(op *Op) bool {
+	for i := range op.Lines {
+		if !linePEC(op, &op.Lines[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // event charges a one-time event: IEC (units requested, nothing used yet)
 // is debited in full or refused; PEC (units used, or oneTimeEventType
 // PEC) is debited as far as the money goes and the rest is overage.
@@ -427,9 +452,12 @@ func (m *Model) event(s *state, op *Op) Answer {
 			panic(fmt.Sprintf("BUG: moneycheck: rating group %d not in the tariff", l.RG))
 		}
 		svc := serviceIndex(r.Service)
-		pec := l.Used > 0 || op.EventType == "PEC"
+		pec := linePEC(op, &l)
 		n := l.Used
-		if n == 0 {
+		switch {
+		case n == 0 && pec && l.Requested != 0:
+			n = l.Requested // delivered already: charged in full, not capped by maxGrant
+		case n == 0:
 			n = grantUnits(l.Requested, r)
 		}
 		b := min(n, s.bucketAvail(svc))
