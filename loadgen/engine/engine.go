@@ -209,11 +209,17 @@ type Stats struct {
 	// whose answer reported another charge than the first answer.
 	Retransmits          int64
 	RetransmitMismatches int64
-	// Retried counts the retries sent for requests without a definitive
-	// answer (Scenario.RetryErrors), RetryResolved the requests one of
-	// them resolved (the rest stay in Unresolved).
-	Retried       int64
-	RetryResolved int64
+	// Retried counts the retries sent for requests shed or without a
+	// definitive answer (Scenario.RetryErrors), RetryResolved the
+	// requests one of them resolved (the rest stay in Unresolved when in
+	// doubt). RetriesDropped counts the retries not made because the
+	// retry queue was full or the retry could not be answered within the
+	// run's drain bound: their requests were given up.
+	Retried        int64
+	RetryResolved  int64
+	RetriesDropped int64
+	// UsageLost is the usage no attempt delivered (all phases).
+	UsageLost UsageLost
 	// Notices are the CHF-initiated notifications of the run (all
 	// phases); zero when the driver delivers none.
 	Notices NoticeStats
@@ -386,6 +392,8 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		st.RetransmitMismatches += w.retxMismatch
 		st.Retried += w.retried
 		st.RetryResolved += w.retryResolved
+		st.RetriesDropped += w.retriesDropped
+		st.UsageLost.Add(w.lost)
 		st.SessionLimited += w.sessLimited
 		st.Interrupted = st.Interrupted || w.interrupted
 		st.Notices.merge(&w.nst)
