@@ -25,10 +25,15 @@
 // A request that finds MaxInFlight/W requests in flight waits in the
 // backlog; it is counted late if it leaves more than LateThreshold after
 // its due time, and a new flow that cannot leave within LateDrop (or finds
-// the backlog full) is dropped and counted. Every request is bounded by
-// the driver's timeout, the drain at the end by the timeout and the think
-// time, and a cancelled run by interruptGrace: memory and time never grow
-// with the offered rate. Workers publish one interval summary per second
+// the backlog full) is dropped and counted. A request shed or without a
+// definitive answer waits for its retry in a retry queue bounded like the
+// backlog, and leaves within the same in-flight share; a retry that finds
+// the queue full or could not be answered within the drain bound is
+// dropped and its request given up (its usage counted in UsageLost).
+// Every request is bounded by the driver's timeout, the drain at the end
+// by the timeout and the think time (one timeout more with retries), and
+// a cancelled run by interruptGrace: memory and time never grow with the
+// offered rate. Workers publish one interval summary per second
 // to an aggregator that drives live progress and the time series; at the
 // end the per-worker histograms are merged exactly.
 package engine
