@@ -32,8 +32,8 @@ type UsageLost struct {
 	TotalVolume          uint64 `json:"total_volume"`
 	Time                 uint64 `json:"time"`
 	ServiceSpecificUnits uint64 `json:"service_specific_units"`
-	// ExpectedMinorUnits is what Config.Rater rates them at (Rated set);
-	// without a Rater it is 0 and Rated false.
+	// ExpectedMinorUnits is what Config.Rater rates them at; Rated is
+	// set when the run had a Rater (without one it is 0).
 	ExpectedMinorUnits int64 `json:"expected_minor_units"`
 	Rated              bool  `json:"rated"`
 }

@@ -178,7 +178,7 @@ func TestDroppedAnswers(t *testing.T) {
 		sc.RetryBackoff = scenario.Duration(10 * time.Millisecond)
 		st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Rater: fakeRater{}})
 		dropped := fake.Dropped.Load()
-		if dropped == 0 || st.RetryResolved != dropped || st.Unresolved != 0 || st.UsageLost != (UsageLost{}) {
+		if dropped == 0 || st.RetryResolved != dropped || st.Unresolved != 0 || st.UsageLost != (UsageLost{Rated: true}) {
 			t.Fatalf("fake dropped %d answers, resolved by a retry %d, unresolved %d, lost %+v (retried %d, dropped %d, abandoned %d, errors %v): want each resolved by its retry", dropped, st.RetryResolved, st.Unresolved, st.UsageLost, st.Retried, st.RetriesDropped, st.Abandoned, st.Errors)
 		}
 		debited := debitedBy(fake, sc)

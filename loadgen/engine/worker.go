@@ -333,6 +333,7 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		nst:        newNoticeStats(),
 	}
 	w.timed, _ = cfg.Rater.(TimedRater)
+	w.lost.Rated = cfg.Rater != nil
 	think := max(sc.Data.ThinkTime.D(), sc.Voice.ThinkTime.D())
 	w.drainLimit = w.stopAt + int64(think) + 2*w.timeout + int64(time.Second)
 	w.retryCap = w.backlogCap
