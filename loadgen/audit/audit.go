@@ -11,7 +11,10 @@
 // many at a time: the load's own, or for a Diameter Gy load one to the
 // CGW's HTTP port; Gy answers' Cost-Information plays X-Chf-Charged's part. The audit does not judge
 // requests whose outcome the load generator never learned (timeouts,
-// connection failures): it reports their number beside the verdict.
+// connection failures): it reports their number beside the verdict. It
+// fails when the run lost usage (engine.UsageLost: reported usage that no
+// attempt delivered, retries included): such units were neither charged
+// nor refused.
 package audit
 
 import (
@@ -162,15 +165,18 @@ type Result struct {
 	// whose service is priced per block of units (data) paid part of
 	// their usage: what money paid then depends on how each charge was
 	// split.
-	Offline       int64    `json:"offline_total"`
-	BucketValue   int64    `json:"bucket_value"`
-	BucketInexact int      `json:"bucket_inexact"`
-	Negative      int      `json:"negative_balances"`
-	Reserved      int      `json:"reserved_left"` // accounts with a reservation left
-	Unreadable    int      `json:"unreadable"`    // accounts that could not be read
-	Unresolved    int64    `json:"unresolved_requests"`
-	NoHeader      int64    `json:"answers_without_charged_header"`
-	Examples      []string `json:"examples,omitempty"`
+	Offline       int64 `json:"offline_total"`
+	BucketValue   int64 `json:"bucket_value"`
+	BucketInexact int   `json:"bucket_inexact"`
+	Negative      int   `json:"negative_balances"`
+	Reserved      int   `json:"reserved_left"` // accounts with a reservation left
+	Unreadable    int   `json:"unreadable"`    // accounts that could not be read
+	Unresolved    int64 `json:"unresolved_requests"`
+	NoHeader      int64 `json:"answers_without_charged_header"`
+	// UsageLost counts the requests whose usage was not delivered
+	// (report.Result's usage_lost has the detail); not zero fails.
+	UsageLost int64    `json:"usage_lost_requests"`
+	Examples  []string `json:"examples,omitempty"`
 	// CDR is the CDR check (loadgen local --cdr-dir, AddCDR); Debits the
 	// checked subscribers' debits it compares with (not in reports).
 	CDR    *CDRResult `json:"cdr,omitempty"`
@@ -192,6 +198,8 @@ type Input struct {
 	Expected   Expectation
 	Unresolved int64
 	NoHeader   int64
+	// UsageLost is the run's undelivered usage (engine.Stats.UsageLost).
+	UsageLost engine.UsageLost
 	// InitialOf, when set (with Initial nil), gives each subscriber's
 	// initial state as provisioned (postpaid balances, buckets) instead
 	// of InitialBalance.
@@ -211,7 +219,7 @@ type Expectation interface {
 // ledger. Every subscriber in Final is checked: touched ones must have
 // moved by exactly what was charged, untouched ones not at all.
 func Check(in Input) Result {
-	r := Result{Charged: in.Ledger.Total, Unresolved: in.Unresolved, NoHeader: in.NoHeader}
+	r := Result{Charged: in.Ledger.Total, Unresolved: in.Unresolved, NoHeader: in.NoHeader, UsageLost: in.UsageLost.Requests}
 	tariff := in.Tariff
 	if tariff == nil {
 		tariff, _ = LoadTariff("")
@@ -292,8 +300,30 @@ func Check(in Input) Result {
 		r.Reason = fmt.Sprintf("%d mismatches with the reported charges, %d with the tariff, %d negative, %d reservations left, %d unreadable",
 			r.Mismatches, r.ExpectedMismatches, r.Negative, r.Reserved, r.Unreadable)
 	}
+	if r.UsageLost > 0 {
+		r.OK = false
+		r.Reason = joinReason(r.Reason, LostReason(in.UsageLost))
+	}
 	if !r.OK && in.Unresolved > 0 {
 		r.Reason += fmt.Sprintf(" (%d requests had an unknown outcome)", in.Unresolved)
 	}
 	return r
+}
+
+// LostReason says what a run's lost usage is, for the audit's reason and
+// the reports.
+func LostReason(l engine.UsageLost) string {
+	s := fmt.Sprintf("usage lost: %d requests' usage not delivered after the retries (%d refused, %d in doubt, %d abandoned at the end; volume %d octets, time %d s, %d service units",
+		l.Requests, l.Refused, l.InDoubt, l.Abandoned, l.TotalVolume, l.Time, l.ServiceSpecificUnits)
+	if l.Rated {
+		s += fmt.Sprintf(", rated %d minor units", l.ExpectedMinorUnits)
+	}
+	return s + ")"
+}
+
+func joinReason(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }

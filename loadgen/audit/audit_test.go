@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/chf-testbed/testbed/loadgen/engine"
@@ -41,5 +42,29 @@ func TestCheck(t *testing.T) {
 	}
 	if none := Check(Input{First: first, InitialBalance: 100, Final: &Snapshot{}, Ledger: ledger()}); none.OK {
 		t.Fatalf("empty audit passed: %+v", none)
+	}
+}
+
+// Usage the run could not deliver fails the audit even when every balance
+// reconciles: those units were neither charged nor refused.
+func TestCheckUsageLost(t *testing.T) {
+	first, _ := scenario.ParseSUPI("imsi-001010000000001")
+	fin := &Snapshot{Index: []int32{0}, Accounts: []Account{{Balance: 95, Found: true}}}
+	l := engine.NewLedger(1)
+	l.Touch(0)
+	l.Add(0, 5)
+	for _, c := range []struct {
+		lost engine.UsageLost
+		ok   bool
+		want string
+	}{
+		{engine.UsageLost{}, true, ""},
+		{engine.UsageLost{Requests: 3, Refused: 2, InDoubt: 1, ServiceSpecificUnits: 3, ExpectedMinorUnits: 15, Rated: true}, false,
+			"usage lost: 3 requests' usage not delivered after the retries (2 refused, 1 in doubt, 0 abandoned at the end; volume 0 octets, time 0 s, 3 service units, rated 15 minor units)"},
+	} {
+		r := Check(Input{First: first, InitialBalance: 100, Final: fin, Ledger: l, UsageLost: c.lost})
+		if r.OK != c.ok || r.UsageLost != c.lost.Requests || !strings.Contains(r.Reason, c.want) || r.Mismatches != 0 {
+			t.Errorf("lost %+v: audit %+v, want ok %v and the reason %q", c.lost, r, c.ok, c.want)
+		}
 	}
 }

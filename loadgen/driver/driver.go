@@ -80,6 +80,12 @@ type Charge struct {
 	// Retransmit sets the protocol's retransmission flag (Nchf
 	// retransmissionIndicator, Gy T flag).
 	Retransmit bool
+	// Retry marks a retry of a request that got no definitive answer or
+	// was shed (the engine's retries, same identity as the first
+	// attempt). A driver whose protocol identifies the request without
+	// ambiguity may flag it whatever Retransmit says: Gy sets the T flag
+	// on every retry, its Session-Id naming the flow (RFC 4006 8.1).
+	Retry bool
 	// Offline marks the usage reported as offline charging (Nchf
 	// quotaManagementIndicator OFFLINE_CHARGING in the used unit
 	// container): rated and recorded, not debited. Gy has no such mark.
@@ -129,6 +135,10 @@ type Outcome struct {
 	// Shed is set when the CHF refused the request for overload (Nchf
 	// 503, Gy 3004 DIAMETER_TOO_BUSY): not admitted.
 	Shed bool
+	// RetryAfter is how long the CHF asked the client to wait before
+	// sending the request again (Nchf Retry-After on a 503); 0 when it
+	// did not say.
+	RetryAfter time.Duration
 	// Received is when the answer arrived (the kernel's stamp where the
 	// transport has it); zero when unknown.
 	Received time.Time

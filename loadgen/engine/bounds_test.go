@@ -195,3 +195,92 @@ func TestAbsurdRateMemory(t *testing.T) {
 		t.Errorf("offered %d, completed %d, errors %d, dropped %d: want 3e9 offered, the unsendable dropped and counted", st.Offered, count, errs, dropped)
 	}
 }
+
+// Retries obey the bounds of first sends. At a rate the machine cannot
+// offer, with the default mix (sessions and events, every request
+// retried), against a closed port (every attempt fails at once, in
+// doubt) and against a CHF that sheds everything with Retry-After: the
+// retry queue is bounded, so memory stays under a fixed ceiling, and the
+// run ends within its drain bound; the retries that do not fit are
+// dropped, not queued, and their requests' usage is counted lost.
+func TestRetryBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 2 × 6 s at full CPU")
+	}
+	for _, c := range []struct {
+		name     string
+		addr     func(t *testing.T) string
+		shed     bool
+		inflight int
+	}{
+		{"closed port", closedPort, false, 4096},
+		// fewer in flight: the fake (net/http, in this process) answers
+		// them before they time out, even under the race detector
+		{"503 with Retry-After to everything", func(t *testing.T) string {
+			return startFake(t, fakechf.Options{Shed: func() bool { return true }, RetryAfter: "1"}).Addr()
+		}, true, 256},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			checkGoroutines(t)
+			const timeout, dur = time.Second, 3 * time.Second
+			d := newDriverTimeout(t, "h2c", c.addr(t), timeout)
+			sc := scenario.Default()
+			sc.Load = scenario.Load{TPS: 1e9}
+			sc.Phases = scenario.Phases{Duration: scenario.Duration(dur)}
+			sc.Subscribers.Count = 1000
+			sc.Timeout = scenario.Duration(timeout)
+			sc.MaxInFlight = c.inflight
+			const ceiling = 128 << 20
+			stop := heapPeak()
+			t0 := time.Now()
+			st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Workers: 1})
+			wall := time.Since(t0)
+			p := stop()
+			count, errs, _, dropped := st.Totals()
+			l := st.UsageLost
+			t.Logf("wall %v, peak heap in use %d MiB, offered %d, completed %d (errors %d), dropped %d, retried %d, retries dropped %d, usage lost %+v",
+				wall, p>>20, st.Offered, count, errs, dropped, st.Retried, st.RetriesDropped, l)
+			if p > ceiling {
+				t.Errorf("peak heap in use %d MiB, want under %d MiB", p>>20, ceiling>>20)
+			}
+			// the drain bound: the think time, two timeouts and a second,
+			// and with retries one timeout more; a second of slack
+			if limit := dur + sc.Data.ThinkTime.D() + 3*timeout + 2*time.Second; wall > limit {
+				t.Errorf("run took %v, want at most %v", wall, limit)
+			}
+			if st.Retried == 0 || st.RetriesDropped == 0 || count+dropped != st.Offered || errs != count {
+				t.Errorf("retried %d, retries dropped %d, completed %d + dropped %d, offered %d: want retries made and the excess dropped",
+					st.Retried, st.RetriesDropped, count, dropped, st.Offered)
+			}
+			// (the fake, overloaded, also lets requests time out: in doubt)
+			if c.shed && l.Refused == 0 || !c.shed && (l.InDoubt == 0 || l.Refused != 0) || l.Requests != l.Refused+l.InDoubt+l.Abandoned {
+				t.Errorf("usage lost %+v: want it counted, refused when shed, only in doubt when the port is closed", l)
+			}
+		})
+	}
+}
+
+// heapPeak samples the heap in use every 50 ms until the function it
+// returns is called, which returns the highest sample.
+func heapPeak() func() uint64 {
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return func() uint64 { close(done); wg.Wait(); return peak.Load() }
+}

@@ -25,10 +25,15 @@
 // A request that finds MaxInFlight/W requests in flight waits in the
 // backlog; it is counted late if it leaves more than LateThreshold after
 // its due time, and a new flow that cannot leave within LateDrop (or finds
-// the backlog full) is dropped and counted. Every request is bounded by
-// the driver's timeout, the drain at the end by the timeout and the think
-// time, and a cancelled run by interruptGrace: memory and time never grow
-// with the offered rate. Workers publish one interval summary per second
+// the backlog full) is dropped and counted. A request shed or without a
+// definitive answer waits for its retry in a retry queue bounded like the
+// backlog, and leaves within the same in-flight share; a retry that finds
+// the queue full or could not be answered within the drain bound is
+// dropped and its request given up (its usage counted in UsageLost).
+// Every request is bounded by the driver's timeout, the drain at the end
+// by the timeout and the think time (one timeout more with retries), and
+// a cancelled run by interruptGrace: memory and time never grow with the
+// offered rate. Workers publish one interval summary per second
 // to an aggregator that drives live progress and the time series; at the
 // end the per-worker histograms are merged exactly.
 package engine
@@ -209,11 +214,17 @@ type Stats struct {
 	// whose answer reported another charge than the first answer.
 	Retransmits          int64
 	RetransmitMismatches int64
-	// Retried counts the retries sent for requests without a definitive
-	// answer (Scenario.RetryErrors), RetryResolved the requests one of
-	// them resolved (the rest stay in Unresolved).
-	Retried       int64
-	RetryResolved int64
+	// Retried counts the retries sent for requests shed or without a
+	// definitive answer (Scenario.RetryErrors), RetryResolved the
+	// requests one of them resolved (the rest stay in Unresolved when in
+	// doubt). RetriesDropped counts the retries not made because the
+	// retry queue was full or the retry could not be answered within the
+	// run's drain bound: their requests were given up.
+	Retried        int64
+	RetryResolved  int64
+	RetriesDropped int64
+	// UsageLost is the usage no attempt delivered (all phases).
+	UsageLost UsageLost
 	// Notices are the CHF-initiated notifications of the run (all
 	// phases); zero when the driver delivers none.
 	Notices NoticeStats
@@ -386,6 +397,8 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 		st.RetransmitMismatches += w.retxMismatch
 		st.Retried += w.retried
 		st.RetryResolved += w.retryResolved
+		st.RetriesDropped += w.retriesDropped
+		st.UsageLost.Add(w.lost)
 		st.SessionLimited += w.sessLimited
 		st.Interrupted = st.Interrupted || w.interrupted
 		st.Notices.merge(&w.nst)

@@ -92,7 +92,7 @@ func TestRetryRefusedKeepsTheDoubt(t *testing.T) {
 	st, debited := runLosing(t, scenario.DefaultRetryErrors, 1)
 	// Every lost answer takes two retries: the refused one and the replay.
 	if st.RetryResolved == 0 || st.Retried != 2*st.RetryResolved || st.Unresolved != 0 {
-		t.Fatalf("retried %d, resolved by a retry %d, unresolved %d: want each lost answer retried twice and resolved by the second", st.Retried, st.RetryResolved, st.Unresolved)
+		t.Fatalf("retried %d, resolved by a retry %d, unresolved %d (dropped %d, lost %+v): want each lost answer retried twice and resolved by the second", st.Retried, st.RetryResolved, st.Unresolved, st.RetriesDropped, st.UsageLost)
 	}
 	if st.Ledger.Total == 0 || st.Ledger.Total != debited || st.Ledger.ExpectedTotal != debited {
 		t.Fatalf("ledger %d, expected %d, fake debited %d: want all equal", st.Ledger.Total, st.Ledger.ExpectedTotal, debited)
@@ -101,12 +101,14 @@ func TestRetryRefusedKeepsTheDoubt(t *testing.T) {
 
 // runLosing runs a second of load with retries against a fake CHF that
 // loses the answer of every fifth request it charges and refuses the
-// first shedRepeats repeats of each; it returns the run's statistics and
-// what the fake debited.
+// first shedRepeats repeats of each (without Retry-After: the retry then
+// waits the backoff, and a session's chain of retries fits the run's
+// drain bound); it returns the run's statistics and what the fake
+// debited.
 func runLosing(t *testing.T, retries, shedRepeats int) (*Stats, int64) {
 	t.Helper()
 	var n atomic.Int64
-	fake := startFake(t, fakechf.Options{Lose: func() bool { return n.Add(1)%5 == 0 }, ShedRepeats: shedRepeats})
+	fake := startFake(t, fakechf.Options{Lose: func() bool { return n.Add(1)%5 == 0 }, ShedRepeats: shedRepeats, RetryAfter: "-"})
 	d := newDriver(t, "h2c", fake.Addr())
 	sc := scenario.Default()
 	sc.Subscribers.Count = 100

@@ -70,9 +70,12 @@ type request struct {
 	counted  bool  // the logical request's outcome is in the ledger
 	hasChg0  bool
 	charged0 int64 // what the first attempt reported charging
-	// retries of a request without a definitive answer (Scenario.RetryErrors)
+	// retries of a request shed or without a definitive answer
+	// (Scenario.RetryErrors)
 	tries   uint8 // retries scheduled so far
 	retryAt int64 // ns since start: when the scheduled retry leaves
+	doubt   bool  // an attempt got no definitive answer: it may have been applied
+	flying  bool  // handed to the driver, not yet completed
 }
 
 // retryQueue holds the requests waiting to be retried, earliest first.
@@ -219,11 +222,13 @@ type worker struct {
 	pacing     int64
 	retransmit float64
 	// retries (Scenario.RetryErrors): at most retryMax, the first
-	// retryBackoff after the failure, doubling; none that could not
-	// finish by retryLimit
+	// retryBackoff after the failure (or the Retry-After a shed asked
+	// for), doubling; none that could not finish by retryLimit, and at
+	// most retryCap waiting (the retry queue is bounded as the backlog is)
 	retryMax     int
 	retryBackoff int64
 	retryLimit   int64
+	retryCap     int
 	retryQ       retryQueue
 
 	heap        flowHeap
@@ -232,6 +237,7 @@ type worker struct {
 	backlogCap  int // new flows beyond it are dropped at once
 	free        []*flow
 	reqs        []*request // free requests
+	allReqs     []*request // every request of the pool (the abandoned in flight are found here)
 	picker      *scenario.Picker
 	open        int // data and voice sessions started and not ended
 	openPeak    int
@@ -267,6 +273,9 @@ type worker struct {
 	retxMismatch   int64
 	retried        int64 // retries sent
 	retryResolved  int64 // requests a retry resolved
+	retriesDropped int64 // retries not scheduled or given up: queue full, or past retryLimit
+	lost           UsageLost
+	lostSUPI       []byte // scratch of losePending
 	ledger         *Ledger
 	stoppedEarly   bool
 	stopTime       time.Time
@@ -324,14 +333,18 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 		nst:        newNoticeStats(),
 	}
 	w.timed, _ = cfg.Rater.(TimedRater)
+	w.lost.Rated = cfg.Rater != nil
 	think := max(sc.Data.ThinkTime.D(), sc.Voice.ThinkTime.D())
 	w.drainLimit = w.stopAt + int64(think) + 2*w.timeout + int64(time.Second)
-	if sc.RetryErrors > 0 {
-		// room for a request's whole chain of retries after the stop
-		w.retryMax, w.retryBackoff = sc.RetryErrors, int64(sc.RetryBackoff)
-		for k := range sc.RetryErrors {
-			w.drainLimit += retryWait(w.retryBackoff<<k, 1) + w.timeout // the longest wait
-		}
+	w.retryCap = w.backlogCap
+	w.retryMax, w.retryBackoff = sc.RetryErrors, int64(sc.RetryBackoff)
+	if w.retryMax > 0 {
+		// Room for one retry of the last request (its wait up to a
+		// timeout, and its own timeout); a retry that could not be
+		// answered by retryLimit is given up (its usage lost) rather
+		// than lengthen the run: the drain bound does not grow with the
+		// retries allowed, nor with what the CHF answers.
+		w.drainLimit += w.timeout
 		w.retryLimit = w.drainLimit - int64(time.Second)
 	}
 	for i := range w.ops {
@@ -391,16 +404,13 @@ func (w *worker) run(ctx context.Context) {
 		for len(w.heap) > 0 && w.heap[0].due <= upTo {
 			w.ready(w.heap.pop(), now)
 		}
-		for len(w.retryQ) > 0 && w.retryQ[0].retryAt <= now {
-			r := heap.Pop(&w.retryQ).(*request)
-			w.resend(r.f, retryFlagged(r.f.op))
-		}
+		w.sendRetries(now)
 		if w.queued {
 			w.queued = false
 			w.dw.Flush()
 		}
-		idle := w.genDone && w.pk >= w.pTotal && len(w.heap) == 0 && w.bhead == len(w.backlog) && len(w.retryQ) == 0
-		if idle && w.inflight == 0 {
+		idle := w.genDone && w.pk >= w.pTotal && len(w.heap) == 0 && w.bhead == len(w.backlog)
+		if idle && len(w.retryQ) == 0 && w.inflight == 0 {
 			w.flush()
 			return
 		}
@@ -416,8 +426,8 @@ func (w *worker) run(ctx context.Context) {
 		if len(w.heap) > 0 && w.heap[0].due < next {
 			next = w.heap[0].due
 		}
-		if len(w.retryQ) > 0 && w.retryQ[0].retryAt < next {
-			next = w.retryQ[0].retryAt
+		if len(w.retryQ) > 0 && w.retryQ[0].retryAt < next && w.inflight < w.cap {
+			next = w.retryQ[0].retryAt // (with the pool full, a completion wakes the loop)
 		}
 		if w.cfg.Operator != nil {
 			next = w.nextTrigger(next)
@@ -478,9 +488,25 @@ func (w *worker) interrupt(now int64) {
 }
 
 // abandon gives up on every request in flight or waiting (the run was
-// interrupted, or the drain outlived its bound).
+// interrupted, or the drain outlived its bound); the usage they carried,
+// or that the waiting sessions' next requests would have, is lost.
 func (w *worker) abandon() {
 	w.abandoned += int64(w.inflight + len(w.backlog) - w.bhead + len(w.heap) + len(w.retryQ))
+	now := w.now()
+	for _, r := range w.allReqs {
+		if r.flying && !r.counted {
+			w.lose(r, lostAbandoned, r.sent)
+		}
+	}
+	for _, r := range w.retryQ {
+		w.lose(r, lostAbandoned, r.sent)
+	}
+	for _, f := range w.backlog[w.bhead:] {
+		w.losePending(f, now)
+	}
+	for _, e := range w.heap {
+		w.losePending(e.f, now)
+	}
 	w.inflight = 0
 }
 
@@ -538,6 +564,7 @@ func (w *worker) getReq(f *flow) *request {
 			r.err = err
 			w.completions = append(w.completions, r.f)
 		}
+		w.allReqs = append(w.allReqs, r)
 	}
 	r.f, f.r = f, r
 	return r
@@ -792,7 +819,7 @@ func (w *worker) send(f *flow, now int64) {
 	if r == nil {
 		r = w.getReq(f)
 	}
-	r.attempt, r.dup, r.counted, r.tries = 0, dupNone, false, 0
+	r.attempt, r.dup, r.counted, r.tries, r.doubt = 0, dupNone, false, 0, false
 	w.fillCharge(f)
 	if w.retransmit > 0 && f.op != OpBalance && w.rng.Float64() < w.retransmit {
 		r.dup = dupFlagged
@@ -816,6 +843,7 @@ func (w *worker) queue(f *flow) {
 	}
 	w.inflight++
 	r := f.r
+	r.flying = true
 	if err := w.dw.Queue(&r.charge, &r.out, r.cb); err != nil {
 		err = driver.Classify(err)
 		r.out.Fail(err)
@@ -835,6 +863,7 @@ func (w *worker) resend(f *flow, flagged bool) {
 	r.charged0, r.hasChg0 = r.out.Charged, r.out.HasCharged
 	r.attempt = 1
 	r.charge.Retransmit = flagged
+	r.charge.Retry = r.tries > 0
 	r.charge.Session = f.ref
 	r.sent = w.now()
 	if r.tries > 0 {
@@ -855,25 +884,54 @@ func (w *worker) resend(f *flow, flagged bool) {
 // landed would be answered as an earlier event of the subscriber.
 func retryFlagged(op Op) bool { return op == OpUpdate || op == OpRelease }
 
-// retry schedules f's request, which got no definitive answer, to be sent
-// again (Scenario.RetryErrors) and reports whether it did: not for a
-// first attempt that was shed (refused before charging: nothing is in
-// doubt), past the retries allowed, or when the retry could not finish
-// before the drain bound. repeat: the answer was to a retry or
-// retransmission of a request whose earlier attempt is in doubt.
-func (w *worker) retry(f *flow, repeat bool) bool {
+// retry schedules f's request, shed or without a definitive answer, to
+// be sent again with the same identity (Scenario.RetryErrors) and reports
+// whether it did. A shed that said how long to wait (Retry-After) is
+// retried after that wait, capped at MaxRetryAfter; anything else after
+// the doubling backoff. Not past the retries allowed, nor when the retry
+// could not be answered by retryLimit or the retry queue is full: the
+// retries obey the bounds of first sends, and one that cannot is dropped
+// (counted in RetriesDropped) instead of queued.
+func (w *worker) retry(f *flow) bool {
 	r := f.r
-	if (r.out.Shed && !repeat) || int(r.tries) >= w.retryMax {
+	if int(r.tries) >= w.retryMax {
 		return false
 	}
-	at := w.now() + retryWait(w.retryBackoff<<r.tries, w.jit.Float64())
-	if at+w.timeout > w.retryLimit {
+	var at int64
+	if ra := int64(min(r.out.RetryAfter, MaxRetryAfter)); r.out.Shed && ra > 0 {
+		// at least what the CHF asked, spread over half of it again
+		at = w.now() + ra + int64(w.jit.Float64()*float64(ra)/2)
+	} else {
+		at = w.now() + retryWait(w.retryBackoff<<r.tries, w.jit.Float64())
+	}
+	if at+w.timeout > w.retryLimit || len(w.retryQ) >= w.retryCap {
+		w.retriesDropped++
 		return false
 	}
 	r.tries++
 	r.retryAt = at
 	heap.Push(&w.retryQ, r)
 	return true
+}
+
+// MaxRetryAfter caps the wait a shed request's Retry-After asks for.
+const MaxRetryAfter = 10 * time.Second
+
+// sendRetries sends the retries due by now while the worker's share of
+// MaxInFlight leaves room (before the backlog: a retry is older than
+// anything waiting there); one that could no longer be answered by
+// retryLimit is given up.
+func (w *worker) sendRetries(now int64) {
+	for len(w.retryQ) > 0 && w.retryQ[0].retryAt <= now && w.inflight < w.cap {
+		f := heap.Pop(&w.retryQ).(*request).f
+		if now+w.timeout > w.retryLimit {
+			w.retriesDropped++
+			w.giveUp(f)
+			w.next(f)
+			continue
+		}
+		w.resend(f, retryFlagged(f.op))
+	}
 }
 
 // retryWait is a retry's wait for the nominal wait d and u uniform in
@@ -887,6 +945,7 @@ func retryWait(d int64, u float64) int64 {
 // drainBacklog sends queued requests while the pool has room, dropping new
 // flows that waited beyond LateDrop.
 func (w *worker) drainBacklog(now int64) {
+	w.sendRetries(now)
 	for w.inflight < w.cap && w.bhead < len(w.backlog) {
 		f := w.backlog[w.bhead]
 		w.backlog[w.bhead] = nil
@@ -907,6 +966,7 @@ func (w *worker) drainBacklog(now int64) {
 func (w *worker) completed(f *flow) {
 	w.inflight--
 	r := f.r
+	r.flying = false
 	now := w.now()
 	r.done = now
 	if rx := r.out.Received; !rx.IsZero() {
@@ -974,20 +1034,9 @@ func (w *worker) completed(f *flow) {
 	}
 	f.gone = r.out.Gone
 	if f.op != OpBalance {
-		switch {
-		case r.out.Resolved:
-			w.account(f)
-		case w.retry(f, false):
-			// no definitive answer: sent again later, as an SMF would
+		if w.settle(f, true) {
 			w.drainBacklog(w.now())
 			return
-		case w.retransmit > 0:
-			// no answer: send it again, flagged, as an NF would
-			w.resend(f, true)
-			w.drainBacklog(w.now())
-			return
-		default:
-			w.unresolved++
 		}
 		if r.dup != dupNone {
 			w.resend(f, r.dup == dupFlagged)
@@ -999,25 +1048,18 @@ func (w *worker) completed(f *flow) {
 	w.drainBacklog(w.now())
 }
 
-// retransmitted records the answer to a retransmission: it resolves a
-// request whose first attempt got none, and must agree with the first
-// answer otherwise. A refusal (shed, Nchf 503) does not resolve it: it
-// tells that this attempt was not admitted, not that the earlier one,
-// whose answer was lost, charged nothing.
+// retransmitted records the answer to a retransmission or retry: it may
+// resolve a request whose earlier attempts got no definitive answer (see
+// settle), and must agree with the first answer otherwise.
 func (w *worker) retransmitted(f *flow) {
 	r := f.r
 	r.attempt = 0
 	switch {
-	case !r.counted && r.out.Resolved && !r.out.Shed:
-		if r.tries > 0 {
-			w.retryResolved++
-		}
-		w.account(f)
-	case !r.counted && w.retry(f, true):
-		w.drainBacklog(w.now())
-		return
 	case !r.counted:
-		w.unresolved++
+		if w.settle(f, false) {
+			w.drainBacklog(w.now())
+			return
+		}
 	case r.out.Resolved && r.out.HasCharged && r.hasChg0 && r.out.Charged != r.charged0:
 		w.retxMismatch++ // charged again, or differently
 	}
@@ -1027,6 +1069,65 @@ func (w *worker) retransmitted(f *flow) {
 	f.gone = f.gone || r.out.Gone
 	w.next(f)
 	w.drainBacklog(w.now())
+}
+
+// settle takes the answer to an attempt of f's request whose outcome is
+// not counted yet and reports whether another attempt is on its way.
+// A definitive answer (a success, or a refusal other than a shed) is
+// counted once, whatever attempt brought it. A shed (Nchf 503, Gy 3004)
+// or an attempt without a definitive answer is retried, as an SMF does
+// (retry); a first attempt without an answer that cannot be is
+// retransmitted, flagged, when the scenario retransmits, or its pending
+// duplicate sent. Otherwise the request is given up (giveUp).
+//
+// A shed tells only that this attempt was not admitted: after an attempt
+// in doubt it resolves nothing, and a request whose attempts were all
+// shed is known not charged. first: the answer is to the first attempt.
+func (w *worker) settle(f *flow, first bool) bool {
+	r := f.r
+	o := &r.out
+	if !o.Resolved {
+		r.doubt = true
+	}
+	if o.Resolved && !o.Shed {
+		if r.tries > 0 {
+			w.retryResolved++
+		}
+		w.account(f)
+		return false
+	}
+	if w.retry(f) {
+		return true
+	}
+	switch {
+	case first && !o.Resolved && w.retransmit > 0:
+		// no answer: send it again, flagged, as an NF would
+		w.resend(f, true)
+		return true
+	case first && r.dup != dupNone:
+		// the duplicate the scenario asked for is the last attempt
+		flagged := r.dup == dupFlagged
+		r.dup = dupNone
+		w.resend(f, flagged)
+		return true
+	}
+	w.giveUp(f)
+	return false
+}
+
+// giveUp ends f's request without a delivery: in doubt when an attempt got
+// no definitive answer (unresolved), refused when every attempt was shed
+// (counted as that refusal: nothing charged). Its usage is lost.
+func (w *worker) giveUp(f *flow) {
+	r := f.r
+	kind := lostRefused
+	if r.doubt {
+		w.unresolved++
+		kind = lostInDoubt
+	} else {
+		w.account(f)
+	}
+	w.lose(r, kind, r.sent)
 }
 
 // account adds the resolved outcome of f's logical request to the ledger

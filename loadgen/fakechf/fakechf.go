@@ -43,6 +43,16 @@ type Options struct {
 	// ShedDelay.
 	Shed      func() bool
 	ShedDelay time.Duration
+	// ShedOnce, when set, tells for each charging request arriving for
+	// the first time (by its identity: path, subscriber,
+	// invocationSequenceNumber and invocationTimeStamp) whether to shed
+	// it as Shed does; its repeats are admitted. ShedGap, when set, is
+	// told how long after its refusal a request shed so came again.
+	ShedOnce func() bool
+	ShedGap  func(time.Duration)
+	// RetryAfter is the Retry-After value of a shed answer: "" sends
+	// "1" (as the CHF does), "-" none.
+	RetryAfter string
 	// Lose, when set, tells for each charging request applied whether to
 	// lose its answer, as a CHF whose instance dies after the write does:
 	// the request is charged and answered 500. With Lose set the fake
@@ -56,6 +66,13 @@ type Options struct {
 	// shedding retries under the overload its failure caused: the refusal
 	// tells that the repeat charged nothing, not that the first did not.
 	ShedRepeats int
+	// Drop, when set, tells for each charging request applied whether to
+	// drop its answer: the request is charged and never answered (the
+	// client times out), as when the answer is lost on the way. A repeat
+	// of it is answered as the first was to be, as with Lose. DropAll
+	// drops every answer to a charging request, repeats included.
+	Drop    func() bool
+	DropAll bool
 }
 
 // answer is what the fake answered a request it applied (Options.Lose).
@@ -82,9 +99,15 @@ type Server struct {
 	capNext  time.Time
 	srv      *http.Server
 	ln       net.Listener
-	answers  map[string]answer // by request identity, with Options.Lose
-	// Requests counts every request served.
+	answers  map[string]answer    // by request identity, with Options.Lose or Drop
+	seen     map[string]time.Time // identities that arrived (when shed, if they were), with Options.ShedOnce
+	done     chan struct{}        // closed by Close: dropped answers' handlers return
+	// Requests counts every request served, Sheds those answered 503
+	// (Options.Shed, ShedRepeats) and Dropped those left unanswered
+	// (Options.Drop).
 	Requests atomic.Int64
+	Sheds    atomic.Int64
+	Dropped  atomic.Int64
 }
 
 // Price of one unit: data per MiB, voice per second, events per unit.
@@ -101,7 +124,7 @@ func Start(opts Options) (*Server, error) {
 	if opts.First == "" {
 		opts.First = "imsi-001010000000001"
 	}
-	s := &Server{opts: opts, accounts: map[string]*account{}}
+	s := &Server{opts: opts, accounts: map[string]*account{}, seen: map[string]time.Time{}, done: make(chan struct{})}
 	prefix := strings.TrimRight(opts.First, "0123456789")
 	digits := opts.First[len(prefix):]
 	base, err := strconv.ParseUint(digits, 10, 64)
@@ -128,6 +151,11 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Close stops the server.
 func (s *Server) Close() {
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	s.srv.Shutdown(ctx)
@@ -205,7 +233,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.opts.Shed != nil && s.opts.Shed() {
 		time.Sleep(s.opts.ShedDelay)
-		shed(w)
+		s.shed(w)
 		return
 	}
 	const base = "/nchf-convergedcharging/v3/chargingdata"
@@ -254,8 +282,25 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, ref string, rele
 		return
 	}
 	var id string
-	if s.opts.Lose != nil {
+	replays := s.opts.Lose != nil || s.opts.Drop != nil || s.opts.DropAll
+	if replays || s.opts.ShedOnce != nil {
 		id = fmt.Sprintf("%s|%s|%d|%s", r.URL.Path, supi, req.Seq, req.Stamp)
+	}
+	if s.opts.ShedOnce != nil {
+		at, ok := s.seen[id]
+		switch {
+		case !ok && s.opts.ShedOnce():
+			s.seen[id] = time.Now()
+			s.mu.Unlock()
+			s.shed(w)
+			return
+		case !ok:
+			s.seen[id] = time.Time{}
+		case !at.IsZero() && s.opts.ShedGap != nil:
+			s.opts.ShedGap(time.Since(at))
+		}
+	}
+	if replays {
 		if an, ok := s.answers[id]; ok {
 			refuse := an.shed < s.opts.ShedRepeats
 			if refuse {
@@ -264,7 +309,11 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, ref string, rele
 			}
 			s.mu.Unlock()
 			if refuse {
-				shed(w)
+				s.shed(w)
+				return
+			}
+			if s.opts.DropAll {
+				s.drop(r)
 				return
 			}
 			s.answer(w, r, &req, supi, an)
@@ -305,15 +354,20 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, ref string, rele
 		status = http.StatusNoContent
 	}
 	an := answer{charged: charged, status: status, session: session}
-	lose := false
-	if s.opts.Lose != nil {
+	lose, drop := false, false
+	if replays {
 		if s.answers == nil {
 			s.answers = map[string]answer{}
 		}
 		s.answers[id] = an
-		lose = s.opts.Lose()
+		lose = s.opts.Lose != nil && s.opts.Lose()
+		drop = !lose && (s.opts.DropAll || s.opts.Drop != nil && s.opts.Drop())
 	}
 	s.mu.Unlock()
+	if drop {
+		s.drop(r)
+		return
+	}
 	if lose {
 		http.Error(w, `{"status":500,"cause":"SYSTEM_FAILURE"}`, http.StatusInternalServerError)
 		return
@@ -321,9 +375,26 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, ref string, rele
 	s.answer(w, r, &req, supi, an)
 }
 
+// drop leaves r unanswered until the client gives up on it or the server
+// closes.
+func (s *Server) drop(r *http.Request) {
+	s.Dropped.Add(1)
+	select {
+	case <-r.Context().Done():
+	case <-s.done:
+	}
+}
+
 // shed refuses a request as an overloaded CHF does.
-func shed(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "1")
+func (s *Server) shed(w http.ResponseWriter) {
+	s.Sheds.Add(1)
+	switch ra := s.opts.RetryAfter; ra {
+	case "":
+		w.Header().Set("Retry-After", "1")
+	case "-":
+	default:
+		w.Header().Set("Retry-After", ra)
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	fmt.Fprint(w, `{"status":503,"cause":"NF_CONGESTION"}`)

@@ -304,6 +304,9 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 		out.Audit.Unresolved += a.Unresolved
 		out.Retried += r.Retried
 		out.RetryResolved += r.RetryResolved
+		out.RetriesDropped += r.RetriesDropped
+		out.UsageLost.Add(r.UsageLost)
+		out.Audit.UsageLost += a.UsageLost
 		out.Audit.NoHeader += a.NoHeader
 		for _, e := range a.Examples {
 			if len(out.Audit.Examples) < 10 {

@@ -123,12 +123,19 @@ type Result struct {
 	// Retransmits counts the duplicates the scenario's retransmit share
 	// sent (same identity as a request already sent).
 	Retransmits int64 `json:"retransmits"`
-	// Retried counts the retries sent for requests that got no
-	// definitive answer (--retry-errors: same identity, retransmission
-	// flag); RetryResolved the requests a retry resolved (the audit counts
-	// that answer; the rest are in audit.unresolved_requests).
-	Retried       int64 `json:"retried"`
-	RetryResolved int64 `json:"retry_resolved"`
+	// Retried counts the retries sent for requests shed (after
+	// Retry-After) or without a definitive answer (--retry-errors: same
+	// identity); RetryResolved the requests a retry resolved (the audit
+	// counts that answer; the rest are in audit.unresolved_requests when
+	// in doubt); RetriesDropped the retries not made because the retry
+	// queue was full or the run's drain bound too near.
+	Retried        int64 `json:"retried"`
+	RetryResolved  int64 `json:"retry_resolved"`
+	RetriesDropped int64 `json:"retries_dropped"`
+	// UsageLost is the reported usage no attempt delivered (refused on
+	// every attempt, in doubt after the retries, or abandoned at the
+	// end): the audit fails when it is not zero.
+	UsageLost engine.UsageLost `json:"usage_lost"`
 	// Incomplete lists what the result lacks (a CPU source lost, a shard
 	// missing from a merge); empty when nothing is.
 	Incomplete []string `json:"incomplete,omitempty"`
@@ -227,24 +234,26 @@ type Sessions struct {
 // during the measured window (LoadgenComponent for the load generator).
 func Build(st *engine.Stats, sc scenario.Scenario, targets []string, proto string, cpuSeconds map[string]float64, au audit.Result, series []Point) (*Result, error) {
 	r := &Result{
-		SchemaVersion: SchemaVersion,
-		Started:       st.Started,
-		DurationS:     st.MeasureEnd.Sub(st.MeasureStart).Seconds(),
-		Targets:       targets,
-		Proto:         proto,
-		Scenario:      sc,
-		Offered:       st.Offered,
-		ErrorClasses:  st.Errors,
-		Audit:         au,
-		Abandoned:     st.Abandoned,
-		Retransmits:   st.Retransmits,
-		Retried:       st.Retried,
-		RetryResolved: st.RetryResolved,
-		Series:        series,
-		CPUSeconds:    cpuSeconds,
-		Ops:           map[string]Op{},
-		Histograms:    map[string]Hist{},
-		Notifications: BuildNotifications(&st.Notices, nil),
+		SchemaVersion:  SchemaVersion,
+		Started:        st.Started,
+		DurationS:      st.MeasureEnd.Sub(st.MeasureStart).Seconds(),
+		Targets:        targets,
+		Proto:          proto,
+		Scenario:       sc,
+		Offered:        st.Offered,
+		ErrorClasses:   st.Errors,
+		Audit:          au,
+		Abandoned:      st.Abandoned,
+		Retransmits:    st.Retransmits,
+		Retried:        st.Retried,
+		RetryResolved:  st.RetryResolved,
+		RetriesDropped: st.RetriesDropped,
+		UsageLost:      st.UsageLost,
+		Series:         series,
+		CPUSeconds:     cpuSeconds,
+		Ops:            map[string]Op{},
+		Histograms:     map[string]Hist{},
+		Notifications:  BuildNotifications(&st.Notices, nil),
 	}
 	if r.CPUSeconds == nil {
 		r.CPUSeconds = map[string]float64{}
@@ -359,6 +368,9 @@ func (r *Result) Recompute() error {
 	}
 	if s := r.Sessions; s != nil && s.Limited > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d sessions were not started (counted dropped): %d were open, the scenario's max_open_sessions", s.Limited, s.MaxOpenSessions))
+	}
+	if r.UsageLost.Requests > 0 && r.Audit.Skipped {
+		r.Warnings = append(r.Warnings, audit.LostReason(r.UsageLost)+": the audit, which fails on it, was skipped")
 	}
 	if r.Transactions > 0 {
 		r.ErrorRate = float64(r.Errors) / float64(r.Transactions)

@@ -106,9 +106,11 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if r.Retransmits > 0 || r.Abandoned > 0 {
 		fmt.Fprintf(w, "retransmissions sent %d, requests abandoned %d\n", r.Retransmits, r.Abandoned)
 	}
-	if r.Retried > 0 {
-		fmt.Fprintf(w, "retries of requests without a definitive answer %d, requests they resolved %d\n", r.Retried, r.RetryResolved)
+	if r.Retried > 0 || r.RetriesDropped > 0 {
+		fmt.Fprintf(w, "retries of requests shed or without a definitive answer %d, requests they resolved %d, retries dropped (queue full or past the drain bound) %d\n",
+			r.Retried, r.RetryResolved, r.RetriesDropped)
 	}
+	fmt.Fprintf(w, "%s\n", r.usageLostLine())
 	for _, e := range a.Examples {
 		fmt.Fprintf(w, "  %s\n", e)
 	}
@@ -318,6 +320,14 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| audit, CDRs | %s (%d records, %d replay records, %d duplicates dropped; charged %d, debited %d, %d mismatches) |\n",
 			cdrVerdict(c), c.Records, c.Replays, c.Duplicates, c.Charged, c.Debited, c.Mismatches)
 	}
+	lost := "0"
+	if r.UsageLost.Requests > 0 {
+		lost = "**" + strings.TrimPrefix(r.usageLostLine(), "usage lost: ") + "**"
+	}
+	fmt.Fprintf(w, "| usage lost (not delivered after the retries) | %s |\n", lost)
+	if r.Retried > 0 || r.RetriesDropped > 0 {
+		fmt.Fprintf(w, "| retries sent / requests they resolved / dropped | %d / %d / %d |\n", r.Retried, r.RetryResolved, r.RetriesDropped)
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "| op | count | errors | late | dropped | TPS | p50 ms | p99 ms | p99.9 ms | max ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, name := range opOrder(r) {
@@ -473,4 +483,18 @@ func (h *HostCPU) summary() string {
 		s += fmt.Sprintf(", not the run's processes %.1f%%", *h.OtherPercent)
 	}
 	return s + fmt.Sprintf(", steal %.1f%%", h.StealPercent)
+}
+
+// usageLostLine says what usage the run lost ("usage lost: 0" when none).
+func (r *Result) usageLostLine() string {
+	l := r.UsageLost
+	if l.Requests == 0 {
+		return "usage lost: 0 (every unit reported was delivered)"
+	}
+	s := fmt.Sprintf("usage lost: %d requests FAIL (%d refused on every attempt, %d in doubt, %d abandoned at the end): volume %d octets, time %d s, %d service units",
+		l.Requests, l.Refused, l.InDoubt, l.Abandoned, l.TotalVolume, l.Time, l.ServiceSpecificUnits)
+	if l.Rated {
+		s += fmt.Sprintf(", rated %d minor units", l.ExpectedMinorUnits)
+	}
+	return s
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter"
+	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/ocp"
 )
 
@@ -19,6 +20,13 @@ import (
 // Diameter Gy. It returns their addresses.
 func inProcessCHF(t *testing.T, accounts int, balance int64) (httpAddr, gyAddr string) {
 	t.Helper()
+	return inProcessCHFWith(t, accounts, balance, nil)
+}
+
+// inProcessCHFWith is inProcessCHF with the charging core wrapped by wrap
+// (nil: as is) behind both fronts, for faults.
+func inProcessCHFWith(t *testing.T, accounts int, balance int64, wrap func(chf.Charger) chf.Charger) (httpAddr, gyAddr string) {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cl := aslitetest.Start(t)
 	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{
@@ -26,7 +34,10 @@ func inProcessCHF(t *testing.T, accounts int, balance int64) (httpAddr, gyAddr s
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	core := ocp.NewProcessor(nil, abm.New(cl, abm.Config{Logger: quiet}))
+	var core chf.Charger = ocp.NewProcessor(nil, abm.New(cl, abm.Config{Logger: quiet}))
+	if wrap != nil {
+		core = wrap(core)
+	}
 
 	web, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Handler: cgw.HandlerConfig{Charger: core, Logger: quiet}, Logger: quiet})
 	if err != nil {

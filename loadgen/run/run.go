@@ -441,7 +441,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			auditRes = audit.Check(audit.Input{
 				First: first, Initial: initial, InitialBalance: o.InitialBalance, Final: final,
 				Ledger: st.Ledger, Expected: st.Ledger, Unresolved: st.Unresolved, NoHeader: st.MissingCharged,
-				InitialOf: o.InitialOf, Tariff: tariff,
+				UsageLost: st.UsageLost, InitialOf: o.InitialOf, Tariff: tariff,
 			})
 			o.Log.Info("final balances read", "accounts", len(idx), "took", time.Since(t0).Round(time.Millisecond))
 			// Only reservations can still change; mismatches cannot.

@@ -244,19 +244,19 @@ type Scenario struct {
 	// sent again, flagged.
 	Retransmit float64 `yaml:"retransmit" json:"retransmit"`
 	// RetryErrors is how many times, at most, a create, update, release or
-	// event that got no definitive answer (a timeout, a lost connection, a
-	// 5xx answer other than the overload 503, Gy's 5012 and the like) is
-	// sent again with the same identity (an update or release with the
+	// event that was shed (Nchf 503, Gy 3004) or got no definitive answer
+	// (a timeout, a lost connection, another 5xx, Gy's 5012 and the like)
+	// is sent again with the same identity (an update or release with the
 	// retransmission flag, a create or event exactly as first sent), as
-	// an SMF does: the first retry RetryBackoff after the failure, each
-	// next one after twice the previous wait (each wait drawn uniformly
-	// from half to one and a half times it, so that what one fault failed
-	// is not retried in one burst), while it can finish before the run's
-	// drain bound. The first answer that resolves it is the one the
+	// an SMF does: a shed after the Retry-After it carried (at most 10 s),
+	// otherwise the first retry RetryBackoff after the failure, each next
+	// one after twice the previous wait (each wait drawn uniformly from
+	// half to one and a half times it, so that what one fault failed is
+	// not retried in one burst), while it can be answered within the
+	// run's drain bound. The first answer that resolves it is the one the
 	// ledger and the audit count; the first attempt's error stays in the
-	// error counts. A first attempt shed (503 with Retry-After, Gy 3004:
-	// refused before charging) is not retried; a retry refused so is,
-	// since its refusal says nothing of the attempt before. 0 = never.
+	// error counts. Usage no attempt delivered is counted lost
+	// (engine.UsageLost). 0 = never.
 	RetryErrors  int      `yaml:"retry_errors" json:"retry_errors"`
 	RetryBackoff Duration `yaml:"retry_backoff" json:"retry_backoff"`
 	// Notifications are the CHF-initiated notifications the run triggers

@@ -11,9 +11,10 @@
 // → EVENT DIRECT_DEBITING, inquiry → EVENT CHECK_BALANCE; one MSCC per
 // request. The Session-Id of a create, event or inquiry is
 // "<Origin-Host>;<start>;<Charge.Flow>": a retransmission (T flag when
-// Charge.Retransmit) repeats it. Error classes are gy_<Result-Code> and
-// rg_<MSCC Result-Code>; 3004 (too busy) leaves the outcome unresolved,
-// 5002/5030 end the session.
+// Charge.Retransmit, and on every retry: Charge.Retry) repeats it. Error
+// classes are gy_<Result-Code> and rg_<MSCC Result-Code>; 3004 (too busy)
+// leaves the outcome unresolved (the engine retries it with the same
+// identity), 5002/5030 end the session.
 package gy
 
 import (
@@ -216,7 +217,9 @@ func (e *exchange) prepare(s *slot, c *driver.Charge) error {
 	if c.Reauthorized {
 		svc.Reason, svc.HasReason = wire.ReasonForcedReauth, true
 	}
-	*r = gyc.Request{Number: c.Seq, Services: e.svc[:1], Retransmit: c.Retransmit}
+	// The Session-Id and CC-Request-Number identify the request, so a
+	// retry carries the T flag whatever the operation (RFC 4006 8.1).
+	*r = gyc.Request{Number: c.Seq, Services: e.svc[:1], Retransmit: c.Retransmit || c.Retry}
 	// Strings alias bytes owned by the caller or by e: the client copies
 	// them while encoding, before Do returns.
 	switch {

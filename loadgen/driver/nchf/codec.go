@@ -2,6 +2,7 @@ package nchf
 
 import (
 	"bytes"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -226,6 +227,34 @@ func ParseCharged(v []byte) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// ParseRetryAfter reads a Retry-After header value (RFC 9110 10.2.3):
+// delay-seconds, or an HTTP-date taken relative to now. It reports false
+// for an absent or malformed value; a date in the past is a wait of 0.
+func ParseRetryAfter(v []byte, now time.Time) (time.Duration, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		var n int64
+		for _, c := range v {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			if n > (1<<62)/int64(time.Second) {
+				return 0, false // beyond any sane wait; the engine caps anyway
+			}
+			n = n*10 + int64(c-'0')
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(string(v))
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
 }
 
 var (

@@ -51,7 +51,7 @@ func newH2Conns(cfg driver.Config) *h2Conns {
 		newTemplate = h2c.NewTLSRequestTemplate
 	}
 	d := &h2Conns{maxConns: n, timeout: cfg.Timeout, tls: tcfg, opts: h2c.ClientOptions{
-		CaptureHeaders:   []string{"location", "x-chf-charged"},
+		CaptureHeaders:   []string{"location", "x-chf-charged", "retry-after"},
 		HandshakeTimeout: cfg.Timeout,
 	}}
 	for _, a := range cfg.Targets {
@@ -93,6 +93,9 @@ func (m *message) fill(hr *h2c.ClientResponse) {
 	}
 	if len(hr.Headers) > 1 && len(hr.Headers[1]) > 0 {
 		m.charged, m.hasCharged = ParseCharged(hr.Headers[1])
+	}
+	if len(hr.Headers) > 2 {
+		m.retryAfter = append(m.retryAfter[:0], hr.Headers[2]...)
 	}
 }
 

@@ -46,8 +46,9 @@ func (d *http1Transport) close() {
 }
 
 var (
-	hdrLocation = []byte("Location")
-	hdrCharged  = []byte("X-Chf-Charged")
+	hdrLocation   = []byte("Location")
+	hdrCharged    = []byte("X-Chf-Charged")
+	hdrRetryAfter = []byte("Retry-After")
 )
 
 func (d *http1Transport) do(ctx context.Context, target int, m *message) error {
@@ -79,6 +80,7 @@ func (d *http1Transport) do(ctx context.Context, target int, m *message) error {
 	}
 	m.status = fw.StatusCode()
 	m.location = append(m.location[:0], fw.Header.PeekBytes(hdrLocation)...)
+	m.retryAfter = append(m.retryAfter[:0], fw.Header.PeekBytes(hdrRetryAfter)...)
 	if v := fw.Header.PeekBytes(hdrCharged); len(v) > 0 {
 		m.charged, m.hasCharged = ParseCharged(v)
 	}

@@ -158,7 +158,8 @@ type message struct {
 	location   []byte
 	charged    int64
 	hasCharged bool
-	wantGrant  bool // parse the grant into the outcome
+	retryAfter []byte // the Retry-After header's value, when any
+	wantGrant  bool   // parse the grant into the outcome
 	// sent is the 3gpp-Sbi-Sender-Timestamp value of the request (owned
 	// by stamp, valid until the next build)
 	sent  []byte
@@ -170,7 +171,7 @@ type message struct {
 // resetAnswer clears the answer fields, keeping the buffers.
 func (m *message) resetAnswer() {
 	m.status, m.charged, m.hasCharged = 0, 0, false
-	m.rbody, m.location = m.rbody[:0], m.location[:0]
+	m.rbody, m.location, m.retryAfter = m.rbody[:0], m.location[:0], m.retryAfter[:0]
 }
 
 // build encodes c into m.
@@ -256,6 +257,9 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 		}
 		o.Gone = m.status == http.StatusNotFound
 		o.Shed = m.status == http.StatusServiceUnavailable
+		if o.Shed && len(m.retryAfter) > 0 {
+			o.RetryAfter, _ = ParseRetryAfter(m.retryAfter, time.Now())
+		}
 		return
 	}
 	if op == driver.ChargeCreate {

@@ -101,6 +101,9 @@ func (d *stdTransport) do(ctx context.Context, target int, m *message) error {
 	if v := r.Header["X-Chf-Charged"]; len(v) > 0 {
 		m.charged, m.hasCharged = ParseCharged([]byte(v[0]))
 	}
+	if v := r.Header["Retry-After"]; len(v) > 0 {
+		m.retryAfter = append(m.retryAfter[:0], v[0]...)
+	}
 	buf := bytes.NewBuffer(m.rbody[:0])
 	_, err = buf.ReadFrom(r.Body)
 	r.Body.Close()
