@@ -542,6 +542,10 @@ func checkChf(t *testing.T, m model, o *objects) {
 	if v, _ := envValue(cgw, "CHF_OCP"); v != fmt.Sprintf("%s-ocp:%d", release, ports["ocp"]) {
 		t.Errorf("cgw: CHF_OCP=%q", v)
 	}
+	// A create's Location names the CGW's Service, never the request's Host.
+	if v, _ := envValue(cgw, "CHF_ADVERTISE"); !strings.Contains(v, "://"+release+"-cgw.") || !strings.HasSuffix(v, fmt.Sprintf(".svc:%d", ports["cgw"])) {
+		t.Errorf("cgw: CHF_ADVERTISE=%q, want the cgw Service's DNS name and port", v)
+	}
 	if v, _ := envValue(ocp, "CHF_ABM"); v != fmt.Sprintf("%s-abm:%d", release, ports["abm"]) {
 		t.Errorf("ocp: CHF_ABM=%q", v)
 	}
