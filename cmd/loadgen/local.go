@@ -234,6 +234,9 @@ func localCmd(args []string) (err error) {
 		ocpFlags = append(ocpFlags, "--tariff", tariff)
 	}
 	cgwFlags, abmFlags := strings.Fields(*cgwArgs), strings.Fields(*abmArgs)
+	if cgwFlags, err = localCGWArgs(cgwFlags, f.operatorToken); err != nil {
+		return err
+	}
 	tariffPath := ""
 	if change != nil {
 		// The OCP rates from a file in the results directory, which the
@@ -407,6 +410,26 @@ func replaceTariff(ctx context.Context, o run.Options, c *audit.Change, after ti
 		return
 	}
 	o.Log.Info("tariff file replaced", "path", path, "at", c.At().Format(time.RFC3339Nano))
+}
+
+// localCGWArgs adds --operator-token-file FILE (absolute) for the CGW
+// when the load generator has one and args do not name another, so that
+// the local CGW guards its operator API and balance inquiry with the
+// token the run sends.
+func localCGWArgs(args []string, tokenFile string) ([]string, error) {
+	if tokenFile == "" {
+		return args, nil
+	}
+	for _, a := range args {
+		if a == "--operator-token-file" || strings.HasPrefix(a, "--operator-token-file=") {
+			return args, nil
+		}
+	}
+	abs, err := filepath.Abs(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("cannot resolve --operator-token-file %s: %w", tokenFile, err)
+	}
+	return append(args, "--operator-token-file", abs), nil
 }
 
 // localOCPArgs adds --tariff FILE for the OCP when loadgen's audit rates

@@ -58,6 +58,47 @@ func TestLocalEndToEnd(t *testing.T) {
 	t.Run("interrupt", func(t *testing.T) { localInterrupt(t, chf) })
 	t.Run("faults", func(t *testing.T) { localFaults(t, ctx, loadgen, chf) })
 	t.Run("tariff-change", func(t *testing.T) { localTariffChange(t, ctx, loadgen, chf) })
+	t.Run("operator-token", func(t *testing.T) { localOperatorToken(t, ctx, loadgen, chf) })
+}
+
+// localOperatorToken runs `loadgen local --operator-token-file`: the
+// local CGW gets the same file, so it guards the balance inquiry with the
+// token, and the run (its audit and its balance inquiries) passes; a CGW
+// whose token the load generator lacks fails the run with an error
+// naming --operator-token-file.
+func localOperatorToken(t *testing.T, ctx context.Context, loadgen, chf string) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("local-operator-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(extra ...string) (*report.Result, []byte, error) {
+		results := t.TempDir()
+		args := append([]string{"local", "--chf", chf, "--duration", "1500ms", "--rate", "200", "--warmup", "0", "--ramp-up", "0",
+			"--accounts", "1000", "--audit", "full", "--results", results, "--progress", "off"}, extra...)
+		out, err := exec.CommandContext(ctx, loadgen, args...).CombinedOutput()
+		files, _ := filepath.Glob(filepath.Join(results, "*", "result.json"))
+		if len(files) != 1 {
+			return nil, out, err
+		}
+		res, rerr := report.ReadJSON(files[0])
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		return res, out, err
+	}
+	res, out, err := run("--operator-token-file", token)
+	if err != nil || res == nil {
+		t.Fatalf("loadgen local --operator-token-file: %v\n%s", err, out)
+	}
+	if a := res.Audit; !a.OK || a.Skipped || a.Checked == 0 || res.Errors != 0 {
+		t.Fatalf("errors %d %v, audit %+v\n%s", res.Errors, res.ErrorClasses, a, out)
+	}
+	_, out, err = run("--cgw-args", "--operator-token-file "+token)
+	if err == nil || !strings.Contains(string(out), "the CGW guards balances with its operator token") ||
+		!strings.Contains(string(out), "--operator-token-file") {
+		t.Fatalf("a CGW with a token the loadgen lacks: %v\n%s", err, out)
+	}
 }
 
 // localTariffChange runs `loadgen local --tariff-change` with data at

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/chf-testbed/testbed/loadgen/engine"
@@ -29,6 +31,32 @@ func TestGOMAXPROCSDefault(t *testing.T) {
 		sc.Load = scenario.Load{TPS: c.tps}
 		if got := f.gomaxprocs(sc); got != c.want {
 			t.Errorf("%+v: GOMAXPROCS %d, want %d", c, got, c.want)
+		}
+	}
+}
+
+// loadgen local, sweep and gate give their CGW the load generator's
+// --operator-token-file (absolute) unless --cgw-args names one.
+func TestLocalCGWArgs(t *testing.T) {
+	abs, err := filepath.Abs("token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		file string
+		want []string
+	}{
+		{nil, "", nil},
+		{[]string{"--pprof", "127.0.0.1:0"}, "", []string{"--pprof", "127.0.0.1:0"}},
+		{nil, "token", []string{"--operator-token-file", abs}},
+		{[]string{"--pprof", "127.0.0.1:0"}, "/etc/token", []string{"--pprof", "127.0.0.1:0", "--operator-token-file", "/etc/token"}},
+		{[]string{"--operator-token-file", "/other"}, "token", []string{"--operator-token-file", "/other"}},
+		{[]string{"--operator-token-file=/other"}, "token", []string{"--operator-token-file=/other"}},
+	} {
+		got, err := localCGWArgs(slices.Clone(c.args), c.file)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("localCGWArgs(%q, %q) = %q, %v; want %q", c.args, c.file, got, err, c.want)
 		}
 	}
 }

@@ -240,7 +240,13 @@ func startTestbed(ctx context.Context, chf string, accounts int, balance int64, 
 	if f.localCDRDir != "" {
 		ocpArgs = []string{"--cdr-dir", f.localCDRDir}
 	}
-	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy", TLSDir: f.localTLSDir, OCPArgs: ocpArgs, Plans: plans})
+	cgwArgs, err := localCGWArgs(nil, f.operatorToken)
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy", TLSDir: f.localTLSDir,
+		CGWArgs: cgwArgs, OCPArgs: ocpArgs, Plans: plans})
 	if err != nil {
 		logs.Close()
 		return nil, err

@@ -78,7 +78,9 @@ const giveUpAfter = 64
 // Read fetches the balances of the given subscriber indexes (ascending)
 // with up to concurrency requests in flight. When the first giveUpAfter
 // reads all fail (a silent or absent CHF), it stops and returns an error
-// wrapping ErrRead instead of waiting out every read's timeout.
+// wrapping ErrRead instead of waiting out every read's timeout; a read
+// refused for want of the operator token (nchf.ErrUnauthorized) stops it
+// at once, with an error wrapping both.
 func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32, concurrency int) (*Snapshot, error) {
 	if concurrency <= 0 {
 		concurrency = 128
@@ -108,12 +110,16 @@ func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32,
 				var a nchf.Account
 				var err error
 				for try := 0; try < 3; try++ {
-					if a, err = rd.ReadAccount(ctx, k%d.Targets(), supi); err == nil {
+					if a, err = rd.ReadAccount(ctx, k%d.Targets(), supi); err == nil || errors.Is(err, nchf.ErrUnauthorized) {
 						break
 					}
 				}
 				if err != nil {
 					once.Do(func() { firstErr = err })
+					if errors.Is(err, nchf.ErrUnauthorized) {
+						// Every other read would be refused too.
+						cancel(err)
+					}
 					if failed.Add(1) >= giveUpAfter && succeeded.Load() == 0 {
 						cancel(fmt.Errorf("the first %d reads failed, none succeeded; first: %w", giveUpAfter, firstErr))
 					}
@@ -130,7 +136,7 @@ func Read(ctx context.Context, d *nchf.Driver, first scenario.SUPI, idx []int32,
 	wg.Wait()
 	s.Failed = int(failed.Load())
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRead, context.Cause(ctx))
+		return nil, fmt.Errorf("%w: %w", ErrRead, context.Cause(ctx))
 	}
 	if s.Failed == len(idx) && len(idx) > 0 {
 		return nil, fmt.Errorf("%w: every read failed, first: %v", ErrRead, firstErr)

@@ -242,6 +242,13 @@ type Config struct {
 	// Notifiable). The host must be one the CHF can reach. Gy ignores it
 	// (RAR and ASR come on the flow's peer connection).
 	NotifyListen string
+	// OperatorToken, when set, is sent by the Nchf driver as
+	// "Authorization: Bearer <token>" on its balance inquiries (GET
+	// /chf/v1/accounts/{supi}: the audit's reads and a scenario's
+	// inquiries), which a CGW with an operator token guards with it; the
+	// charging requests never carry it. It must be visible ASCII. Gy
+	// ignores it.
+	OperatorToken string
 }
 
 // DefaultTimeout is Config.Timeout's default.

@@ -69,7 +69,8 @@ type Config struct {
 }
 
 // ReadToken reads a token file (surrounding white space removed); the
-// CGW wants at least 16 characters.
+// CGW wants at least 16 characters, and a header carries visible ASCII
+// only.
 func ReadToken(path string) (string, error) {
 	b, err := readfile.Read(path, readfile.MaxSecretBytes)
 	if err != nil {
@@ -78,6 +79,11 @@ func ReadToken(path string) (string, error) {
 	t := strings.TrimSpace(string(b))
 	if len(t) < 16 {
 		return "", fmt.Errorf("cannot use --operator-token-file %s: the token must be at least 16 characters", path)
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] >= 0x7f {
+			return "", fmt.Errorf("cannot use --operator-token-file %s: the token has a character an HTTP header cannot carry (byte %#x at %d): want visible ASCII", path, t[i], i)
+		}
 	}
 	return t, nil
 }

@@ -3,6 +3,8 @@ package operator
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -94,5 +96,33 @@ func TestAbortThenUnbar(t *testing.T) {
 	}
 	if later := time.Now().Add(time.Hour); !c.Barred(s1, later, later.Add(time.Millisecond)) {
 		t.Fatal("the window closed although the unbar failed")
+	}
+}
+
+// ReadToken trims the file, and refuses a short token or one a header
+// cannot carry, naming the flag.
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	for i, c := range []struct {
+		file, want, err string
+	}{
+		{"operator-token-0123456789\n", "operator-token-0123456789", ""},
+		{"  operator-token-0123456789  ", "operator-token-0123456789", ""},
+		{"short\n", "", "at least 16 characters"},
+		{"operator token 0123456789", "", "visible ASCII"},
+		{"operator-token-\x7f0123456789", "", "visible ASCII"},
+		{"operator-token-caf\u00e9-0123", "", "visible ASCII"},
+	} {
+		path := filepath.Join(dir, "token"+string(rune('a'+i)))
+		if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadToken(path)
+		if c.err == "" && (err != nil || got != c.want) {
+			t.Errorf("%q: %q, %v; want %q", c.file, got, err, c.want)
+		}
+		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "--operator-token-file")) {
+			t.Errorf("%q: err = %v, want one naming --operator-token-file saying %q", c.file, err, c.err)
+		}
 	}
 }

@@ -149,9 +149,11 @@ type Options struct {
 	// none given, 127.0.0.1:0 (a CHF on this host).
 	NotifyListen string
 	// OperatorToken is the bearer token of the operator API calls the
-	// scenario's notifications make; OperatorTargets the CGW HTTP
-	// host:ports they go to (default: the Nchf targets, or for Gy the
-	// balance targets).
+	// scenario's notifications make, and of every balance read over Nchf
+	// (the audit's, and the scenario's balance inquiries: a CGW with an
+	// operator token guards them with it); OperatorTargets the CGW HTTP
+	// host:ports the operator calls go to (default: the Nchf targets, or
+	// for Gy the balance targets).
 	OperatorToken   string
 	OperatorTargets []string
 	// InitialOf, when set, is each subscriber's provisioned initial state
@@ -200,7 +202,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
 	}
 	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS,
-		NotifyListen: o.NotifyListen, OnTime: o.Pacing == 0}
+		NotifyListen: o.NotifyListen, OnTime: o.Pacing == 0, OperatorToken: o.OperatorToken}
 	if o.TariffChange != nil && dcfg.NotifyListen == "" && o.Proto != "gy" {
 		// The sessions the change re-authorises are notified.
 		dcfg.NotifyListen = "127.0.0.1:0"
@@ -266,7 +268,8 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 			doAudit = false
 			auditRes.Reason = "no HTTP endpoint to read balances from over " + protoName(o.Proto) + " (--balance-url)"
 		} else {
-			hd, err := nchf.New(driver.Config{Proto: "http1", Targets: o.BalanceTargets, Timeout: sc.Timeout.D(), TLS: o.TLS})
+			hd, err := nchf.New(driver.Config{Proto: "http1", Targets: o.BalanceTargets, Timeout: sc.Timeout.D(), TLS: o.TLS,
+				OperatorToken: o.OperatorToken})
 			if err != nil {
 				return nil, fmt.Errorf("cannot create the balance reader: %w", err)
 			}

@@ -74,9 +74,11 @@ type accountJSON struct {
 
 // ReadAccount reads the balance of supi from target (an index, modulo
 // Targets) with GET /chf/v1/accounts/{supi}, bounded by the driver's
-// timeout (and ctx). A transport failure returns
-// an error wrapping driver.ErrTimeout or driver.ErrConnection; a status
-// other than 200 and 404 is an error too.
+// timeout (and ctx), with the driver's operator token
+// (driver.Config.OperatorToken) when it has one. A transport failure
+// returns an error wrapping driver.ErrTimeout or driver.ErrConnection; a
+// 401 one wrapping ErrUnauthorized; another status than 200 and 404 one
+// wrapping ErrStatus.
 func (r *AccountReader) ReadAccount(ctx context.Context, target int, supi []byte) (Account, error) {
 	e := &r.ex
 	ctx, cancel := context.WithTimeout(ctx, e.d.timeout)
@@ -90,6 +92,11 @@ func (r *AccountReader) ReadAccount(ctx context.Context, target int, supi []byte
 	case http.StatusNotFound:
 		return Account{}, nil
 	case http.StatusOK:
+	case http.StatusUnauthorized:
+		if e.d.auth == nil {
+			return Account{}, fmt.Errorf("%w: the CGW guards balances with its operator token; give the load generator the same token with --operator-token-file", ErrUnauthorized)
+		}
+		return Account{}, fmt.Errorf("%w: the CGW refused the operator token sent; --operator-token-file must hold the token of the CGW's --operator-token-file", ErrUnauthorized)
 	default:
 		return Account{}, fmt.Errorf("%w: status %d for %s", ErrStatus, e.m.status, supi)
 	}

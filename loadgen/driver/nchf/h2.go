@@ -102,9 +102,15 @@ func (m *message) fill(hr *h2c.ClientResponse) {
 // request returns the h2c request of m to t.
 func (t *h2Target) request(m *message) h2c.ClientRequest {
 	m.fields[0] = h2c.Field{Name: SenderTimestampHeader, Value: m.sent}
-	cr := h2c.ClientRequest{Template: t.post, Path: m.path, Body: m.body, Fields: m.fields[:]}
+	cr := h2c.ClientRequest{Template: t.post, Path: m.path, Body: m.body, Fields: m.fields[:1]}
 	if m.get {
 		cr.Template, cr.Body = t.get, nil
+	}
+	if m.auth != nil {
+		// A never-indexed literal (as Fields are): a credential stays out
+		// of the HPACK tables (RFC 7541 §7.1.3).
+		m.fields[1] = h2c.Field{Name: AuthorizationHeader, Value: m.auth}
+		cr.Fields = m.fields[:2]
 	}
 	return cr
 }

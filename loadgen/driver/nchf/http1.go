@@ -68,6 +68,9 @@ func (d *http1Transport) do(ctx context.Context, target int, m *message) error {
 	fr.Header.SetHost(c.Addr)
 	fr.Header.SetBytesV("3gpp-Sbi-Max-Rsp-Time", d.maxRsp)
 	fr.Header.SetBytesV("3gpp-Sbi-Sender-Timestamp", m.sent)
+	if m.auth != nil {
+		fr.Header.SetBytesV("Authorization", m.auth)
+	}
 	if c.IsTLS {
 		fr.URI().SetScheme("https")
 	}

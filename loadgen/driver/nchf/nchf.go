@@ -54,6 +54,9 @@ type Driver struct {
 	http1   *http1Transport
 	std     *stdTransport
 	notify  *notifyServer // nil without Config.NotifyListen
+	// auth is the Authorization value of balance inquiries ("Bearer " +
+	// Config.OperatorToken), nil without a token; read-only once built.
+	auth []byte
 }
 
 // New builds the Nchf driver for cfg.Proto: h2c (default), h2c-async,
@@ -68,6 +71,12 @@ func New(cfg driver.Config) (*Driver, error) {
 	d := &Driver{proto: cfg.Proto, nfName: cfg.NFName, timeout: cfg.Timeout, targets: len(cfg.Targets), onTime: cfg.OnTime}
 	if d.nfName == "" {
 		d.nfName = DefaultNFName
+	}
+	if cfg.OperatorToken != "" {
+		if err := checkToken(cfg.OperatorToken); err != nil {
+			return nil, fmt.Errorf("cannot create the nchf driver: %w", err)
+		}
+		d.auth = []byte("Bearer " + cfg.OperatorToken)
 	}
 	switch cfg.Proto {
 	case "", "h2c":
@@ -92,6 +101,21 @@ func New(cfg driver.Config) (*Driver, error) {
 		d.notify = ns
 	}
 	return d, nil
+}
+
+// AuthorizationHeader is the header that carries the operator token on
+// balance inquiries.
+const AuthorizationHeader = "authorization"
+
+// checkToken refuses an operator token a header value cannot carry as
+// it is: anything but visible ASCII (RFC 6750's b64token is a subset).
+func checkToken(t string) error {
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] >= 0x7f {
+			return fmt.Errorf("the operator token has a character an HTTP header cannot carry (byte %#x at %d): want visible ASCII", t[i], i)
+		}
+	}
+	return nil
 }
 
 // MaxRspTimeHeader is TS 29.500's 3gpp-Sbi-Max-Rsp-Time, which every
@@ -164,8 +188,12 @@ type message struct {
 	// by stamp, valid until the next build)
 	sent  []byte
 	stamp stamp
-	// fields are the h2c request's own header fields (the timestamp)
-	fields [1]h2c.Field
+	// auth is the Authorization value this request carries (the
+	// driver's, on a balance inquiry), nil for none; not owned.
+	auth []byte
+	// fields are the h2c request's own header fields (the timestamp, and
+	// auth when set)
+	fields [2]h2c.Field
 }
 
 // resetAnswer clears the answer fields, keeping the buffers.
@@ -177,13 +205,13 @@ func (m *message) resetAnswer() {
 // build encodes c into m.
 func (d *Driver) build(m *message, c *driver.Charge) {
 	m.resetAnswer()
-	m.get = false
+	m.get, m.auth = false, nil
 	m.wantGrant = c.WantGrant
 	m.sent = m.stamp.at(time.Now())
 	m.body = m.body[:0]
 	switch c.Op {
 	case driver.ChargeBalance:
-		m.get = true
+		m.get, m.auth = true, d.auth
 		m.path = AppendAccountPath(m.path[:0], c.SUPI)
 		return
 	case driver.ChargeCreate, driver.ChargeEvent:
@@ -285,6 +313,11 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 // ErrStatus is returned by ReadAccount for an answer that is not an
 // account.
 var ErrStatus = errors.New("nchf: unexpected answer")
+
+// ErrUnauthorized is returned by ReadAccount for a 401: the CGW guards
+// the balance inquiry with its operator token and the driver sent none
+// (Config.OperatorToken) or another one. Retrying cannot help.
+var ErrUnauthorized = errors.New("nchf: the balance inquiry was refused (401)")
 
 // exchange performs charges one at a time on a goroutine of a
 // driver.Pool (every transport but the event loop).

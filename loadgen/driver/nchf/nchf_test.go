@@ -2,6 +2,7 @@ package nchf
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,14 @@ func TestUnknownProto(t *testing.T) {
 // Building a request and classifying its answer allocate nothing once the
 // buffers have grown: the driver's per-request path.
 func TestRequestPathAllocs(t *testing.T) {
-	d, err := New(driver.Config{Targets: []string{"127.0.0.1:1"}, NFName: "nf"})
+	for _, token := range []string{"", "operator-token-0123456789"} {
+		requestPathAllocs(t, token)
+	}
+}
+
+func requestPathAllocs(t *testing.T, token string) {
+	t.Helper()
+	d, err := New(driver.Config{Targets: []string{"127.0.0.1:1"}, NFName: "nf", OperatorToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +56,7 @@ func TestRequestPathAllocs(t *testing.T) {
 		}
 		one()
 		if n := testing.AllocsPerRun(200, one); n > 0 {
-			t.Errorf("op %d: %.1f allocations per request, want 0", c.op, n)
+			t.Errorf("op %d, token %q: %.1f allocations per request, want 0", c.op, token, n)
 		}
 	}
 }
@@ -81,6 +89,43 @@ func TestClassify(t *testing.T) {
 		classify(c.op, &m, &o)
 		if o.Class != c.class || string(o.Ref) != c.ref || o.Resolved != c.resolved || o.Gone != c.gone {
 			t.Errorf("op %d status %d: outcome %+v ref %q", c.op, c.status, o, o.Ref)
+		}
+	}
+}
+
+// The operator token goes on balance inquiries only, as a never-indexed
+// h2c field (never in a template); a token a header cannot carry is
+// refused.
+func TestOperatorToken(t *testing.T) {
+	const token = "operator-token-0123456789"
+	d, err := New(driver.Config{Targets: []string{"127.0.0.1:1"}, OperatorToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var m message
+	for _, c := range []struct {
+		op   driver.ChargeOp
+		auth string
+	}{
+		{driver.ChargeBalance, "Bearer " + token}, {driver.ChargeCreate, ""}, {driver.ChargeUpdate, ""},
+		{driver.ChargeRelease, ""}, {driver.ChargeEvent, ""}, {driver.ChargeBalance, "Bearer " + token},
+	} {
+		d.build(&m, &driver.Charge{Op: c.op, SUPI: []byte("imsi-001010000000006"), Session: []byte("r")})
+		cr := d.h2.targets[0].request(&m)
+		var got string
+		for _, f := range cr.Fields {
+			if f.Name == AuthorizationHeader {
+				got = string(f.Value)
+			}
+		}
+		if got != c.auth || string(m.auth) != c.auth {
+			t.Errorf("op %d: authorization %q (message %q), want %q", c.op, got, m.auth, c.auth)
+		}
+	}
+	for _, bad := range []string{"with space-0123456789", "new\nline-0123456789", "caf\u00e9-0123456789"} {
+		if _, err := New(driver.Config{Targets: []string{"127.0.0.1:1"}, OperatorToken: bad}); err == nil || !strings.Contains(err.Error(), "operator token") {
+			t.Errorf("token %q: err = %v, want a refusal", bad, err)
 		}
 	}
 }

@@ -90,6 +90,9 @@ func (d *stdTransport) do(ctx context.Context, target int, m *message) error {
 	hr.Header["Accept"] = jsonCT
 	hr.Header["3gpp-Sbi-Max-Rsp-Time"] = d.maxRsp
 	hr.Header["3gpp-Sbi-Sender-Timestamp"] = []string{string(m.sent)}
+	if m.auth != nil {
+		hr.Header["Authorization"] = []string{string(m.auth)}
+	}
 	r, err := t.RoundTrip(hr)
 	if err != nil {
 		return driver.Classify(err)
