@@ -851,6 +851,8 @@ func TestSchemaRejections(t *testing.T) {
 		{"loadgen bad target", lg, []string{"--set", "target=chf-cgw:8080"}, "/target"},
 		{"loadgen zero shards", lg, []string{"--set", "shards=0"}, "/shards"},
 		{"loadgen bad results mode", lg, []string{"--set", "results.mode=s3"}, "/results/mode"},
+		{"loadgen empty operator token key", lg, []string{"--set", "operator.tokenKey="}, "/operator/tokenKey"},
+		{"loadgen unknown operator key", lg, []string{"--set", "operator.secret=x"}, "additional properties 'secret' not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
