@@ -843,7 +843,19 @@ func (h *Handler) topUp(ctx context.Context, x *Exchange, supi string, body []by
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			// A number out of its type's range (an amount beyond int64)
+			// or a value of the wrong type: named, as the spec's fields are.
+			param := "/" + strings.ReplaceAll(te.Field, ".", "/")
+			h.problem(x, http.StatusBadRequest, "", "cannot decode top-up: "+param+": "+te.Value+" does not fit "+te.Type.String(), param, "invalid")
+			return
+		}
 		h.problem(x, http.StatusBadRequest, "", "cannot decode top-up: "+err.Error(), "", "")
+		return
+	}
+	if param := duplicateMember(body); param != "" {
+		h.problem(x, http.StatusBadRequest, "", "cannot decode top-up: "+param+": member given more than once in its object", param, "duplicate")
 		return
 	}
 	var t chf.TopUp
@@ -940,3 +952,46 @@ func AppendBalance(dst []byte, supi string, resp *chf.ChargeResponse) []byte {
 }
 
 var serviceNames = [...]string{chf.ServiceUnknown: "unknown", chf.ServiceData: "data", chf.ServiceVoice: "voice", chf.ServiceSMS: "sms", 4: "unknown"}
+
+// duplicateMember returns the JSON Pointer of the first member given twice
+// in one object of the (valid) JSON document body, or "" when none is:
+// encoding/json would keep the last silently. Not for the hot path.
+func duplicateMember(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var walk func(path string) string
+	walk = func(path string) string {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return ""
+				}
+				name, _ := k.(string)
+				p := path + "/" + name
+				if seen[name] {
+					return p
+				}
+				seen[name] = true
+				if d := walk(p); d != "" {
+					return d
+				}
+			}
+			dec.Token() // '}'
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if d := walk(path + "/" + strconv.Itoa(i)); d != "" {
+					return d
+				}
+			}
+			dec.Token() // ']'
+		}
+		return ""
+	}
+	return walk("")
+}
