@@ -15,7 +15,11 @@ import (
 // every service: a fixed seed set plus one random seed (printed, so that
 // a failure reruns with `loadgen check-money --seed N --avoid open`).
 // The operation mix avoids the defects still open
-// (moneycheck.OpenDefects); the long run is `make check-money`.
+// (moneycheck.OpenDefects); the long run is `make check-money`. Each run
+// ends with the CDR check (the CHF stopped cleanly, every account's CDR
+// charges against the model's debits); seed 2 runs without kill -9 of
+// the OCP (which loses its open records and reduces the check to a
+// bound), so that the exact comparison runs at least once.
 func TestMoneyCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the chf binary")
@@ -28,7 +32,11 @@ func TestMoneyCheck(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			var logs strings.Builder
-			faults, err := moneycheck.ParseFaults("on")
+			spec := "on"
+			if seed == 2 {
+				spec = "stop,kill:cgw,kill:abm,kill:aslite"
+			}
+			faults, err := moneycheck.ParseFaults(spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,6 +64,12 @@ func TestMoneyCheck(t *testing.T) {
 			}
 			if res.Mismatches != 0 {
 				t.Errorf("seed %d: %d mismatches", seed, res.Mismatches)
+			}
+			if !res.CDR.Ran || res.CDR.Records == 0 || res.CDR.Charged != res.CDR.Debited && res.CDR.Exact {
+				t.Errorf("seed %d: CDR check %+v, want it run on some records", seed, res.CDR)
+			}
+			if killed := res.Faults["kill:ocp"] > 0; res.CDR.Exact == killed {
+				t.Errorf("seed %d: CDR check exact %v with %d OCP kills", seed, res.CDR.Exact, res.Faults["kill:ocp"])
 			}
 		})
 	}

@@ -17,7 +17,7 @@ func init() {
 
 var checkMoneyHelp = help{
 	name:     "check-money",
-	synopsis: "loadgen check-money [--seed N] [--duration 30s] [--ops N] [--accounts 4] [--faults on|off|LIST] [--chf PATH]",
+	synopsis: "loadgen check-money [--seed N] [--duration 30s] [--ops N] [--accounts 4] [--faults on|off|LIST] [--cdr on|off] [--chf PATH]",
 	text: "Starts aslite (--data-dir, --commit sync), abm, ocp and cgw as separate processes, provisions a few\n" +
 		"accounts, sends random, seeded operations over Nchf (h2c and HTTP/1.1) and the operator API\n" +
 		"(creates, updates, releases, IEC and PEC events, top-ups and buckets, balance reads,\n" +
@@ -25,6 +25,8 @@ var checkMoneyHelp = help{
 		"stops (SIGSTOP/SIGCONT) the services, and checks every answer and every account's balance,\n" +
 		"reservations, debits, overage, offline total, credits and buckets against an independent model\n" +
 		"(loadgen/moneycheck/README.md). Lost answers are retried with the same identity until definite.\n" +
+		"At the end (--cdr on) it stops the CHF cleanly and checks each account's CHF-CDR charges against\n" +
+		"the model's debits.\n" +
 		"Success prints the operations, faults, seed and `mismatches: 0`. A mismatch prints the seed, the\n" +
 		"failing account's history and a shrunk reproduction, and exits 3. SIGINT stops every process.",
 }
@@ -45,6 +47,7 @@ func checkMoneyCmd(args []string) error {
 	workDir := fs.String("work-dir", "", "directory for aslite's data, the tariff and chf.log; empty = a temporary one (kept after a failure)")
 	chfLogs := fs.Bool("chf-logs", false, "copy the services' logs to stderr (default: chf.log in the work directory)")
 	chfBin := fs.String("chf", "", "chf binary (default: next to loadgen, ./bin/chf, PATH, else built from ./cmd/chf)")
+	cdrFlag := fs.String("cdr", "on", "on: the OCP writes CHF-CDRs and, at the end of a run without a mismatch, the CHF is stopped cleanly and each account's CDR charges (after the collector rule) must equal the model's debits (only not exceed them when an OCP was killed: its open records are lost); off: no CDRs")
 	logLevel := fs.String("log-level", "warn", "log level of the checker: debug, info, warn or error")
 	if err := parseFlags(fs, checkMoneyHelp, args); err != nil {
 		return err
@@ -67,6 +70,8 @@ func checkMoneyCmd(args []string) error {
 		}
 	}
 	switch {
+	case *cdrFlag != "on" && *cdrFlag != "off":
+		return usageError{fmt.Errorf("invalid --cdr: %q, want on or off", *cdrFlag)}
 	case *ops < 0:
 		return usageError{errors.New("invalid --ops: must not be negative")}
 	case *duration <= 0:
@@ -101,7 +106,7 @@ func checkMoneyCmd(args []string) error {
 	cfg := moneycheck.Config{
 		CHF: bin, Seed: *seed, Ops: *ops, Duration: *duration, Accounts: *accounts, Balance: *balance,
 		Faults: fl, FaultInterval: *interval, Rate: *rate, Avoid: avoided, ShrinkTime: *shrink,
-		Tariff: *tariff, WorkDir: *workDir, Progress: os.Stderr, Logger: log,
+		Tariff: *tariff, WorkDir: *workDir, NoCDR: *cdrFlag == "off", Progress: os.Stderr, Logger: log,
 	}
 	if *chfLogs {
 		cfg.Logs = os.Stderr

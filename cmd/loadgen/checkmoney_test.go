@@ -15,6 +15,7 @@ func TestCheckMoneyUsage(t *testing.T) {
 		{"--rate", "501"},
 		{"--duration", "0s"},
 		{"--ops", "-1"},
+		{"--cdr", "maybe"},
 		{"--balance", "0"},
 		{"--fault-interval", "1ms"},
 		{"--log-level", "loud"},

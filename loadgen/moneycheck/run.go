@@ -83,6 +83,11 @@ type Config struct {
 	WorkDir string
 	// Logs receives the services' logs (default: WorkDir/chf.log).
 	Logs io.Writer
+	// NoCDR turns the CDR check off (cdr.go): by default the OCP writes
+	// CHF-CDRs into WorkDir/cdr and, at the end of a run without a
+	// mismatch, the CHF is stopped cleanly and every account's CDR
+	// charges are compared with the model's debits.
+	NoCDR bool
 	// Progress, when set, receives a line every 5 s.
 	Progress io.Writer
 	Logger   *slog.Logger
@@ -106,6 +111,8 @@ type Result struct {
 	Mismatches int
 	Duration   time.Duration
 	Avoided    []string
+	// CDR is what the CDR check did.
+	CDR CDRResult
 	// Failure describes the first mismatch.
 	Failure *Failure
 	// WorkDir is kept after a failure.
@@ -242,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return nil, err
 	}
 	start := time.Now()
-	res = &Result{Seed: cfg.Seed, Avoided: append([]string(nil), cfg.Avoid...)}
+	res = &Result{Seed: cfg.Seed, Avoided: append([]string(nil), cfg.Avoid...), CDR: CDRResult{Off: cfg.NoCDR}}
 	work := cfg.WorkDir
 	if work == "" {
 		if work, err = os.MkdirTemp("", "moneycheck-"); err != nil {
@@ -296,6 +303,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		AsliteDataDir: filepath.Join(work, "aslite"), AsliteCommit: "sync",
 		Args: map[string][]string{"ocp": {"--tariff", tariffFile}}, Logs: logs, Logger: cfg.Logger,
 		ReadyTimeout: 2 * time.Minute,
+	}
+	if !cfg.NoCDR {
+		lcfg.CDRDir = filepath.Join(work, "cdr")
 	}
 	chf, err := local.Start(ctx, lcfg)
 	if err != nil {
@@ -391,10 +401,21 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			}
 		}
 	}
+	cdrFailed := false
+	if r.failure == nil && !cfg.NoCDR {
+		if err := r.checkCDRs(chf, lcfg.CDRDir, accts, res); err != nil {
+			return r.finish(res, start), err
+		}
+		cdrFailed = r.failure != nil
+	}
 	res = r.finish(res, start)
 	if r.failure != nil {
 		res.Mismatches = 1
-		r.shrink(ctx, res.Failure, r.failAcct)
+		if cdrFailed {
+			res.Mismatches = len(res.CDR.Mismatches)
+		} else {
+			r.shrink(ctx, res.Failure, r.failAcct)
+		}
 		return res, fmt.Errorf("%w: account %s: %s", ErrMismatch, r.failure.SUPI, r.failure.Reason)
 	}
 	return res, nil
@@ -677,6 +698,7 @@ func FormatResult(w io.Writer, res *Result) {
 	if len(res.Avoided) > 0 {
 		fmt.Fprintf(w, "known defects kept out of the mix: %s\n", strings.Join(res.Avoided, ", "))
 	}
+	formatCDR(w, &res.CDR)
 	fmt.Fprintf(w, "mismatches: %d\n", res.Mismatches)
 	if f := res.Failure; f != nil {
 		fmt.Fprintf(w, "\nMISMATCH on account %s (seed %d): %s\n\nhistory of %s:\n", f.SUPI, res.Seed, f.Reason, f.SUPI)
