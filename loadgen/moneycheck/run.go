@@ -14,6 +14,8 @@
 // the same identity until it gets a definite answer, and the model allows
 // both outcomes until then; a top-up, which has no identity, stays in
 // doubt until a balance read settles it.
+// At the end it stops the CHF cleanly and compares each account's
+// CHF-CDR charges with the model's debits (cdr.go).
 //
 // On a mismatch it stops, prints the seed, the failing account's history
 // and a shrunk reproduction (run.go, shrink.go). See README.md.
