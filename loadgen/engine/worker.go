@@ -339,12 +339,12 @@ func newWorker(id, n int, cfg *Config, dw driver.Worker, first scenario.SUPI, st
 	w.retryCap = w.backlogCap
 	w.retryMax, w.retryBackoff = sc.RetryErrors, int64(sc.RetryBackoff)
 	if w.retryMax > 0 {
-		// Retries live inside the first sends' drain bound: a retry
-		// that could not be answered by retryLimit is given up (its
-		// usage counted lost) rather than lengthen the run, so the
-		// bound grows neither with the retries allowed nor with what
-		// the CHF answers (a last request that timed out is not retried
-		// after the stop).
+		// Room for one retry of the last request (its wait up to a
+		// timeout, and its own timeout); a retry that could not be
+		// answered by retryLimit is given up (its usage lost) rather
+		// than lengthen the run: the drain bound does not grow with the
+		// retries allowed, nor with what the CHF answers.
+		w.drainLimit += w.timeout
 		w.retryLimit = w.drainLimit - int64(time.Second)
 	}
 	for i := range w.ops {
