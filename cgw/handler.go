@@ -262,6 +262,13 @@ type Exchange struct {
 	cause string    // ProblemDetails cause answered, for metrics
 }
 
+// refusalHeaders lists the refusal headers (name in lower case, as HTTP/2
+// wants it; fasthttp normalises it for HTTP/1.1), so that both fronts
+// write them with one loop. An empty value is not sent.
+func (x *Exchange) refusalHeaders() [4][2]string {
+	return [4][2]string{{"allow", x.Allow}, {"www-authenticate", x.WWWAuthenticate}, {"accept", x.Accept}, {"accept-encoding", x.AcceptEncoding}}
+}
+
 func (x *Exchange) reset() {
 	x.Status = 0
 	x.ContentType = ""

@@ -217,17 +217,10 @@ func writeFast(ctx *fasthttp.RequestCtx, x *Exchange) {
 		var num [20]byte
 		h.SetBytesV(ChargedHeader, strconv.AppendInt(num[:0], x.Charged, 10))
 	}
-	if x.Allow != "" {
-		h.Set("Allow", x.Allow)
-	}
-	if x.WWWAuthenticate != "" {
-		h.Set("WWW-Authenticate", x.WWWAuthenticate)
-	}
-	if x.Accept != "" {
-		h.Set("Accept", x.Accept)
-	}
-	if x.AcceptEncoding != "" {
-		h.Set("Accept-Encoding", x.AcceptEncoding)
+	for _, kv := range x.refusalHeaders() {
+		if kv[1] != "" {
+			h.Set(kv[0], kv[1])
+		}
 	}
 	ctx.SetBody(x.Body)
 }
@@ -261,17 +254,10 @@ func (s *Server) serveH2(w *h2c.Response, r *h2c.Request) {
 	if x.RetryAfter {
 		w.AddHeader("retry-after", "1")
 	}
-	if x.Allow != "" {
-		w.AddHeader("allow", x.Allow)
-	}
-	if x.WWWAuthenticate != "" {
-		w.AddHeader("www-authenticate", x.WWWAuthenticate)
-	}
-	if x.Accept != "" {
-		w.AddHeader("accept", x.Accept)
-	}
-	if x.AcceptEncoding != "" {
-		w.AddHeader("accept-encoding", x.AcceptEncoding)
+	for _, kv := range x.refusalHeaders() {
+		if kv[1] != "" {
+			w.AddHeader(kv[0], kv[1])
+		}
 	}
 	w.Body = append(w.Body, x.Body...)
 	observe(frontH2C, x, start)
