@@ -159,33 +159,14 @@ func TestAbsurdRateMemory(t *testing.T) {
 	sc := balanceOnly(1e9, 3*time.Second, 4096)
 	sc.Subscribers.Count = 1000
 	const ceiling = 256 << 20
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
+	stopPeak := heapPeak()
 	t0 := time.Now()
 	st := runWithTimeout(t, Config{Scenario: sc, Driver: d, Workers: 1})
 	wall := time.Since(t0)
-	close(stop)
-	wg.Wait()
+	peak := stopPeak()
 	count, errs, _, dropped := st.Totals()
-	t.Logf("wall %v, peak heap in use %d MiB, offered %d, completed %d (errors %d), dropped %d", wall, peak.Load()>>20, st.Offered, count, errs, dropped)
-	if p := peak.Load(); p > ceiling {
+	t.Logf("wall %v, peak heap in use %d MiB, offered %d, completed %d (errors %d), dropped %d", wall, peak>>20, st.Offered, count, errs, dropped)
+	if p := peak; p > ceiling {
 		t.Errorf("peak heap in use %d MiB, want under %d MiB", p>>20, ceiling>>20)
 	}
 	if wall > 6*time.Second {
