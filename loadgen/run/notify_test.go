@@ -39,6 +39,17 @@ func notifyingCHF(t *testing.T, sc *scenario.Scenario, balance int64) (httpAddr,
 		}
 	}
 	core := ocp.NewProcessor(nil, abm.New(cl, abm.Config{Logger: quiet}))
+	n := cgw.NewNotifier(cgw.NotifierConfig{})
+	t.Cleanup(n.Close)
+	return serveFronts(t, core, cgw.HandlerConfig{OperatorOpen: true, Notifier: n})
+}
+
+// serveFronts serves core behind both CGW fronts on loopback, Diameter Gy
+// and Nchf with h (its Charger, Logger and Gy filled in here), stopped at
+// the test's end.
+func serveFronts(t *testing.T, core *ocp.Processor, h cgw.HandlerConfig) (httpAddr, gyAddr string) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dia, err := diameter.NewServer(diameter.Config{AllowRealms: []string{"loadgen.test"}, Logger: quiet}, core)
 	if err != nil {
 		t.Fatal(err)
@@ -47,10 +58,8 @@ func notifyingCHF(t *testing.T, sc *scenario.Scenario, balance int64) (httpAddr,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dia.Close() })
-	n := cgw.NewNotifier(cgw.NotifierConfig{})
-	t.Cleanup(n.Close)
-	web, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Logger: quiet,
-		Handler: cgw.HandlerConfig{Charger: core, Logger: quiet, OperatorOpen: true, Notifier: n, Gy: dia}})
+	h.Charger, h.Logger, h.Gy = core, quiet, dia
+	web, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Logger: quiet, Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}

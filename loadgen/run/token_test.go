@@ -12,7 +12,6 @@ import (
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/cgw"
-	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 	"github.com/chf-testbed/testbed/ocp"
 )
@@ -29,28 +28,7 @@ func guardedCHF(t *testing.T, count int, balance int64, token string) (httpAddr,
 		t.Fatal(err)
 	}
 	core := ocp.NewProcessor(nil, abm.New(cl, abm.Config{Logger: quiet}))
-	dia, err := diameter.NewServer(diameter.Config{AllowRealms: []string{"loadgen.test"}, Logger: quiet}, core)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dia.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dia.Close() })
-	web, err := cgw.NewServer(cgw.Config{Listen: "127.0.0.1:0", Logger: quiet,
-		Handler: cgw.HandlerConfig{Charger: core, Logger: quiet, OperatorToken: token, Gy: dia}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := web.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		web.Shutdown(ctx)
-	})
-	return web.Addr(), dia.Addr()
+	return serveFronts(t, core, cgw.HandlerConfig{OperatorToken: token})
 }
 
 // A CGW with an operator token guards the balance inquiry: over every
