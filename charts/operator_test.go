@@ -27,24 +27,7 @@ func TestOperatorToken(t *testing.T) {
 		spec := d.Spec.Template.Spec
 		ctr := spec.Containers[0]
 		file, hasEnv := envValue(ctr, "CHF_OPERATOR_TOKEN_FILE")
-		var mount string
-		for _, m := range ctr.VolumeMounts {
-			if m.Name == "operator" {
-				mount = m.MountPath
-				if !m.ReadOnly {
-					t.Errorf("%s mounts the operator token writable", c)
-				}
-			}
-		}
-		var secret, key, path string
-		for _, v := range spec.Volumes {
-			if v.Name == "operator" && v.Secret != nil {
-				secret = v.Secret.SecretName
-				if len(v.Secret.Items) == 1 {
-					key, path = v.Secret.Items[0].Key, v.Secret.Items[0].Path
-				}
-			}
-		}
+		mount, secret, key, path := operatorVolume(t, c, spec, ctr)
 		if c != "cgw" {
 			if hasEnv || mount != "" || secret != "" {
 				t.Fatalf("%s gets the operator token; only cgw serves the operator API", c)
@@ -91,24 +74,7 @@ func TestLoadgenOperatorToken(t *testing.T) {
 	for what, spec := range pods(renderDecoded(t, loadgenModels[0], "--set", "operator.tokenSecret=chf-operator", "--set", "operator.tokenKey=bearer")) {
 		ctr := spec.Containers[0]
 		file, _ := argValue(ctr.Args, "--operator-token-file")
-		var mount string
-		for _, m := range ctr.VolumeMounts {
-			if m.Name == "operator" {
-				mount = m.MountPath
-				if !m.ReadOnly {
-					t.Errorf("%s mounts the operator token writable", what)
-				}
-			}
-		}
-		var secret, key, path string
-		for _, v := range spec.Volumes {
-			if v.Name == "operator" && v.Secret != nil {
-				secret = v.Secret.SecretName
-				if len(v.Secret.Items) == 1 {
-					key, path = v.Secret.Items[0].Key, v.Secret.Items[0].Path
-				}
-			}
-		}
+		mount, secret, key, path := operatorVolume(t, what, spec, ctr)
 		if secret != "chf-operator" || key != "bearer" || mount == "" || file != mount+"/"+path {
 			t.Fatalf("%s: Secret %q key %q path %q mounted at %q, --operator-token-file %q", what, secret, key, path, mount, file)
 		}
@@ -132,4 +98,28 @@ func TestLoadgenOperatorToken(t *testing.T) {
 			t.Errorf("loadgen with a short token: exit %d, want 2 naming --operator-token-file:\n%s", code, out)
 		}
 	}
+}
+
+// operatorVolume returns where ctr mounts the volume "operator" (mount)
+// and the Secret, key and path that volume projects (empty when absent);
+// a writable mount is an error.
+func operatorVolume(t *testing.T, what string, spec corev1.PodSpec, ctr corev1.Container) (mount, secret, key, path string) {
+	t.Helper()
+	for _, m := range ctr.VolumeMounts {
+		if m.Name == "operator" {
+			mount = m.MountPath
+			if !m.ReadOnly {
+				t.Errorf("%s mounts the operator token writable", what)
+			}
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.Name == "operator" && v.Secret != nil {
+			secret = v.Secret.SecretName
+			if len(v.Secret.Items) == 1 {
+				key, path = v.Secret.Items[0].Key, v.Secret.Items[0].Path
+			}
+		}
+	}
+	return mount, secret, key, path
 }
