@@ -111,10 +111,16 @@ func validator(t *testing.T) *nchfspec.Validator {
 
 func startServer(t *testing.T, c chf.Charger, maxInFlight int) *Server {
 	t.Helper()
-	s, err := NewServer(Config{Listen: "127.0.0.1:0", Handler: HandlerConfig{
+	return serve(t, Config{Listen: "127.0.0.1:0", Handler: HandlerConfig{
 		Charger: c, MaxBody: 4096, MaxInFlight: maxInFlight,
 		Now: func() time.Time { return time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC) },
 	}})
+}
+
+// serve starts a CGW with cfg and stops it at the end of the test.
+func serve(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package cgw
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -43,21 +42,7 @@ func startWith(t *testing.T, cfg Config) *Server {
 	if cfg.Handler.NewSession == nil {
 		cfg.Handler.NewSession = func() uint64 { return 0xc0ffee }
 	}
-	s, err := NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return s
+	return serve(t, cfg)
 }
 
 // frontReq is one request of the table both fronts are driven with.
