@@ -34,7 +34,21 @@ func provision(t *testing.T, e *env, s string, cfg abm.ProvisionConfig) {
 // topUp posts an operator top-up with the given bearer token ("" = none).
 func (c *client) topUp(s, token, body string) (int, bal) {
 	c.t.Helper()
-	req, err := http.NewRequest("POST", c.base+cgw.AccountsBase+s+cgw.TopUpSuffix, bytes.NewReader([]byte(body)))
+	status, b := c.postJSON(cgw.AccountsBase+s+cgw.TopUpSuffix, token, []byte(body))
+	var out bal
+	if status == 200 {
+		if err := json.Unmarshal(b, &out); err != nil {
+			c.t.Fatalf("top-up answer %s: %v", b, err)
+		}
+	}
+	return status, out
+}
+
+// postJSON posts body as application/json to path with the given bearer
+// token ("" = none) and returns the status and the answer's body.
+func (c *client) postJSON(path, token string, body []byte) (int, []byte) {
+	c.t.Helper()
+	req, err := http.NewRequest("POST", c.base+path, bytes.NewReader(body))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -48,13 +62,7 @@ func (c *client) topUp(s, token, body string) (int, bal) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var out bal
-	if resp.StatusCode == 200 {
-		if err := json.Unmarshal(b, &out); err != nil {
-			c.t.Fatalf("top-up answer %s: %v", b, err)
-		}
-	}
-	return resp.StatusCode, out
+	return resp.StatusCode, b
 }
 
 // TestPostpaidAccount: a postpaid account's balance goes below zero down

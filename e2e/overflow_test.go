@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"math"
-	"net/http"
 	"strconv"
 	"testing"
 
@@ -25,30 +22,17 @@ import (
 // the answer's first invalidParams entry.
 func (c *client) problemParam(path, token string, body []byte) (int, string) {
 	c.t.Helper()
-	req, err := http.NewRequest("POST", c.base+path, bytes.NewReader(body))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	status, b := c.postJSON(path, token, body)
 	var p struct {
 		InvalidParams []struct{ Param string }
 	}
-	if resp.StatusCode != 400 {
-		return resp.StatusCode, string(b)
+	if status != 400 {
+		return status, string(b)
 	}
 	if err := json.Unmarshal(b, &p); err != nil || len(p.InvalidParams) != 1 {
 		c.t.Fatalf("400 answer %s: want ProblemDetails with one invalidParams entry (%v)", b, err)
 	}
-	return resp.StatusCode, p.InvalidParams[0].Param
+	return status, p.InvalidParams[0].Param
 }
 
 // sameAccount fails unless the account's money and buckets are as before.
