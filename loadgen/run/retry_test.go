@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,13 +17,47 @@ import (
 // (0: none) is refused for overload before the core sees it (Nchf 503
 // with Retry-After, Gy 3004); every doubtEvery-th is charged by the core
 // and then fails (Nchf 500, Gy 3004): its answer is lost after the
-// charge. With refuseEvents every event is refused for overload.
+// charge. One request (its identity) meets at most maxFaults of these
+// (0: no bound), fewer than the load generator's retries: at the end of a
+// run only a few requests remain and their retries alone advance the
+// count, so without the bound the same request can be hit on every
+// attempt. With refuseEvents every event is refused for overload.
 type faultyCore struct {
 	core                  chf.Charger
 	shedEvery, doubtEvery int64
+	maxFaults             int
 	refuseEvents          bool
 	n                     atomic.Int64
 	shed, doubt           atomic.Int64
+	mu                    sync.Mutex
+	faults                map[faultKey]int
+}
+
+// faultKey is a charging request's identity, the same over its attempts.
+type faultKey struct {
+	op      chf.Op
+	supi    string
+	session string
+	seq     uint32
+	key     uint64
+}
+
+// fault reports whether req may be failed once more, and counts it.
+func (c *faultyCore) fault(req *chf.ChargeRequest) bool {
+	if c.maxFaults == 0 {
+		return true
+	}
+	k := faultKey{req.Op, req.SUPI, req.Session, req.Seq, req.Key}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.faults == nil {
+		c.faults = map[faultKey]int{}
+	}
+	if c.faults[k] >= c.maxFaults {
+		return false
+	}
+	c.faults[k]++
+	return true
 }
 
 var errLostAnswer = errors.New("faulty core: the answer was lost after the charge")
@@ -32,13 +67,13 @@ func (c *faultyCore) Charge(ctx context.Context, req *chf.ChargeRequest, resp *c
 		return c.core.Charge(ctx, req, resp)
 	}
 	k := c.n.Add(1)
-	if c.refuseEvents && req.Op == chf.OpEvent || c.shedEvery > 0 && k%c.shedEvery == 0 {
+	if c.refuseEvents && req.Op == chf.OpEvent || c.shedEvery > 0 && k%c.shedEvery == 0 && c.fault(req) {
 		c.shed.Add(1)
 		*resp = chf.ChargeResponse{Result: chf.ResultOverloaded}
 		return nil
 	}
 	err := c.core.Charge(ctx, req, resp)
-	if err == nil && c.doubtEvery > 0 && k%c.doubtEvery == 0 {
+	if err == nil && c.doubtEvery > 0 && k%c.doubtEvery == 0 && c.fault(req) {
 		c.doubt.Add(1)
 		return errLostAnswer
 	}
@@ -55,7 +90,7 @@ func TestRetriesKeepMoneyExact(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			var fc *faultyCore
 			httpAddr, gyAddr := inProcessCHFWith(t, 200, 1_000_000, func(core chf.Charger) chf.Charger {
-				fc = &faultyCore{core: core, shedEvery: 7, doubtEvery: 11}
+				fc = &faultyCore{core: core, shedEvery: 7, doubtEvery: 11, maxFaults: 3}
 				return fc
 			})
 			o := options(httpAddr)
@@ -68,6 +103,9 @@ func TestRetriesKeepMoneyExact(t *testing.T) {
 			// several sheds pushed back (a second each) room to end
 			o.Scenario.Timeout = scenario.Duration(5 * time.Second)
 			res, err := execute(t, o)
+			if res != nil {
+				t.Logf("retried %d, resolved by a retry %d, dropped %d, lost %+v", res.Retried, res.RetryResolved, res.RetriesDropped, res.UsageLost)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
