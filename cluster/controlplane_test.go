@@ -1,16 +1,10 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chf-testbed/testbed/cluster/kube"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -110,15 +105,15 @@ func startControlPlane(t *testing.T) *controlPlane {
 	cp.run(t, filepath.Join(bin, "kube-apiserver"), "kube-apiserver",
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
 		"--etcd-servers="+etcdURL,
-		"--tls-cert-file="+pki.file("apiserver.crt"), "--tls-private-key-file="+pki.file("apiserver.key"),
-		"--client-ca-file="+pki.file("ca.crt"),
+		"--tls-cert-file="+pki.File("apiserver.crt"), "--tls-private-key-file="+pki.File("apiserver.key"),
+		"--client-ca-file="+pki.File("ca.crt"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+pki.file("sa.pub"), "--service-account-signing-key-file="+pki.file("sa.key"),
+		"--service-account-key-file="+pki.File("sa.pub"), "--service-account-signing-key-file="+pki.File("sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=RBAC",
 		"--endpoint-reconciler-type=none", "--v=0")
-	cp.kubeconfig = pki.kubeconfig(t, "admin", server)
+	cp.kubeconfig = kubeconfig(t, pki, "admin", server)
 	cfg := &rest.Config{Host: server, TLSClientConfig: rest.TLSClientConfig{
-		CAFile: pki.file("ca.crt"), CertFile: pki.file("admin.crt"), KeyFile: pki.file("admin.key")},
+		CAFile: pki.File("ca.crt"), CertFile: pki.File("admin.crt"), KeyFile: pki.File("admin.key")},
 		QPS: 100, Burst: 200, Timeout: 30 * time.Second}
 	cp.cfg = cfg
 	var err error
@@ -132,10 +127,10 @@ func startControlPlane(t *testing.T) *controlPlane {
 		return err
 	})
 
-	kcm := pki.kubeconfig(t, "kcm", server)
+	kcm := kubeconfig(t, pki, "kcm", server)
 	cp.run(t, filepath.Join(bin, "kube-controller-manager"), "kube-controller-manager",
 		"--kubeconfig="+kcm, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
-		"--service-account-private-key-file="+pki.file("sa.key"), "--root-ca-file="+pki.file("ca.crt"),
+		"--service-account-private-key-file="+pki.File("sa.key"), "--root-ca-file="+pki.File("ca.crt"),
 		"--use-service-account-credentials=true", "--service-cluster-ip-range=10.0.0.0/24",
 		"--leader-elect=false", "--v=0",
 		// Nothing renews the Node's heartbeat: the node lifecycle
@@ -239,101 +234,37 @@ func waitFor(t *testing.T, what string, d time.Duration, f func() error) {
 	t.Fatalf("%s not ready after %v: %v", what, d, err)
 }
 
-// pki holds the generated certificates (crypto/x509, at test time).
-type pki struct {
-	dir    string
-	ca     *x509.Certificate
-	caKey  *rsa.PrivateKey
-	serial int64
-}
-
-func (p *pki) file(name string) string { return filepath.Join(p.dir, name) }
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
+// newPKI makes the test's certificates with the cluster's PKI (kube.PKI):
+// the API server's serving certificate for loopback, the admin's and the
+// controller manager's client certificates.
+func newPKI(t *testing.T, dir string) *kube.PKI {
 	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatalf("cannot write %s: %v", path, err)
-	}
-}
-
-func newKey(t *testing.T) *rsa.PrivateKey {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	p, err := kube.NewPKI(filepath.Join(dir, "pki"))
 	if err != nil {
-		t.Fatalf("cannot generate key: %v", err)
+		t.Fatal(err)
 	}
-	return k
-}
-
-func newPKI(t *testing.T, dir string) *pki {
-	p := &pki{dir: filepath.Join(dir, "pki"), caKey: newKey(t), serial: 1}
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
-		t.Fatalf("cannot create pki dir: %v", err)
+	for _, c := range []struct {
+		name string
+		subj pkix.Name
+		ips  []net.IP
+		dns  []string
+	}{
+		{"apiserver", pkix.Name{CommonName: "kube-apiserver"}, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, kube.APIServerNames},
+		{"admin", pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, nil, nil},
+		{"kcm", pkix.Name{CommonName: "system:kube-controller-manager"}, nil, nil},
+	} {
+		if err := p.Issue(c.name, c.subj, c.ips, c.dns); err != nil {
+			t.Fatal(err)
+		}
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cluster-test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &p.caKey.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatalf("cannot create CA: %v", err)
-	}
-	p.ca, _ = x509.ParseCertificate(der)
-	writePEM(t, p.file("ca.crt"), "CERTIFICATE", der)
-	p.issue(t, "apiserver", pkix.Name{CommonName: "kube-apiserver"}, true)
-	p.issue(t, "admin", pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, false)
-	p.issue(t, "kcm", pkix.Name{CommonName: "system:kube-controller-manager"}, false)
-	sa := newKey(t)
-	writePEM(t, p.file("sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(sa))
-	pub, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)
-	if err != nil {
-		t.Fatalf("cannot marshal SA key: %v", err)
-	}
-	writePEM(t, p.file("sa.pub"), "PUBLIC KEY", pub)
 	return p
 }
 
-func (p *pki) issue(t *testing.T, name string, subj pkix.Name, server bool) {
+func kubeconfig(t *testing.T, p *kube.PKI, user, server string) string {
 	t.Helper()
-	key := newKey(t)
-	p.serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(p.serial), Subject: subj,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}
-		tmpl.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-			"kubernetes.default.svc.cluster.local"}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	path, err := p.Kubeconfig(user, server)
 	if err != nil {
-		t.Fatalf("cannot create %s certificate: %v", name, err)
-	}
-	writePEM(t, p.file(name+".crt"), "CERTIFICATE", der)
-	writePEM(t, p.file(name+".key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key))
-}
-
-// kubeconfig writes <dir>/<user>.kubeconfig for the client certificate.
-func (p *pki) kubeconfig(t *testing.T, user, server string) string {
-	t.Helper()
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `apiVersion: v1
-kind: Config
-clusters:
-- name: test
-  cluster: {server: %q, certificate-authority: %q}
-users:
-- name: %s
-  user: {client-certificate: %q, client-key: %q}
-contexts:
-- name: test
-  context: {cluster: test, user: %s}
-current-context: test
-`, server, p.file("ca.crt"), user, p.file(user+".crt"), p.file(user+".key"), user)
-	path := filepath.Join(p.dir, user+".kubeconfig")
-	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
-		t.Fatalf("cannot write kubeconfig: %v", err)
+		t.Fatal(err)
 	}
 	return path
 }
