@@ -125,6 +125,9 @@ imageGCLowThresholdPercent: 99
 makeIPTablesUtilChains: false
 serializeImagePulls: false
 maxPods: 50
+# no resolver in pods: the host's would be off this machine (and no
+# cluster DNS runs); the charts address Services by IP
+resolvConf: ""
 nodeStatusReportFrequency: 10s
 %[7]s`, n.Cgroup, "unix://"+containerdSock(n), filepath.Join(n.Dir, "manifests"), filepath.Join(n.Dir, "pod-logs"),
 		n.IP, pki.File("ca.crt"), cpu)

@@ -203,6 +203,9 @@ func startControlPlane(ctx context.Context, s *State, log func(string, ...any)) 
 		"--client-ca-file="+pki.File("ca.crt"),
 		"--kubelet-client-certificate="+pki.File("apiserver-kubelet-client.crt"),
 		"--kubelet-client-key="+pki.File("apiserver-kubelet-client.key"),
+		// the node's address, never its name: a name would be looked up
+		// in the host's resolver, off this machine
+		"--kubelet-preferred-address-types=InternalIP",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+pki.File("sa.pub"), "--service-account-signing-key-file="+pki.File("sa.key"),
 		"--service-cluster-ip-range="+ServiceCIDR, "--authorization-mode=Node,RBAC",
