@@ -145,6 +145,9 @@ func TestValuesFilesCovered(t *testing.T) {
 	for _, m := range append(slices.Clone(chfModels), loadgenModels...) {
 		known[filepath.Join(m.chart, m.values)] = true
 	}
+	for _, p := range smallProfiles {
+		known[filepath.FromSlash(p)] = true
+	}
 	for _, chart := range []string{"chf", "loadgen"} {
 		files, err := filepath.Glob(filepath.Join(chart, "values-*.yaml"))
 		if err != nil {
@@ -152,7 +155,7 @@ func TestValuesFilesCovered(t *testing.T) {
 		}
 		for _, f := range files {
 			if !known[f] {
-				t.Errorf("%s has no entry in the test's model tables", f)
+				t.Errorf("%s has no entry in the test's model tables (or smallProfiles)", f)
 			}
 		}
 		if _, err := os.Stat(filepath.Join(chart, "values.schema.json")); err != nil {
@@ -847,6 +850,9 @@ func TestSchemaRejections(t *testing.T) {
 		{"multus config not JSON", sriov, []string{"--set-string", "network.multus.config=[bad"}, "network.multus.config is not valid JSON"},
 		{"multus name mismatch", sriov, []string{"--set", "network.multus.name=other"}, `config's "name" (sriov-chf) must equal network.multus.name (other)`},
 		{"bad SR-IOV resource name", sriov, []string{"--set", "network.multus.resourceName=sriov"}, "/network/multus/resourceName"},
+		{"aslite and external", base, []string{"--set", "aerospike.aslite.enabled=true", "--set", "aerospike.external.hosts={as1:3000}"}, "aerospike.aslite.enabled=true and aerospike.external.hosts are exclusive"},
+		{"bad aslite clusterIP", base, []string{"--set", "aerospike.aslite.clusterIP=store"}, "/aerospike/aslite/clusterIP"},
+		{"bad cgw clusterIP", base, []string{"--set", "cgw.clusterIP=None"}, "/cgw/clusterIP"},
 		{"loadgen without target", lg, []string{"--set", "target="}, "/target"},
 		{"loadgen bad target", lg, []string{"--set", "target=chf-cgw:8080"}, "/target"},
 		{"loadgen zero shards", lg, []string{"--set", "shards=0"}, "/shards"},

@@ -65,3 +65,60 @@ cat "$@" >"$o"
 		t.Errorf("merged.json = %q, want both shards in order", merged)
 	}
 }
+
+// TestCollectScriptLogMode runs collect.sh on a Job of results.mode log:
+// each shard's result is the last LOADGEN-RESULT line of its loadgen
+// container's log; a shard without one is reported and fails the run.
+func TestCollectScriptLogMode(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	bin := t.TempDir()
+	out := filepath.Join(t.TempDir(), "res")
+	fakeKubectl := `#!/usr/bin/env bash
+shift 2
+case "$1 $2" in
+"get job") printf '3 log\n' ;;
+"get pod") echo "log mode must not look for a reader pod" >&2; exit 7 ;;
+"get pods") printf '0 load-loadgen-0-abc 0\n1 load-loadgen-1-def 0\n2 load-loadgen-2-ghi 1\n' ;;
+"logs load-loadgen-0-abc") [ "$3 $4" = "-c loadgen" ] || exit 8
+	printf 'starting\nLOADGEN-RESULT {"shard":"old"}\nsummary\nLOADGEN-RESULT {"shard":"0/3"}\n' ;;
+"logs load-loadgen-1-def") printf 'LOADGEN-RESULT {"shard":"1/3"}\n' ;;
+"logs load-loadgen-2-ghi") printf 'loadgen: cannot connect\n' ;;
+*) echo "unexpected kubectl $*" >&2; exit 7 ;;
+esac
+`
+	fakeLoadgen := `#!/usr/bin/env bash
+[ "$1" = merge ] && [ "$2" = -o ] || exit 6
+o=$3; shift 3
+cat "$@" >"$o"
+`
+	for name, body := range map[string]string{"kubectl": fakeKubectl, "loadgen": fakeLoadgen} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join("loadgen", "collect.sh"), "-n", "chf", "-r", "load", "-o", out, "-t", "5")
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	stderr, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("collect.sh: want exit 1 for shard 2, got %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"results mode log", "shard 2: no LOADGEN-RESULT line", "shard 2: loadgen exited 1", "merged 2 of 3 shards"} {
+		if !strings.Contains(string(stderr), want) {
+			t.Errorf("collect.sh does not say %q:\n%s", want, stderr)
+		}
+	}
+	merged, err := os.ReadFile(filepath.Join(out, "merged.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(merged) != "{\"shard\":\"0/3\"}\n{\"shard\":\"1/3\"}\n" {
+		t.Errorf("merged.json = %q, want the last result line of shards 0 and 1", merged)
+	}
+	if _, err := os.Stat(filepath.Join(out, "shard-2.log")); err != nil {
+		t.Errorf("the log of the shard without a result is not kept: %v", err)
+	}
+}

@@ -62,6 +62,7 @@ type runFlags struct {
 	progress       string
 	metricsListen  string
 	jsonOut        string
+	resultLog      bool // run --result-log: the result as one line on stdout
 	csvOut         string
 	mdOut          string
 	htmlOut        string
@@ -573,6 +574,13 @@ func (f *runFlags) execute(s *stopper, o run.Options) error {
 		if werr := f.writeReports(res); werr != nil && err == nil {
 			err = werr
 		}
+		// Last, after the summary: the line a collector reading the
+		// pod's log looks for (report.ParseResultLog).
+		if f.resultLog {
+			if werr := report.WriteResultLog(os.Stdout, res); werr != nil && err == nil {
+				err = werr
+			}
+		}
 	}
 	return s.wrap(err)
 }
@@ -590,6 +598,7 @@ func runCmd(args []string) error {
 	var f runFlags
 	f.register(fs)
 	target := fs.String("target", "", "CGW endpoints, comma-separated: Nchf http://HOST:PORT, or Diameter Gy diameter://HOST:PORT (selects --proto gy; --conns peers each); flows are balanced over them client-side")
+	fs.BoolVar(&f.resultLog, "result-log", false, "after the run, print the JSON result to stdout as one line, "+strconv.Quote(report.ResultLogMarker)+" then the compact JSON (the last line of the output), for a collector that reads the pod's log (report.ParseResultLog); an interrupted or failed run's result too")
 	checkOnly := fs.Bool("check-flags", false, "parse and validate every flag and the scenario, print the effective configuration as JSON and exit: 0 valid, 2 invalid (nothing is contacted)")
 	startAt := fs.String(report.StartAtFlag, "", fmt.Sprintf("wall-clock start barrier, RFC 3339 (e.g. 2026-12-01T10:00:00Z): wait until then before starting, so that the shards of a distributed run start together (merge checks they had the same); at most %s ahead, and refused when more than %s past", maxStartWait, startLateTolerance))
 	if err := parseFlags(fs, runHelp, args); err != nil {

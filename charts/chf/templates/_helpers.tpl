@@ -70,10 +70,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
-{{/* The Aerospike seed list ABM and the provisioning Job use (CHF_AEROSPIKE). */}}
+{{/* The Aerospike seed list ABM and the provisioning Job use (CHF_AEROSPIKE):
+external hosts, else the aslite Service (its fixed clusterIP when set, so
+that no cluster DNS is needed), else every StatefulSet pod's DNS name. */}}
 {{- define "chf.aerospikeHosts" -}}
 {{- if .Values.aerospike.external.hosts }}
 {{- join "," .Values.aerospike.external.hosts }}
+{{- else if .Values.aerospike.aslite.enabled }}
+{{- include "chf.hostPort" (dict "host" (.Values.aerospike.aslite.clusterIP | default (printf "%s-aslite.%s.svc" (include "chf.fullname" .) .Release.Namespace)) "port" 3000) }}
 {{- else }}
 {{- $fn := include "chf.fullname" . }}
 {{- $hosts := list }}
@@ -84,9 +88,32 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
-{{/* True ("true") when the in-cluster Aerospike StatefulSet is rendered. */}}
+{{/* host:port, the host in brackets when it is an IPv6 address; call with
+(dict "host" H "port" P). */}}
+{{- define "chf.hostPort" -}}
+{{- if contains ":" (toString .host) }}
+{{- printf "[%s]:%d" .host (int .port) }}
+{{- else }}
+{{- printf "%s:%d" .host (int .port) }}
+{{- end }}
+{{- end }}
+
+{{/* True ("true") when the store runs in the cluster: the Aerospike
+StatefulSet or the aslite Deployment. */}}
 {{- define "chf.aerospikeInCluster" -}}
 {{- if not .Values.aerospike.external.hosts }}true{{ end }}
+{{- end }}
+
+{{/* The component label of the in-cluster store's pods: aslite or aerospike. */}}
+{{- define "chf.storeComponent" -}}
+{{- if .Values.aerospike.aslite.enabled }}aslite{{ else }}aerospike{{ end }}
+{{- end }}
+
+{{/* The CGW's Nchf address, scheme://host:port: its fixed clusterIP when
+cgw.clusterIP is set (no cluster DNS needed), else the Service's DNS name. */}}
+{{- define "chf.cgwTarget" -}}
+{{- $host := .Values.cgw.clusterIP | default (printf "%s-cgw.%s.svc" (include "chf.fullname" .) .Release.Namespace) }}
+{{- printf "%s://%s" (ternary "https" "http" .Values.tls.enabled) (include "chf.hostPort" (dict "host" $host "port" .Values.cgw.port)) }}
 {{- end }}
 
 {{/* The Multus networks annotation value. */}}
@@ -138,6 +165,9 @@ with a message naming the value to change.
 {{- end }}
 {{- if and .Values.network.hostNetwork (ne (include "chf.dnsPolicy" .) "ClusterFirstWithHostNet") }}
 {{- fail "network.hostNetwork=true needs network.dnsPolicy ClusterFirstWithHostNet (or empty) so pods still resolve cluster Services" }}
+{{- end }}
+{{- if and .Values.aerospike.aslite.enabled .Values.aerospike.external.hosts }}
+{{- fail "aerospike.aslite.enabled=true and aerospike.external.hosts are exclusive: choose the aslite store or the external cluster" }}
 {{- end }}
 {{- $ports := list (int .Values.cgw.port) (int .Values.ocp.port) (int .Values.abm.port) }}
 {{- if .Values.cgw.diameter.enabled }}{{ $ports = append $ports (int .Values.cgw.diameter.port) }}{{ end }}
