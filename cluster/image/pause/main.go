@@ -30,11 +30,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pause: unexpected argument %q (usage: pause [-v])\n", args[0])
 		return 2
 	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
+	// After Notify, so that a reader of this line knows SIGTERM is handled.
 	if os.Getpid() != 1 {
 		fmt.Fprintln(stderr, "pause: warning: not PID 1; reaping only the children it inherits")
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
 	// Children that ended before Notify sent no signal we saw.
 	reap()
 	for s := range sigs {
