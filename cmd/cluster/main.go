@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chf-testbed/testbed/cluster/image"
 	"github.com/chf-testbed/testbed/cluster/kube"
 )
 
@@ -33,6 +34,9 @@ const usage = `cluster: a real Kubernetes node on this machine, for the charts
   cluster up      start the control plane and a node, wait until it is Ready
   cluster down    tear down everything up made (also after a crash)
   cluster status  what runs, and what a tear-down would leave
+  cluster e2e     up, the charts installed per network model and driven by
+                  the loadgen Job (trials interleaved), a table, down
+  cluster images  build the chf, loadgen and pause images as archives
 
 Run "cluster <verb> -h" for a verb's flags. Needs root. See cluster/README.md.
 `
@@ -56,6 +60,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return downCmd(ctx, args, stdout, stderr)
 	case "status":
 		return statusCmd(ctx, args, stdout, stderr)
+	case "e2e":
+		return e2eCmd(ctx, args, stdout, stderr)
+	case "images":
+		return image.Main(ctx, args, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

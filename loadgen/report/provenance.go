@@ -27,6 +27,21 @@ type Provenance struct {
 	Kernel       string `json:"kernel"`
 	CPUModel     string `json:"cpu_model"`
 	CPUs         int    `json:"cpus"`
+	// Cluster is set when the load came from pods of a Kubernetes
+	// cluster (the collector that merged the shards fills it).
+	Cluster *ClusterRun `json:"cluster,omitempty"`
+}
+
+// ClusterRun says where a cluster run ran: the network model installed,
+// its datapath, the nodes, the kubelets' CPU manager policy, and the
+// node of every pod of the CHF and of the load generator.
+type ClusterRun struct {
+	Model string `json:"model"`
+	// Datapath: "cni" (CNI plugins driven by a kubelet).
+	Datapath   string            `json:"datapath"`
+	Nodes      []string          `json:"nodes"`
+	CPUManager string            `json:"cpu_manager"`
+	Placement  map[string]string `json:"placement"` // pod name -> node
 }
 
 // HostProvenance fills the machine's part of a Provenance: host name,

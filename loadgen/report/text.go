@@ -21,6 +21,15 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "loadgen %s  chf %s  label %q  scenario %s (%s)  started %s\n", orNA(p.LoadgenVersion), orNA(p.CHFVersion), r.Label,
 		r.Scenario.Name, orNA(p.ScenarioHash), r.Started.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "host %s  %s  %s x%d\n", orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs)
+	if c := p.Cluster; c != nil {
+		pods := make([]string, 0, len(c.Placement))
+		for pod, node := range c.Placement {
+			pods = append(pods, pod+"@"+node)
+		}
+		sort.Strings(pods)
+		fmt.Fprintf(w, "cluster run: model %s (%s datapath), nodes %s, CPU manager %s; pods %s\n", c.Model, c.Datapath,
+			strings.Join(c.Nodes, ","), c.CPUManager, strings.Join(pods, " "))
+	}
 	if r.Interrupted {
 		fmt.Fprintf(w, "INTERRUPTED%s: the run was cut short; the figures cover only what ran\n", by(r.InterruptedBy))
 	}

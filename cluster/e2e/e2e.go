@@ -1,0 +1,400 @@
+// Package e2e installs the charts on the cluster `cluster up` started and
+// drives them: for each network model, the chf chart (its small-node
+// profile and the model's values file) installed with `helm install
+// --wait`, the loadgen chart's Indexed Job run against the CGW from inside
+// the cluster, each shard's result read from its log, the shards merged
+// with their audit, and the run marked as a cluster run (model, nodes, pod
+// placement). The SUT's CPU per transaction comes from the services'
+// /metrics (process_cpu_seconds_total) around the run.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chf-testbed/testbed/cluster/kube"
+	"github.com/chf-testbed/testbed/loadgen/report"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Model is one network model as the charts install it on a small node.
+type Model struct {
+	Name string
+	// Values are the chf chart's values files (charts/chf/...), in order.
+	Values []string
+	// LoadValues are the loadgen chart's values files.
+	LoadValues []string
+	// Port is the CGW's port (the bare-metal models move it).
+	Port int
+	// Pinned: the model pins the CGW (needs the static CPU manager).
+	Pinned bool
+	// Multus: the model attaches a Multus network (SR-IOV's stand-in).
+	Multus bool
+	// Level is the Pod Security level its namespace needs.
+	Level string
+	// StandsIn says what the model stands in for on this node.
+	StandsIn string
+}
+
+// Models are the network models the chf chart ships, as they install on a
+// small node (charts/chf/README.md, "Small node").
+var Models = []Model{
+	{Name: "pod-network", Values: []string{"values-small.yaml"}, LoadValues: []string{"values-small.yaml"}, Port: 8080, Level: "restricted",
+		StandsIn: "Calico's default install: the chart's pod-network values on the bridge CNI (Calico cannot be built here)"},
+	{Name: "baremetal", Values: []string{"values-small.yaml", "values-baremetal.yaml"}, LoadValues: []string{"values-small.yaml"}, Port: 18080, Level: "privileged",
+		StandsIn: "bare metal: host-network pods (the node's namespace)"},
+	{Name: "baremetal-pinned", Values: []string{"values-small.yaml", "values-baremetal-pinned.yaml", "values-small-pinned.yaml"},
+		LoadValues: []string{"values-small.yaml", "values-small-pinned.yaml"}, Port: 18080, Pinned: true, Level: "privileged",
+		StandsIn: "bare metal with the CGW pinned by the static CPU manager"},
+	{Name: "calico-pinned", Values: []string{"values-small.yaml", "values-calico-pinned.yaml", "values-small-pinned.yaml"},
+		LoadValues: []string{"values-small.yaml", "values-small-pinned.yaml"}, Port: 8080, Pinned: true, Level: "restricted",
+		StandsIn: "Calico pinned: the pod network (bridge CNI) with the CGW pinned"},
+	{Name: "sriov-pinned", Values: []string{"values-small.yaml", "values-sriov-pinned.yaml", "values-small-pinned.yaml"},
+		LoadValues: []string{"values-small.yaml", "values-small-pinned.yaml"}, Port: 8080, Pinned: true, Multus: true, Level: "restricted",
+		StandsIn: "SR-IOV: a Multus macvlan attachment (net1) on a local bridge, the CGW pinned"},
+}
+
+// ModelByName finds a model.
+func ModelByName(name string) (Model, bool) {
+	for _, m := range Models {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
+// Options is one e2e run.
+type Options struct {
+	Dir     string // the cluster's directory (cluster up --dir)
+	Repo    string // the repository root (charts/)
+	Helm    string // the helm binary
+	Out     string // where the results go
+	Rate    int    // offered TPS, over all shards
+	Shards  int
+	Seconds int // the load's measured duration
+	Log     func(format string, args ...any)
+}
+
+// Run is one model's run: what it measured and where its files are.
+type Run struct {
+	Model       string            `json:"model"`
+	Trial       int               `json:"trial"`
+	ChartReadyS float64           `json:"chart_ready_s"`
+	Merged      string            `json:"merged"` // merged.json
+	TPS         float64           `json:"tps"`
+	P50Ms       float64           `json:"p50_ms"`
+	P99Ms       float64           `json:"p99_ms"`
+	SUTUsTxn    float64           `json:"sut_cpu_us_per_txn"`
+	AuditOK     bool              `json:"audit_ok"`
+	Placement   map[string]string `json:"placement"`
+	Discovered  bool              `json:"discovered"` // the CGW found the OCP through EndpointSlices
+}
+
+// RunModel installs model m, drives it, collects and merges, uninstalls.
+func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.State, m Model, trial int) (*Run, error) {
+	ns := "chf-" + m.Name
+	out := filepath.Join(o.Out, fmt.Sprintf("%s-%d", m.Name, trial))
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	r := &Run{Model: m.Name, Trial: trial}
+	if err := createNamespace(ctx, c, ns, m.Level); err != nil {
+		return nil, err
+	}
+	defer func() {
+		o.Log("%s: uninstalling", m.Name)
+		if err := deleteNamespace(context.WithoutCancel(ctx), o, c, ns); err != nil {
+			o.Log("%s: %v", m.Name, err)
+		}
+	}()
+	chart := filepath.Join(o.Repo, "charts", "chf")
+	args := []string{"install", "chf", chart, "-n", ns, "--wait", "--timeout", "5m"}
+	for _, v := range m.Values {
+		args = append(args, "-f", filepath.Join(chart, v))
+	}
+	o.Log("%s: helm install chf (%s)", m.Name, strings.Join(m.Values, " "))
+	t0 := time.Now()
+	if _, err := kube.Helm(ctx, o.Dir, o.Helm, 6*time.Minute, args...); err != nil {
+		return r, err
+	}
+	r.ChartReadyS = time.Since(t0).Seconds()
+	o.Log("%s: chart Ready in %.1f s", m.Name, r.ChartReadyS)
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return r, err
+	}
+	targets := metricsTargets(pods.Items)
+	before := scrapeCPU(ctx, targets)
+
+	lchart := filepath.Join(o.Repo, "charts", "loadgen")
+	largs := []string{"install", "load", lchart, "-n", ns,
+		"--set", fmt.Sprintf("target=http://10.0.0.21:%d", m.Port), "--set", "startDelay=5s",
+		"--set", fmt.Sprintf("rate=%d", o.Rate), "--set", fmt.Sprintf("shards=%d", o.Shards),
+		"--set", fmt.Sprintf("duration=%ds", o.Seconds), "--set", "label=" + m.Name}
+	for _, v := range m.LoadValues {
+		largs = append(largs, "-f", filepath.Join(lchart, v))
+	}
+	o.Log("%s: loadgen Job, %d shards, %d TPS for %d s", m.Name, o.Shards, o.Rate, o.Seconds)
+	if _, err := kube.Helm(ctx, o.Dir, o.Helm, 2*time.Minute, largs...); err != nil {
+		return r, err
+	}
+	job := "load-loadgen"
+	jobErr := kube.WaitJob(ctx, c, ns, job, time.Duration(o.Seconds)*time.Second+5*time.Minute)
+	after := scrapeCPU(ctx, targets)
+	shards, err := collect(ctx, c, ns, job, out)
+	if err != nil {
+		return r, errors.Join(jobErr, err)
+	}
+	merged, err := report.Merge(report.MergeOptions{}, shards...)
+	if err != nil {
+		return r, fmt.Errorf("cannot merge the shards: %w", err)
+	}
+	all, _ := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	r.Placement = map[string]string{}
+	for _, p := range all.Items {
+		r.Placement[p.Name] = p.Spec.NodeName
+	}
+	var nodes []string
+	for _, n := range s.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	merged.Label = m.Name
+	merged.Provenance.Cluster = &report.ClusterRun{Model: m.Name, Datapath: "cni", Nodes: nodes, CPUManager: s.CPUManager, Placement: r.Placement}
+	applyCPU(merged, before, after)
+	r.Merged = filepath.Join(out, "merged.json")
+	if err := writeJSON(r.Merged, merged); err != nil {
+		return r, err
+	}
+	r.TPS, r.P50Ms, r.P99Ms, r.SUTUsTxn, r.AuditOK = merged.TPS, merged.LatencyMs.P50, merged.LatencyMs.P99, merged.SUTCPUUsTxn, merged.Audit.OK
+	r.Discovered = after["cgw"].endpoints > 0
+	if jobErr != nil {
+		return r, jobErr
+	}
+	if !merged.Audit.OK {
+		return r, fmt.Errorf("%s: the audit failed across the shards: %s", m.Name, merged.Audit.Reason)
+	}
+	return r, nil
+}
+
+func createNamespace(ctx context.Context, c kubernetes.Interface, ns, level string) error {
+	lv := map[string]string{}
+	for _, k := range []string{"enforce", "warn", "audit"} {
+		lv["pod-security.kubernetes.io/"+k] = level
+	}
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: lv}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("cannot create namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// deleteNamespace uninstalls the releases and deletes the namespace,
+// waiting until its pods are gone (the fixed Service addresses and the
+// node's CPUs are free for the next model).
+func deleteNamespace(ctx context.Context, o Options, c kubernetes.Interface, ns string) error {
+	for _, rel := range []string{"load", "chf"} {
+		_, _ = kube.Helm(ctx, o.Dir, o.Helm, 2*time.Minute, "uninstall", rel, "-n", ns, "--wait", "--ignore-not-found")
+	}
+	grace := int64(0)
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	for {
+		_, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s not gone after 3 min", ns)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// collect reads every shard's result from its pod's log and writes it as
+// shard-<i>.json.
+func collect(ctx context.Context, c kubernetes.Interface, ns, job, out string) ([]*report.Result, error) {
+	pods, err := kube.JobPods(ctx, c, ns, job)
+	if err != nil {
+		return nil, err
+	}
+	byIndex := map[string]corev1.Pod{}
+	for _, p := range pods {
+		i := p.Annotations["batch.kubernetes.io/job-completion-index"]
+		if q, ok := byIndex[i]; !ok || p.CreationTimestamp.After(q.CreationTimestamp.Time) {
+			byIndex[i] = p
+		}
+	}
+	var res []*report.Result
+	var errs []error
+	idx := make([]string, 0, len(byIndex))
+	for i := range byIndex {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		p := byIndex[i]
+		log, err := kube.Logs(ctx, c, ns, p.Name, "loadgen", report.MaxFileBytes)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r, err := report.ParseResultLog(strings.NewReader(log))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shard %s (pod %s): %w", i, p.Name, err))
+			continue
+		}
+		if err := writeJSON(filepath.Join(out, "shard-"+i+".json"), r); err != nil {
+			return nil, err
+		}
+		res = append(res, r)
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("no shard result: %w", errors.Join(errs...))
+	}
+	return res, errors.Join(errs...)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// target is one service's /metrics.
+type target struct{ component, url string }
+
+// metricsTargets finds the cgw, ocp and abm pods' /metrics (their first
+// container port, on the pod's address).
+func metricsTargets(pods []corev1.Pod) []target {
+	var out []target
+	for _, p := range pods {
+		comp := p.Labels["app.kubernetes.io/component"]
+		if comp != "cgw" && comp != "ocp" && comp != "abm" || p.Status.PodIP == "" || len(p.Spec.Containers) == 0 {
+			continue
+		}
+		for _, port := range p.Spec.Containers[0].Ports {
+			if port.Name == "http" || port.ContainerPort >= 8080 && port.ContainerPort <= 18082 && port.Name != "diameter" {
+				out = append(out, target{comp, fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, port.ContainerPort)})
+				break
+			}
+		}
+	}
+	return out
+}
+
+type sample struct {
+	cpu       float64
+	endpoints float64
+	at        time.Time
+}
+
+// scrapeCPU reads process_cpu_seconds_total (and the CGW's healthy OCP
+// endpoints) of each target.
+func scrapeCPU(ctx context.Context, ts []target) map[string]sample {
+	out := map[string]sample{}
+	cl := &http.Client{Timeout: 5 * time.Second}
+	for _, t := range ts {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
+		resp, err := cl.Do(req)
+		if err != nil {
+			continue
+		}
+		s := sample{at: time.Now()}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			l := sc.Text()
+			f := strings.Fields(l)
+			if len(f) != 2 {
+				continue
+			}
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				continue
+			}
+			switch {
+			case f[0] == "process_cpu_seconds_total":
+				s.cpu = v
+			case strings.HasPrefix(f[0], `chf_client_endpoints{`) && strings.Contains(f[0], `peer_service="ocp"`) && strings.Contains(f[0], `state="healthy"`):
+				s.endpoints = v
+			}
+		}
+		resp.Body.Close()
+		out[t.component] = s
+	}
+	return out
+}
+
+// applyCPU puts the services' CPU over the run into the merged result:
+// CPU seconds and percent per component, and the SUT's µs per transaction.
+func applyCPU(r *report.Result, before, after map[string]sample) {
+	if r.CPUSeconds == nil {
+		r.CPUSeconds = map[string]float64{}
+	}
+	if r.CPUPercent == nil {
+		r.CPUPercent = map[string]float64{}
+	}
+	var sum float64
+	for comp, a := range after {
+		b, ok := before[comp]
+		if !ok {
+			continue
+		}
+		d := a.cpu - b.cpu
+		r.CPUSeconds[comp] = d
+		if wall := a.at.Sub(b.at).Seconds(); wall > 0 {
+			r.CPUPercent[comp] = 100 * d / wall
+		}
+		sum += d
+	}
+	if r.Transactions > 0 && sum > 0 {
+		r.SUTCPUUsTxn = sum * 1e6 / float64(r.Transactions)
+	}
+}
+
+// RunAll runs every model trials times, interleaved (model A, B, ...,
+// then again), and returns every run made; it stops at the first failure.
+func RunAll(ctx context.Context, o Options, models []Model, trials int) ([]*Run, error) {
+	s, err := kube.LoadState(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := kube.Client(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var runs []*Run
+	for t := 1; t <= trials; t++ {
+		for _, m := range models {
+			o.Log("%s: trial %d of %d", m.Name, t, trials)
+			r, err := RunModel(ctx, o, c, s, m, t)
+			if r != nil {
+				runs = append(runs, r)
+			}
+			if err != nil {
+				return runs, fmt.Errorf("%s trial %d: %w", m.Name, t, err)
+			}
+		}
+	}
+	return runs, nil
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/chf-testbed/testbed/cluster/e2e"
+	"github.com/chf-testbed/testbed/cluster/kube"
+	"github.com/chf-testbed/testbed/loadgen/compare"
+)
+
+// e2eCmd: up, every model's runs (trials interleaved), the comparison,
+// down (always, also on failure and on SIGINT/SIGTERM).
+func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, dir := newFlags("e2e", stderr)
+	bin := fs.String("bin", "", "directory of the Kubernetes binaries (cluster/build.sh prints it) (required)")
+	images := fs.String("images", "", "comma-separated image archives to import (make images) (required)")
+	pause := fs.String("pause-image", "", "the node's sandbox image reference (in --images) (required)")
+	models := fs.String("models", "", "comma-separated models, of "+modelNames()+" (default: all)")
+	trials := fs.Int("trials", 3, "runs of each model, interleaved (1..20)")
+	rate := fs.Int("rate", 200, "offered TPS of each run, over all shards (1..100000)")
+	shards := fs.Int("shards", 2, "loadgen Job shards (1..16)")
+	seconds := fs.Int("duration", 10, "measured seconds of each run (1..3600)")
+	out := fs.String("out", "", "results directory (default results/cluster-<time>)")
+	helm := fs.String("helm", ".tools/bin/helm", "the helm binary")
+	repo := fs.String("repo", ".", "the repository root (its charts/ are installed)")
+	keep := fs.Bool("keep", false, "leave the cluster up at the end (cluster down tears it down)")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "cluster e2e: "+format+"\n", a...)
+		return 2
+	}
+	switch {
+	case *bin == "":
+		return bad("--bin is required")
+	case *images == "" || *pause == "":
+		return bad("--images and --pause-image are required (make images builds them)")
+	case *trials < 1 || *trials > 20:
+		return bad("--trials must be 1..20, got %d", *trials)
+	case *rate < 1 || *rate > 100000:
+		return bad("--rate must be 1..100000, got %d", *rate)
+	case *shards < 1 || *shards > 16:
+		return bad("--shards must be 1..16, got %d", *shards)
+	case *seconds < 1 || *seconds > 3600:
+		return bad("--duration must be 1..3600 (seconds), got %d", *seconds)
+	}
+	var ms []e2e.Model
+	if *models == "" {
+		ms = e2e.Models
+	} else {
+		for _, n := range strings.Split(*models, ",") {
+			m, ok := e2e.ModelByName(strings.TrimSpace(n))
+			if !ok {
+				return bad("--models: unknown model %q (models: %s)", n, modelNames())
+			}
+			ms = append(ms, m)
+		}
+	}
+	cpuManager := "none"
+	multus := false
+	for _, m := range ms {
+		if m.Pinned {
+			cpuManager = "static"
+		}
+		multus = multus || m.Multus
+	}
+	if *out == "" {
+		*out = filepath.Join("results", "cluster-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	log := logTo(stderr)
+	d, _ := filepath.Abs(*dir)
+	b, _ := filepath.Abs(*bin)
+	o := e2e.Options{Dir: d, Log: log, Rate: *rate, Shards: *shards, Seconds: *seconds}
+	o.Out, _ = filepath.Abs(*out)
+	o.Repo, _ = filepath.Abs(*repo)
+	o.Helm, _ = filepath.Abs(*helm)
+	var imgs []string
+	for _, i := range strings.Split(*images, ",") {
+		abs, _ := filepath.Abs(strings.TrimSpace(i))
+		imgs = append(imgs, abs)
+	}
+	t0 := time.Now()
+	if err := kube.Up(ctx, kube.Config{Dir: d, Bin: b, Images: imgs, PauseImage: *pause, CPUManager: cpuManager, Multus: multus, Log: log}); err != nil {
+		fmt.Fprintf(stderr, "cluster e2e: %v\n", err)
+		return exitFor(ctx)
+	}
+	upS := time.Since(t0).Seconds()
+	defer func() {
+		if *keep && ctx.Err() == nil {
+			log("the cluster stays up (--keep): cluster down --dir %s", d)
+			return
+		}
+		if err := kube.Down(context.WithoutCancel(ctx), d, log); err != nil {
+			fmt.Fprintf(stderr, "cluster e2e: %v\n", err)
+		}
+	}()
+	runs, err := e2e.RunAll(ctx, o, ms, *trials)
+	if werr := writeSummary(o.Out, runs, upS, stdout); werr != nil && err == nil {
+		err = werr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cluster e2e: %v\n", err)
+		return exitFor(ctx)
+	}
+	return 0
+}
+
+func exitFor(ctx context.Context) int {
+	if ctx.Err() != nil {
+		return 130
+	}
+	return 1
+}
+
+func modelNames() string {
+	var n []string
+	for _, m := range e2e.Models {
+		n = append(n, m.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+// writeSummary writes runs.json, the per-model table (medians and ranges
+// over the trials) and the comparison (loadgen compare's columns) of each
+// model's median run.
+func writeSummary(out string, runs []*e2e.Run, upS float64, stdout io.Writer) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	b, _ := json.MarshalIndent(runs, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "runs.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	by := map[string][]*e2e.Run{}
+	var order []string
+	for _, r := range runs {
+		if _, ok := by[r.Model]; !ok {
+			order = append(order, r.Model)
+		}
+		by[r.Model] = append(by[r.Model], r)
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# Cluster e2e: the charts on a real node\n\ncluster up: %.1f s. Medians over the trials (range in brackets).\n\n", upS)
+	md.WriteString("| model | trials | chart Ready s | TPS | p50 ms | p99 ms | SUT µs/txn (/metrics) | audit | discovery |\n|---|---:|---:|---:|---:|---:|---:|---|---|\n")
+	var cmp []compare.Run
+	for _, m := range order {
+		rs := by[m]
+		f := func(v func(*e2e.Run) float64) string {
+			xs := make([]float64, len(rs))
+			for i, r := range rs {
+				xs[i] = v(r)
+			}
+			sort.Float64s(xs)
+			return fmt.Sprintf("%.1f [%.1f–%.1f]", xs[len(xs)/2], xs[0], xs[len(xs)-1])
+		}
+		audit, disc := "PASS", "yes"
+		for _, r := range rs {
+			if !r.AuditOK {
+				audit = "FAIL"
+			}
+			if !r.Discovered {
+				disc = "no"
+			}
+		}
+		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", m, len(rs),
+			f(func(r *e2e.Run) float64 { return r.ChartReadyS }), f(func(r *e2e.Run) float64 { return r.TPS }),
+			f(func(r *e2e.Run) float64 { return r.P50Ms }), f(func(r *e2e.Run) float64 { return r.P99Ms }),
+			f(func(r *e2e.Run) float64 { return r.SUTUsTxn }), audit, disc)
+		sorted := slices.Clone(rs)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].SUTUsTxn < sorted[j].SUTUsTxn })
+		if med := sorted[len(sorted)/2]; med.Merged != "" {
+			if r, err := compare.Load(med.Merged, m); err == nil {
+				cmp = append(cmp, r)
+			}
+		}
+	}
+	if len(cmp) > 0 {
+		if t, err := compare.New(cmp, 0); err == nil {
+			md.WriteString("\n## Comparison (each model's median run by SUT µs/txn; loadgen compare)\n\n")
+			t.WriteMarkdown(&md)
+		}
+	}
+	fmt.Fprint(stdout, md.String())
+	return os.WriteFile(filepath.Join(out, "cluster-e2e.md"), []byte(md.String()), 0o644)
+}
