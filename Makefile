@@ -64,7 +64,7 @@ test-alloc:
 ## cluster-test: the charts, Pod Security, RBAC and Kubernetes discovery on a
 ## real control plane (etcd, kube-apiserver, kube-controller-manager on
 ## loopback; cluster/README.md). The binaries are built from the Go module
-## proxy once into .tools/controlplane-<version>/ (minutes on a cold cache).
+## proxy once into .tools/kube-<k8s>-etcd-<etcd>/ (minutes on a cold cache).
 cluster-test: $(TOOLS)/bin/helm
 	@bin=$$(cluster/build.sh $(TOOLS)) && \
 	CHF_CONTROLPLANE_BIN=$$bin HELM=$(TOOLS)/bin/helm $(GO) test -count=1 -timeout 15m -v -run TestControlPlane ./cluster/

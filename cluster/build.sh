@@ -1,15 +1,54 @@
 #!/usr/bin/env bash
-# build.sh builds the control plane the cluster test runs (kube-apiserver,
-# kube-controller-manager, etcd) from the Go module proxy into
-# .tools/controlplane-<version>/. A second run finds the binaries and exits at
-# once. Usage: cluster/build.sh [tools-dir]   (default: <repo>/.tools)
+# build.sh builds the cluster's binaries from the Go module proxy into
+# <tools-dir>/kube-<k8s>-etcd-<etcd>/ and prints that directory on stdout
+# (progress goes to stderr). A binary already there is reused, so a second
+# run exits at once.
+#
+# Usage: cluster/build.sh [--controlplane] [--node] [--multus] [--all] [tools-dir]
+#   --controlplane  etcd, kube-apiserver, kube-controller-manager (the default
+#                   when no set is named; what make cluster-test needs)
+#   --node          kubelet, kube-scheduler, kube-proxy
+#   --multus        the Multus CNI thin plugin, as `multus`
+#   --all           all three sets
+#   tools-dir       default: <repo>/.tools
 set -euo pipefail
 
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
+MULTUS_VERSION=v4.2.2 # also pinned in multus/go.mod
+
+usage() {
+	sed -n 's/^# \{0,1\}//; 7,13p' "$0" >&2
+	exit 2
+}
+
 here=$(cd "$(dirname "$0")" && pwd)
-tools=${1:-$here/../.tools}
-out=$tools/controlplane-$K8S_VERSION-etcd-$ETCD_VERSION
+controlplane=0 node=0 multus=0 tools=
+while (($#)); do
+	case $1 in
+	--controlplane) controlplane=1 ;;
+	--node) node=1 ;;
+	--multus) multus=1 ;;
+	--all) controlplane=1 node=1 multus=1 ;;
+	-h | --help) usage ;;
+	-*) echo "build.sh: unknown flag $1" >&2; usage ;;
+	*)
+		[[ -z $tools ]] || { echo "build.sh: more than one tools-dir ($tools, $1)" >&2; usage; }
+		tools=$1
+		;;
+	esac
+	shift
+done
+((controlplane + node + multus)) || controlplane=1
+tools=${tools:-$here/../.tools}
+out=$tools/kube-$K8S_VERSION-etcd-$ETCD_VERSION
+# The directory was controlplane-<k8s>-etcd-<etcd> when it held the control
+# plane only: take those binaries over rather than build them again.
+old=$tools/controlplane-$K8S_VERSION-etcd-$ETCD_VERSION
+if [[ -d $old && ! -e $out ]]; then
+	echo "build.sh: moving $old to $out" >&2
+	mv "$old" "$out"
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
@@ -21,21 +60,32 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ld="$ld -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 done
 
-if [[ ! -x $out/kube-apiserver || ! -x $out/kube-controller-manager ]]; then
-	cd "$here/controlplane"
-	[[ -f go.sum ]] || go mod tidy
-	for cmd in kube-apiserver kube-controller-manager; do
-		[[ -x $out/$cmd ]] && continue
-		echo "build.sh: building $cmd $K8S_VERSION (several minutes on a cold cache)" >&2
-		nice -n 10 go build -trimpath -ldflags "$ld" -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
-		mv "$out/$cmd.tmp" "$out/$cmd"
-	done
+# build <module-dir> <binary> <version> <ldflags> <package>: builds package in
+# the wrapper module at module-dir into $out/binary unless it is there.
+build() {
+	local dir=$1 bin=$2 version=$3 flags=$4 pkg=$5
+	[[ -x $out/$bin ]] && return
+	echo "build.sh: building $bin $version (several minutes on a cold cache)" >&2
+	(
+		cd "$here/$dir"
+		[[ -f go.sum ]] || go mod tidy
+		nice -n 10 go build -trimpath -ldflags "$flags" -o "$out/$bin.tmp" "$pkg"
+	)
+	mv "$out/$bin.tmp" "$out/$bin"
+}
+
+if ((controlplane)); then
+	build controlplane kube-apiserver $K8S_VERSION "$ld" k8s.io/kubernetes/cmd/kube-apiserver
+	build controlplane kube-controller-manager $K8S_VERSION "$ld" k8s.io/kubernetes/cmd/kube-controller-manager
+	build controlplane/etcd etcd $ETCD_VERSION "-s -w" go.etcd.io/etcd/server/v3
 fi
-if [[ ! -x $out/etcd ]]; then
-	cd "$here/controlplane/etcd"
-	[[ -f go.sum ]] || go mod tidy
-	echo "build.sh: building etcd $ETCD_VERSION" >&2
-	nice -n 10 go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3
-	mv "$out/etcd.tmp" "$out/etcd"
+if ((node)); then
+	build controlplane kubelet $K8S_VERSION "$ld" k8s.io/kubernetes/cmd/kubelet
+	build controlplane kube-scheduler $K8S_VERSION "$ld" k8s.io/kubernetes/cmd/kube-scheduler
+	build controlplane kube-proxy $K8S_VERSION "$ld" k8s.io/kubernetes/cmd/kube-proxy
+fi
+if ((multus)); then
+	m=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+	build multus multus $MULTUS_VERSION "-s -w -X $m/pkg/multus.version=$MULTUS_VERSION -X $m/pkg/multus.releaseStatus=,released" $m/cmd/multus
 fi
 echo "$out"

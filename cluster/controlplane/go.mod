@@ -1,6 +1,6 @@
-// Wrapper module that builds kube-apiserver and kube-controller-manager from
-// the Go module proxy for the control-plane test (cluster/build.sh). It is
-// not part of the testbed module.
+// Wrapper module that builds kube-apiserver and kube-controller-manager (the
+// control-plane test) and kubelet, kube-scheduler and kube-proxy (a node) from
+// the Go module proxy (cluster/build.sh). It is not part of the testbed module.
 module github.com/chf-testbed/testbed/cluster/controlplane
 
 go 1.26.0
