@@ -1,9 +1,12 @@
 # syntax=docker/dockerfile:1
 # The images of the testbed's binaries, one target each: static builds (CGO
-# off) on a minimal, non-root base. Build from the repository root
-# (`make images`):
-#   docker build --target chf -t chf-testbed/chf:dev .       # chf, and aslite beside it
-#   docker build --target loadgen -t chf-testbed/loadgen:dev .
+# off) on a minimal, non-root base. `make images` builds the same images
+# without Docker, as archives for `ctr images import` (cluster/image, whose
+# test keeps this file and its specs equal: binaries, entrypoint, user,
+# ports). With Docker, build from the repository root, TAG being the charts'
+# appVersion (charts/chf/Chart.yaml), which they pull by default:
+#   docker build --target chf --build-arg VERSION=$TAG -t chf-testbed/chf:$TAG .   # chf, and aslite beside it
+#   docker build --target loadgen --build-arg VERSION=$TAG -t chf-testbed/loadgen:$TAG .
 # aslite is the store of `chf aslite` without client-go; run it in the chf
 # image with command ["/usr/local/bin/aslite"].
 # Multi-platform: docker buildx build --platform linux/amd64,linux/arm64 ...

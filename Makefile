@@ -207,18 +207,19 @@ check-money: build
 charts-test: $(TOOLS)/bin/helm
 	$(GO) test -race -count=1 ./charts/...
 
-## images: build the container images (the Dockerfile's targets chf, with
-## aslite beside it, and loadgen) where a container engine runs (none here).
+## images: build the container images as archives, with no container engine,
+## daemon or registry (cluster/image/README.md): the static binaries into
+## $(IMAGE_BIN), then $(IMAGE_OUT)/chf.tar (chf and aslite), loadgen.tar and
+## pause.tar (the node's sandbox image), tagged $(IMAGE_REPO)/<name>:$(IMAGE_TAG).
+## Import one into containerd with `ctr -n k8s.io images import $(IMAGE_OUT)/chf.tar`.
+## With Docker, build the Dockerfile's targets instead (docker build --target chf .).
 IMAGE_REPO ?= chf-testbed
 IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/chf/Chart.yaml)
-CONTAINER_ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+IMAGE_BIN ?= $(BIN)/static
+IMAGE_OUT ?= $(BIN)/images
 images:
-	@if [ -z "$(CONTAINER_ENGINE)" ] || ! $(CONTAINER_ENGINE) info >/dev/null 2>&1; then \
-	  echo "images: no running container engine (docker or podman); skipped"; exit 0; fi; \
-	for b in chf loadgen; do \
-	  $(CONTAINER_ENGINE) build --target $$b --build-arg VERSION=$(IMAGE_TAG) \
-	    -t $(IMAGE_REPO)/$$b:$(IMAGE_TAG) . || exit 1; \
-	done
+	$(GO) run ./cluster/image/cmd/images --build --src . --bin-dir $(IMAGE_BIN) \
+	  --out $(IMAGE_OUT) --repo $(IMAGE_REPO) --tag=$(IMAGE_TAG)
 
 clean:
 	rm -rf $(BIN) results

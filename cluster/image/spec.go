@@ -76,12 +76,12 @@ func Specs() []Spec {
 	user := fmt.Sprintf("%d:%d", NonRoot, NonRoot)
 	return []Spec{
 		{
-			Name:     "chf",
-			Binaries: []string{"chf", "aslite"},
-			Dir:      "/usr/local/bin",
-			// cgw 8080, ocp 8081, abm 8082 (HTTP), Diameter 3868, aslite 3000.
+			Name:       "chf",
+			Binaries:   []string{"chf", "aslite"},
+			Dir:        "/usr/local/bin",
 			Entrypoint: []string{"/usr/local/bin/chf"},
 			User:       user,
+			// cgw 8080, ocp 8081, abm 8082 (HTTP), Diameter 3868, aslite 3000.
 			Ports:      []string{"8080/tcp", "8081/tcp", "8082/tcp", "3868/tcp", "3000/tcp"},
 			WorkingDir: "/home/nonroot",
 			Env:        env,
