@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"github.com/chf-testbed/testbed/cluster/kube"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -279,34 +280,8 @@ func installNADCRD(t *testing.T, cp *controlPlane) {
 
 // nadCRD is the NetworkAttachmentDefinition CRD as Multus ships it (schema
 // trimmed to what the chart sets).
-const nadCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: network-attachment-definitions.k8s.cni.cncf.io
-spec:
-  group: k8s.cni.cncf.io
-  scope: Namespaced
-  names:
-    plural: network-attachment-definitions
-    singular: network-attachment-definition
-    kind: NetworkAttachmentDefinition
-    shortNames: [net-attach-def]
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            apiVersion: {type: string}
-            kind: {type: string}
-            metadata: {type: object}
-            spec:
-              type: object
-              properties:
-                config: {type: string}
-`
+// nadCRD is the NetworkAttachmentDefinition CRD the node applies with Multus.
+var nadCRD = kube.NADCRD
 
 func impersonate(t *testing.T, cp *controlPlane, ns, sa string) kubernetes.Interface {
 	t.Helper()

@@ -172,6 +172,17 @@ func startNode(ctx context.Context, s *State, n NodeState, pki *PKI, images []st
 			return fmt.Errorf("cannot write %s: %w", f, err)
 		}
 	}
+	if s.Multus {
+		if err := multusFiles(n, s, pki); err != nil {
+			return err
+		}
+		if _, err := run(ctx, "ip", "-n", n.Netns, "link", "add", MacvlanMaster, "type", "bridge"); err != nil {
+			return err
+		}
+		if _, err := run(ctx, "ip", "-n", n.Netns, "link", "set", MacvlanMaster, "up"); err != nil {
+			return err
+		}
+	}
 	log("%s: starting containerd", n.Name)
 	if err := start(n.Dir, "containerd", n.NetnsPath(), "containerd", "--config", filepath.Join(n.Dir, "containerd", "config.toml")); err != nil {
 		return err

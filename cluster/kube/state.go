@@ -44,6 +44,8 @@ type State struct {
 	Created []string `json:"created"`
 	// CPUManager: the kubelets' CPU manager policy (none or static).
 	CPUManager string `json:"cpuManager"`
+	// Multus: the nodes' network is Multus over the bridge.
+	Multus bool `json:"multus"`
 }
 
 // NodeState is one node: a network namespace with its containerd,

@@ -33,6 +33,10 @@ type Config struct {
 	PauseImage string
 	// CPUManager is the kubelets' CPU manager policy: none or static.
 	CPUManager string
+	// Multus makes each node's network Multus (thin plugin) over the
+	// bridge, with the NetworkAttachmentDefinition CRD and a macvlan
+	// master bridge (MacvlanMaster) in each node.
+	Multus bool
 	// Nodes is how many nodes (1 for now: several need the model lab's
 	// fabric to join them, see cluster/README.md).
 	Nodes int
@@ -62,7 +66,7 @@ func Up(ctx context.Context, c Config) (err error) {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return fmt.Errorf("cannot create %s: %w", c.Dir, err)
 	}
-	s := &State{Dir: c.Dir, Bin: c.Bin, CPUManager: c.CPUManager}
+	s := &State{Dir: c.Dir, Bin: c.Bin, CPUManager: c.CPUManager, Multus: c.Multus}
 	s.PodNetnsBefore, _ = podNetns()
 	s.Created = missing(fixedPaths)
 	defer func() {
@@ -92,6 +96,12 @@ func Up(ctx context.Context, c Config) (err error) {
 	pki, client, err := startControlPlane(ctx, s, c.Log)
 	if err != nil {
 		return err
+	}
+	if c.Multus {
+		c.Log("Multus: the NetworkAttachmentDefinition CRD and the plugin's RBAC")
+		if err := multusAPI(ctx, c.Dir, client); err != nil {
+			return err
+		}
 	}
 	for _, n := range s.Nodes {
 		if err := startNode(ctx, s, n, pki, c.Images, c.PauseImage, c.Log); err != nil {
@@ -129,7 +139,11 @@ func nodeReady(ctx context.Context, c kubernetes.Interface, name string) error {
 }
 
 func pkixName(cn, org string) pkix.Name {
-	return pkix.Name{CommonName: cn, Organization: []string{org}}
+	n := pkix.Name{CommonName: cn}
+	if org != "" {
+		n.Organization = []string{org}
+	}
+	return n
 }
 
 // Client returns a client of the cluster in dir (admin).
@@ -304,6 +318,11 @@ func Preflight(c Config) error {
 	for _, img := range c.Images {
 		if _, err := os.Stat(img); err != nil {
 			errs = append(errs, fmt.Sprintf("no image archive %s (run `make images`)", img))
+		}
+	}
+	if c.Multus {
+		if _, err := os.Stat(filepath.Join(c.Bin, "multus")); err != nil {
+			errs = append(errs, fmt.Sprintf("no multus in %s (cluster/build.sh --multus)", c.Bin))
 		}
 	}
 	if c.CPUManager != "none" && c.CPUManager != "static" {
