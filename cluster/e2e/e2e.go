@@ -102,6 +102,10 @@ type Run struct {
 	AuditOK     bool              `json:"audit_ok"`
 	Placement   map[string]string `json:"placement"`
 	Discovered  bool              `json:"discovered"` // the CGW found the OCP through EndpointSlices
+	// Guard: where a pod's packets to the outside would go (asked, not
+	// sent) and what the host's guard dropped; nil when no pod of the
+	// model has an address on the pod network (all host network).
+	Guard *kube.GuardCheck `json:"guard,omitempty"`
 }
 
 // RunModel installs model m, drives it, collects and merges, uninstalls.
@@ -138,6 +142,20 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 		return r, err
 	}
 	targets := metricsTargets(pods.Items)
+	for _, p := range pods.Items {
+		if !p.Spec.HostNetwork && p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning {
+			for _, n := range s.Nodes {
+				if n.Name == p.Spec.NodeName {
+					g, err := kube.CheckGuard(ctx, s, n, p.Status.PodIP)
+					r.Guard = g
+					if err != nil {
+						return r, fmt.Errorf("the no-egress guard, from pod %s: %w", p.Name, err)
+					}
+				}
+			}
+			break
+		}
+	}
 	before := scrapeCPU(ctx, targets)
 
 	lchart := filepath.Join(o.Repo, "charts", "loadgen")
