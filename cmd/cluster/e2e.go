@@ -22,8 +22,7 @@ import (
 func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, dir := newFlags("e2e", stderr)
 	bin := fs.String("bin", "", "directory of the Kubernetes binaries (cluster/build.sh prints it) (required)")
-	images := fs.String("images", "", "comma-separated image archives to import (make images) (required)")
-	pause := fs.String("pause-image", "", "the node's sandbox image reference (in --images) (required)")
+	images, pause := imageFlags(fs)
 	models := fs.String("models", "", "comma-separated models, of "+modelNames()+" (default: all)")
 	trials := fs.Int("trials", 3, "runs of each model, interleaved (1..20)")
 	rate := fs.Int("rate", 200, "offered TPS of each run, over all shards (1..100000)")
@@ -44,7 +43,7 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *bin == "":
 		return bad("--bin is required")
 	case *images == "" || *pause == "":
-		return bad("--images and --pause-image are required (make images builds them)")
+		return bad("--images and --pause-image must not be empty (make images builds them)")
 	case *trials < 1 || *trials > 20:
 		return bad("--trials must be 1..20, got %d", *trials)
 	case *rate < 1 || *rate > 100000:

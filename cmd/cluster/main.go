@@ -107,9 +107,9 @@ func logTo(w io.Writer) func(string, ...any) {
 func upCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, dir := newFlags("up", stderr)
 	bin := fs.String("bin", "", "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy (cluster/build.sh prints it) (required)")
-	images := fs.String("images", "", "comma-separated image archives to import into the node (make images)")
-	pause := fs.String("pause-image", "", "the node's sandbox (pause) image reference; it must be in --images")
+	images, pause := imageFlags(fs)
 	cpuManager := fs.String("cpu-manager", "none", "the kubelet's CPU manager policy: none, or static (CPU 0 reserved, Guaranteed pods with integer CPUs pinned)")
+	multus := fs.Bool("multus", false, "make the node's network Multus (thin plugin, cluster/build.sh --multus) over the bridge, for NetworkAttachmentDefinitions (the SR-IOV model's macvlan stand-in)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -128,14 +128,10 @@ func upCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			imgs = append(imgs, abs)
 		}
 	}
-	if *pause == "" && len(imgs) > 0 {
-		fmt.Fprintln(stderr, "cluster up: --pause-image is required with --images")
-		return 2
-	}
 	d, _ := filepath.Abs(*dir)
 	b, _ := filepath.Abs(*bin)
 	log := logTo(stderr)
-	err := kube.Up(ctx, kube.Config{Dir: d, Bin: b, Images: imgs, PauseImage: *pause, CPUManager: *cpuManager, Log: log})
+	err := kube.Up(ctx, kube.Config{Dir: d, Bin: b, Images: imgs, PauseImage: *pause, CPUManager: *cpuManager, Multus: *multus, Log: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "cluster up: %v\n", err)
 		if ctx.Err() != nil {
@@ -186,4 +182,19 @@ func statusCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "node %s: %s, pods %s, netns %s, cgroup %s\n", n.Name, n.IP, n.PodCIDR, n.Netns, n.Cgroup)
 	}
 	return 0
+}
+
+// imageFlags declares --images and --pause-image, defaulting to what
+// `make images` writes: bin/images/{chf,loadgen,pause}.tar, the pause
+// image tagged with the chart's appVersion.
+func imageFlags(fs *flag.FlagSet) (*string, *string) {
+	tag, err := image.DefaultTag(".")
+	if err != nil {
+		tag = "dev"
+	}
+	images := fs.String("images", "bin/images/chf.tar,bin/images/loadgen.tar,bin/images/pause.tar",
+		"comma-separated image archives to import into the node (make images writes these)")
+	pause := fs.String("pause-image", "docker.io/"+image.PauseRef(image.DefaultRepo, tag),
+		"the node's sandbox (pause) image reference; it must be in --images")
+	return images, pause
 }
