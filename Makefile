@@ -18,7 +18,7 @@ PROMTOOL_VERSION := v0.316.0
 # Debian packages some tests and measurements drive as independent peers.
 DEB_PKGS := nghttp2-client tshark iperf3 chromium
 
-.PHONY: all build run soak lab test cluster-test test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates check-money
+.PHONY: all build run soak lab test cluster-test cluster-up cluster-down cluster-e2e node-deps test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates check-money
 
 all: build
 
@@ -63,11 +63,56 @@ test-alloc:
 
 ## cluster-test: the charts, Pod Security, RBAC and Kubernetes discovery on a
 ## real control plane (etcd, kube-apiserver, kube-controller-manager on
-## loopback; cluster/README.md). The binaries are built from the Go module
-## proxy once into .tools/kube-<k8s>-etcd-<etcd>/ (minutes on a cold cache).
-cluster-test: $(TOOLS)/bin/helm
-	@bin=$$(cluster/build.sh $(TOOLS)) && \
-	CHF_CONTROLPLANE_BIN=$$bin HELM=$(TOOLS)/bin/helm $(GO) test -count=1 -timeout 15m -v -run TestControlPlane ./cluster/
+## loopback), then TestNode: the images imported into a real node
+## (containerd + kubelet + kube-proxy in a network namespace), the chf chart
+## installed and driven by the loadgen Job, the no-egress guard, tear-down
+## clean after a run, SIGINT and a failed start (cluster/README.md). The
+## Kubernetes binaries are built from the Go module proxy once into
+## .tools/kube-<version>/ (minutes on a cold cache).
+cluster-test: $(TOOLS)/bin/helm node-deps images
+	@bin=$$(cluster/build.sh --all $(TOOLS)) && \
+	CHF_CONTROLPLANE_BIN=$$bin CHF_KUBE_BIN=$$bin CHF_IMAGES=$(IMAGE_OUT) HELM=$(TOOLS)/bin/helm \
+	  $(GO) test -count=1 -timeout 30m -v -run 'TestControlPlane|TestNode' ./cluster/
+
+## node-deps: the Debian packages a node needs: containerd, runc, the CNI
+## plugins (bridge, host-local, macvlan), iptables, conntrack.
+node-deps:
+	@missing=""; \
+	command -v containerd >/dev/null || missing="$$missing containerd"; \
+	command -v runc >/dev/null || missing="$$missing runc"; \
+	[ -x /usr/lib/cni/bridge ] || missing="$$missing containernetworking-plugins"; \
+	command -v iptables >/dev/null || missing="$$missing iptables"; \
+	command -v conntrack >/dev/null || missing="$$missing conntrack"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+## cluster-up / cluster-down: a real single-node cluster on this machine
+## (root): the control plane on the host, a node in its own network
+## namespace with the images of `make images` imported, no route off the
+## machine. KUBECONFIG=$(CLUSTER_DIR)/pki/admin.kubeconfig afterwards.
+## CLUSTER_ARGS adds flags (e.g. --cpu-manager static --multus).
+## cluster-down removes everything it made, also after a crash.
+CLUSTER_DIR ?= $(CURDIR)/.cluster
+CLUSTER_ARGS ?=
+cluster-up: build node-deps images
+	@bin=$$(cluster/build.sh --all $(TOOLS)) && \
+	$(BIN)/cluster up --dir $(CLUSTER_DIR) --bin $$bin $(CLUSTER_ARGS)
+
+cluster-down:
+	$(GO) run ./cmd/cluster down --dir $(CLUSTER_DIR)
+
+## cluster-e2e: from nothing to a report per network model and a comparison
+## table under results/cluster-<time>/ (cluster-e2e.md), then tear-down:
+## up (static CPU manager and Multus when a model needs them), each model's
+## chart installed and driven by the loadgen Job, 3 interleaved trials.
+## E2E_ARGS overrides, e.g. E2E_ARGS="--models pod-network,baremetal --rate 500".
+E2E_ARGS ?= --trials 3 --rate 1000 --duration 20
+cluster-e2e: build node-deps images $(TOOLS)/bin/helm
+	@bin=$$(cluster/build.sh --all $(TOOLS)) && \
+	$(BIN)/cluster e2e --dir $(CLUSTER_DIR) --bin $$bin --helm $(TOOLS)/bin/helm $(E2E_ARGS)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -218,7 +263,7 @@ IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/chf/Chart.yam
 IMAGE_BIN ?= $(BIN)/static
 IMAGE_OUT ?= $(BIN)/images
 images:
-	$(GO) run ./cluster/image/cmd/images --build --src . --bin-dir $(IMAGE_BIN) \
+	$(GO) run ./cmd/cluster images --build --src . --bin-dir $(IMAGE_BIN) \
 	  --out $(IMAGE_OUT) --repo $(IMAGE_REPO) --tag=$(IMAGE_TAG)
 
 clean:

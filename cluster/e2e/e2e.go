@@ -120,6 +120,9 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 		return nil, err
 	}
 	defer func() {
+		if ctx.Err() != nil {
+			return // interrupted: the tear-down that follows removes it all
+		}
 		o.Log("%s: uninstalling", m.Name)
 		if err := deleteNamespace(context.WithoutCancel(ctx), o, c, ns); err != nil {
 			o.Log("%s: %v", m.Name, err)

@@ -166,8 +166,8 @@ func TestDockerfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := regexp.MustCompile(`(?m)^images:.*\n((?:\t.*\n)+)`).FindSubmatch(mk)
-	if target == nil || !strings.Contains(string(target[1]), "./cluster/image/cmd/images --build") {
-		t.Errorf("make images does not run ./cluster/image/cmd/images --build: %q", target)
+	if target == nil || !strings.Contains(string(target[1]), "./cmd/cluster images --build") {
+		t.Errorf("make images does not run ./cmd/cluster images --build: %q", target)
 	}
 	ign, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
 	if err != nil {

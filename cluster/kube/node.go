@@ -63,29 +63,28 @@ func cniBinDir(n NodeState) string { return filepath.Join(n.Dir, "cni", "bin") }
 // DebianCNI is where Debian's containernetworking-plugins installs.
 const DebianCNI = "/usr/lib/cni"
 
-// bridgeConflist is the node's pod network: Debian's bridge plugin with
+// bridgeConf is the node's pod network: Debian's bridge plugin with
 // host-local addresses from the node's pod subnet (kept in its directory).
-func bridgeConflist(n NodeState) string {
-	return fmt.Sprintf(`{
-  "cniVersion": "0.4.0",
-  "name": "chf-pods",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "cni0",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{"subnet": %q, "gateway": %q}]],
-        "routes": [{"dst": "0.0.0.0/0"}],
-        "dataDir": %q
-      }
-    }
-  ]
-}
-`, n.PodCIDR, n.Gateway(), filepath.Join(n.Dir, "cni", "ipam"))
+// With list, a conflist (what containerd loads); else a single network
+// configuration, which is how Multus gets it as its cluster network (the
+// thin plugin v4.2.2 deletes a conflist delegate with only the plugins'
+// types, and the bridge's host-local then fails: "no IP ranges specified").
+func bridgeConf(n NodeState, list bool) string {
+	plugin := fmt.Sprintf(`"type": "bridge",
+  "bridge": "cni0",
+  "isGateway": true,
+  "ipMasq": false,
+  "hairpinMode": true,
+  "ipam": {
+    "type": "host-local",
+    "ranges": [[{"subnet": %q, "gateway": %q}]],
+    "routes": [{"dst": "0.0.0.0/0"}],
+    "dataDir": %q
+  }`, n.PodCIDR, n.Gateway(), filepath.Join(n.Dir, "cni", "ipam"))
+	if list {
+		return "{\n\"cniVersion\": \"0.4.0\",\n\"name\": \"chf-pods\",\n\"plugins\": [{\n  " + plugin + "\n}]\n}\n"
+	}
+	return "{\n  \"cniVersion\": \"0.4.0\",\n  \"name\": \"chf-pods\",\n  " + plugin + "\n}\n"
 }
 
 func kubeletConfig(n NodeState, pki *PKI, cpuManager string) string {
@@ -164,7 +163,7 @@ func startNode(ctx context.Context, s *State, n NodeState, pki *PKI, images []st
 	}
 	files := map[string]string{
 		"containerd/config.toml":         containerdConfig(n, pauseImage),
-		"cni/net.d/10-chf-pods.conflist": bridgeConflist(n),
+		"cni/net.d/10-chf-pods.conflist": bridgeConf(n, true),
 		"kubelet-config.yaml":            kubeletConfig(n, pki, s.CPUManager),
 	}
 	for f, body := range files {

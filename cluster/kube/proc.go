@@ -113,14 +113,16 @@ func kill(pid int, dir string, grace time.Duration) {
 }
 
 // oursAll lists every process whose command line holds dir (processes the
-// cluster started, and the containerd shims serving its containers).
+// cluster started, and the containerd shims serving its containers), but
+// this process and its ancestors (`cluster down --dir D` run by make or a
+// shell holds D in its command line too).
 func oursAll(dir string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
-	self := os.Getpid()
+	mine := ancestors()
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+		if err != nil || mine[pid] {
 			continue
 		}
 		if ours(pid, dir) {
@@ -173,4 +175,23 @@ func run(ctx context.Context, name string, args ...string) (string, error) {
 		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
 	}
 	return string(out), nil
+}
+
+// ancestors is this process and its ancestors.
+func ancestors() map[int]bool {
+	out := map[int]bool{}
+	for pid := os.Getpid(); pid > 1 && !out[pid]; {
+		out[pid] = true
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			break
+		}
+		i := bytes.LastIndexByte(st, ')')
+		f := strings.Fields(string(st[i+1:]))
+		if len(f) < 2 {
+			break
+		}
+		pid, _ = strconv.Atoi(f[1])
+	}
+	return out
 }

@@ -1,0 +1,254 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chf-testbed/testbed/cluster/e2e"
+	"github.com/chf-testbed/testbed/cluster/image"
+	"github.com/chf-testbed/testbed/cluster/kube"
+)
+
+// nodeBin is where cluster/build.sh put the control plane and the node's
+// binaries (make cluster-test sets CHF_KUBE_BIN); the test skips without
+// it, and without root, but fails for either under CI.
+func nodeBin(t *testing.T) string {
+	d := os.Getenv("CHF_KUBE_BIN")
+	ci := os.Getenv("CI") == "true"
+	switch {
+	case d == "" && ci:
+		t.Fatal("CHF_KUBE_BIN not set under CI: make cluster-test builds the node's binaries (cluster/build.sh --node)")
+	case d == "":
+		t.Skip("CHF_KUBE_BIN not set: the node test runs under `make cluster-test` (cluster/build.sh --node)")
+	case os.Geteuid() != 0 && ci:
+		t.Fatal("not root under CI: a real node needs root (network namespaces, mounts, cgroups)")
+	case os.Geteuid() != 0:
+		t.Skip("not root: a real node needs root (network namespaces, mounts, cgroups)")
+	}
+	for _, b := range []string{"kubelet", "kube-proxy", "kube-scheduler", "kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(d, b)); err != nil {
+			t.Fatalf("no %s in CHF_KUBE_BIN=%s (cluster/build.sh --node)", b, d)
+		}
+	}
+	return d
+}
+
+// images builds the chf, loadgen and pause archives (CHF_IMAGES names a
+// directory that already holds them: make cluster-test passes make
+// images').
+func images(t *testing.T) ([]string, string) {
+	tag, err := image.DefaultTag(repoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := os.Getenv("CHF_IMAGES")
+	if out == "" {
+		out = t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		bin := filepath.Join(out, "bin")
+		if err := image.BuildBinaries(ctx, repoRoot(), bin, tag); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := image.Build(ctx, image.Options{BinDir: bin, OutDir: out, Tag: tag}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var files []string
+	for _, n := range []string{"chf", "loadgen", "pause"} {
+		files = append(files, filepath.Join(out, n+".tar"))
+	}
+	return files, "docker.io/" + image.PauseRef(image.DefaultRepo, tag)
+}
+
+func podNetnsNow() []string {
+	ents, _ := os.ReadDir("/run/netns")
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "cni-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// assertClean fails on anything a cluster in dir left on the host.
+func assertClean(t *testing.T, dir string, before []string, created []string) {
+	t.Helper()
+	if left := kube.Leftovers(dir, before, created); len(left) > 0 {
+		t.Fatalf("left on the host after the tear-down: %s", strings.Join(left, "; "))
+	}
+}
+
+// TestNode runs the charts on a real node: the images imported, the node
+// Ready, the chf chart installed (pod network, small profile, --wait), the
+// loadgen chart's Job of 2 shards driven from inside the cluster, the
+// shards' results read from their logs and merged with the audit passing,
+// the CGW's in-pod discovery seen in its /metrics, the no-egress guard
+// asked from a pod's namespace, and a tear-down that leaves nothing; then
+// the same after SIGINT during `cluster up`, and after a start that fails.
+func TestNode(t *testing.T) {
+	bin := nodeBin(t)
+	imgs, pause := images(t)
+	logf := func(format string, args ...any) { t.Logf(format, args...) }
+	fixed := []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/var/lib/cni", "/run/containerd"}
+	var created []string
+	for _, p := range fixed {
+		if _, err := os.Lstat(p); err != nil {
+			created = append(created, p)
+		}
+	}
+
+	t.Run("charts", func(t *testing.T) {
+		dir := t.TempDir()
+		before := podNetnsNow()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		t0 := time.Now()
+		if err := kube.Up(ctx, kube.Config{Dir: dir, Bin: bin, Images: imgs, PauseImage: pause, Log: logf}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("cluster up (images imported, node Ready) in %v", time.Since(t0).Round(time.Millisecond))
+		downOnce := false
+		down := func() {
+			if downOnce {
+				return
+			}
+			downOnce = true
+			t1 := time.Now()
+			if err := kube.Down(context.Background(), dir, logf); err != nil {
+				t.Error(err)
+			}
+			t.Logf("cluster down in %v", time.Since(t1).Round(time.Millisecond))
+		}
+		t.Cleanup(down)
+		s, err := kube.LoadState(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := kube.Client(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := e2e.ModelByName("pod-network")
+		repo, _ := filepath.Abs(repoRoot())
+		o := e2e.Options{Dir: dir, Repo: repo, Helm: helmPath(t), Out: t.TempDir(), Rate: 100, Shards: 2, Seconds: 4, Log: logf}
+		r, err := e2e.RunModel(ctx, o, c, s, m, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("chart Ready in %.1f s; %.0f TPS, p99 %.2f ms, SUT %.0f µs/txn; placement %v", r.ChartReadyS, r.TPS, r.P99Ms, r.SUTUsTxn, r.Placement)
+		if !r.AuditOK || r.TPS == 0 {
+			t.Fatalf("run %+v: want the merged audit passed and transactions", r)
+		}
+		if !r.Discovered {
+			t.Error("the CGW's /metrics shows no healthy OCP endpoint: in-pod discovery did not run")
+		}
+		if len(r.Placement) < 6 {
+			t.Errorf("placement %v: want the chf pods and both shards", r.Placement)
+		}
+		g := r.Guard
+		if g == nil || !g.GuardFirst || g.NodeRoute != "unreachable" || g.ServiceRoute != "unreachable" || g.Drops != 0 {
+			t.Fatalf("guard %+v: want the pod's route to stop at its node, FORWARD guarded first, nothing dropped", g)
+		}
+		t.Logf("guard: pod %s: %q; node: %s; unused Service address: %s; drops %d", g.PodNetns, g.PodRoute, g.NodeRoute, g.ServiceRoute, g.Drops)
+		down()
+		assertClean(t, dir, before, created)
+	})
+
+	t.Run("failed-start", func(t *testing.T) {
+		// a kubelet that exits at once: up fails, and tears down
+		bad := t.TempDir()
+		for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"} {
+			if err := os.Symlink(filepath.Join(bin, b), filepath.Join(bad, b)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(bad, "kubelet"), []byte("#!/bin/sh\necho broken kubelet >&2\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		before := podNetnsNow()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		err := kube.Up(ctx, kube.Config{Dir: dir, Bin: bad, Images: imgs[2:], PauseImage: pause, Log: logf})
+		if err == nil || !strings.Contains(err.Error(), "kubelet") {
+			t.Fatalf("up with a broken kubelet: %v, want a failure naming the kubelet", err)
+		}
+		t.Logf("failed as expected: %v", firstLine(err.Error()))
+		assertClean(t, dir, before, created)
+	})
+
+	t.Run("sigint", func(t *testing.T) {
+		exe := filepath.Join(t.TempDir(), "cluster")
+		if out, err := exec.Command("go", "build", "-o", exe, "../cmd/cluster").CombinedOutput(); err != nil {
+			t.Fatalf("cannot build cmd/cluster: %v\n%s", err, out)
+		}
+		dir := t.TempDir()
+		before := podNetnsNow()
+		cmd := exec.Command(exe, "up", "--dir", dir, "--bin", bin, "--images", imgs[2], "--pause-image", pause)
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 100)
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		deadline := time.After(3 * time.Minute)
+	wait:
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatal("cluster up ended before starting containerd")
+				}
+				if strings.Contains(l, "starting containerd") {
+					break wait
+				}
+			case <-deadline:
+				_ = cmd.Process.Kill()
+				t.Fatal("cluster up did not reach containerd in 3 min")
+			}
+		}
+		t0 := time.Now()
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		go func() { _, _ = io.Copy(io.Discard, stderr) }()
+		done := make(chan error, 1)
+		go func() {
+			for range lines {
+			}
+			done <- cmd.Wait()
+		}()
+		select {
+		case err := <-done:
+			if code := cmd.ProcessState.ExitCode(); code != 130 {
+				t.Fatalf("cluster up after SIGINT: exit %d (%v), want 130", code, err)
+			}
+		case <-time.After(2 * time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatal("cluster up did not end within 2 min of SIGINT")
+		}
+		t.Logf("SIGINT during up: exit 130, torn down in %v", time.Since(t0).Round(time.Millisecond))
+		assertClean(t, dir, before, created)
+	})
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
