@@ -1,0 +1,120 @@
+package kube
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The files a node is started with decode, and say what the node needs:
+// everything under its directory, its pod subnet and gateway, its
+// address, the pause image, the CPU manager policy asked for.
+func TestNodeFiles(t *testing.T) {
+	dir := t.TempDir()
+	n := NewNode(dir, 1)
+	if n.IP != "10.243.0.3" || n.PodCIDR != "10.244.1.0/24" || n.Gateway() != "10.244.1.1" || n.Netns != "chf-node2" || n.Cgroup != "/chf-testbed/node2" {
+		t.Fatalf("node 2: %+v", n)
+	}
+	for _, list := range []bool{true, false} {
+		var conf map[string]any
+		if err := json.Unmarshal([]byte(bridgeConf(n, list)), &conf); err != nil {
+			t.Fatalf("bridge conf (list %v) does not decode: %v\n%s", list, err, bridgeConf(n, list))
+		}
+		plugin := conf
+		if list {
+			plugin = conf["plugins"].([]any)[0].(map[string]any)
+		}
+		ipam := plugin["ipam"].(map[string]any)
+		if plugin["type"] != "bridge" || ipam["type"] != "host-local" || !strings.HasPrefix(ipam["dataDir"].(string), dir) ||
+			!strings.Contains(bridgeConf(n, list), `"subnet": "10.244.1.0/24", "gateway": "10.244.1.1"`) {
+			t.Fatalf("bridge conf (list %v): %v", list, conf)
+		}
+	}
+	pki, err := NewPKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []string{"none", "static"} {
+		var kc map[string]any
+		if err := yaml.Unmarshal([]byte(kubeletConfig(n, pki, policy)), &kc); err != nil {
+			t.Fatalf("kubelet config does not decode: %v", err)
+		}
+		if kc["cgroupRoot"] != n.Cgroup || kc["address"] != n.IP || kc["resolvConf"] != "" || kc["failCgroupV1"] != false ||
+			!strings.HasPrefix(kc["containerRuntimeEndpoint"].(string), "unix://"+dir) {
+			t.Fatalf("kubelet config: %v", kc)
+		}
+		if got, static := kc["cpuManagerPolicy"], policy == "static"; static && (got != "static" || kc["reservedSystemCPUs"] != "0") || !static && got != nil {
+			t.Fatalf("policy %s: cpuManagerPolicy %v reservedSystemCPUs %v", policy, got, kc["reservedSystemCPUs"])
+		}
+	}
+	var kp map[string]any
+	if err := yaml.Unmarshal([]byte(kubeProxyConfig(n, "/k")), &kp); err != nil || kp["mode"] != "iptables" || kp["bindAddress"] != n.IP {
+		t.Fatalf("kube-proxy config %v: %v", kp, err)
+	}
+	cd := containerdConfig(n, "docker.io/chf-testbed/pause:1")
+	for _, want := range []string{`sandbox_image = "docker.io/chf-testbed/pause:1"`, "restrict_oom_score_adj = true", "SystemdCgroup = false",
+		`root = "` + n.Dir, `address = "` + n.Dir + `/containerd.sock"`, `conf_dir = "` + n.Dir} {
+		if !strings.Contains(cd, want) {
+			t.Errorf("containerd config lacks %q", want)
+		}
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal([]byte(NADCRD), &crd); err != nil || crd["kind"] != "CustomResourceDefinition" {
+		t.Fatalf("NAD CRD: %v %v", crd["kind"], err)
+	}
+}
+
+// Mount points with spaces or tabs are escaped in mountinfo.
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{`/a/b`: "/a/b", `/a\040b`: "/a b", `/x\011y\134z`: "/x\ty\\z", `/bad\9`: `/bad\9`} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A process is ours while its command line holds the cluster's directory;
+// the caller and its ancestors never are.
+func TestOursSparesAncestors(t *testing.T) {
+	self := os.Getpid()
+	cl, _ := os.ReadFile("/proc/self/cmdline")
+	word := strings.Split(string(cl), "\x00")[0]
+	if !ours(self, word) {
+		t.Fatalf("ours(self, %q) = false: the command line match is broken", word)
+	}
+	for _, pid := range oursAll(word) {
+		if pid == self || pid == os.Getppid() {
+			t.Fatalf("oursAll lists this process or its parent (%d)", pid)
+		}
+	}
+	if !ancestors()[self] || !ancestors()[os.Getppid()] {
+		t.Fatal("ancestors() lacks this process or its parent")
+	}
+}
+
+// Down on a directory without a cluster state (a start that failed
+// before writing it) works from the fixed names, and LoadState says so.
+func TestStateRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadState(dir); err != ErrNoCluster {
+		t.Fatalf("LoadState on an empty dir: %v, want ErrNoCluster", err)
+	}
+	s := &State{Dir: dir, Bin: "/b", Nodes: []NodeState{NewNode(dir, 0)}, CPUManager: "static", Multus: true, PodNetnsBefore: []string{"cni-x"}}
+	if err := s.save(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadState(dir)
+	if err != nil || got.Nodes[0] != s.Nodes[0] || !got.Multus || got.CPUManager != "static" || got.PodNetnsBefore[0] != "cni-x" {
+		t.Fatalf("state %+v: %v", got, err)
+	}
+	if err := os.WriteFile(statePath(dir), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadState(dir); err == nil || !strings.Contains(err.Error(), "state.json") {
+		t.Fatalf("a corrupt state: %v, want an error naming the file", err)
+	}
+}
