@@ -138,6 +138,12 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	if _, err := kube.Helm(ctx, o.Dir, o.Helm, 6*time.Minute, args...); err != nil {
 		return r, err
 	}
+	// helm --wait counts a Deployment whose rollout allows an
+	// unavailable pod (the bare-metal models' maxUnavailable 1 of 1)
+	// as ready: wait for every service pod's Ready condition too.
+	if err := podsReady(ctx, c, ns, 3*time.Minute); err != nil {
+		return r, err
+	}
 	r.ChartReadyS = time.Since(t0).Seconds()
 	o.Log("%s: chart Ready in %.1f s", m.Name, r.ChartReadyS)
 	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -277,9 +283,14 @@ func collect(ctx context.Context, c kubernetes.Interface, ns, job, out string) (
 			errs = append(errs, err)
 			continue
 		}
+		// the shard's whole log beside its result, for a failed shard
+		// (its error) as for a passed one
+		if err := os.WriteFile(filepath.Join(out, "shard-"+i+".log"), []byte(log), 0o644); err != nil {
+			return nil, err
+		}
 		r, err := report.ParseResultLog(strings.NewReader(log))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("shard %s (pod %s): %w", i, p.Name, err))
+			errs = append(errs, fmt.Errorf("shard %s (pod %s, log in %s): %w: %s", i, p.Name, filepath.Join(out, "shard-"+i+".log"), err, lastLines(log, 3)))
 			continue
 		}
 		if err := writeJSON(filepath.Join(out, "shard-"+i+".json"), r); err != nil {
@@ -418,4 +429,48 @@ func RunAll(ctx context.Context, o Options, models []Model, trials int) ([]*Run,
 		}
 	}
 	return runs, nil
+}
+
+// lastLines is the end of a log, for an error message.
+func lastLines(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// podsReady waits until every pod of ns that no Job owns is Ready.
+func podsReady(ctx context.Context, c kubernetes.Interface, ns string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var last string
+	for {
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			last = ""
+			for _, p := range pods.Items {
+				if len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Kind == "Job" {
+					continue
+				}
+				ready := false
+				for _, cd := range p.Status.Conditions {
+					if cd.Type == corev1.PodReady && cd.Status == corev1.ConditionTrue {
+						ready = true
+					}
+				}
+				if !ready {
+					last = p.Name + " not Ready"
+				}
+			}
+			if last == "" {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the chart's pods in %s not Ready after %v: %s (%v)", ns, d, last, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

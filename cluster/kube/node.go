@@ -261,6 +261,15 @@ func nodeNetwork(ctx context.Context, n NodeState) error {
 		{"ip", "-n", n.Netns, "addr", "add", n.IP + "/24", "dev", "eth0"},
 		{"ip", "-n", n.Netns, "link", "set", "eth0", "up"},
 		{"ip", "route", "replace", n.PodCIDR, "via", n.IP, "dev", Fabric},
+		// The pods' bridge, made before the bridge plugin (which takes
+		// it as it is), so that the Service range can be routed onto it:
+		// host-network processes need a route to a Service address
+		// before kube-proxy's DNAT, and one without a rule stays in the
+		// node instead of leaving it.
+		{"ip", "-n", n.Netns, "link", "add", "cni0", "type", "bridge"},
+		{"ip", "-n", n.Netns, "addr", "add", n.Gateway() + "/24", "dev", "cni0"},
+		{"ip", "-n", n.Netns, "link", "set", "cni0", "up"},
+		{"ip", "-n", n.Netns, "route", "add", ServiceCIDR, "dev", "cni0", "src", n.Gateway()},
 	}
 	for _, s := range steps {
 		if _, err := run(ctx, s[0], s[1:]...); err != nil {
