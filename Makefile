@@ -70,7 +70,7 @@ test-alloc:
 ## Kubernetes binaries are built from the Go module proxy once into
 ## .tools/kube-<version>/ (minutes on a cold cache).
 cluster-test: $(TOOLS)/bin/helm node-deps images
-	@bin=$$(cluster/build.sh --all $(TOOLS)) && \
+	@bin=$$(cluster/build.sh --controlplane --node $(TOOLS)) && \
 	CHF_CONTROLPLANE_BIN=$$bin CHF_KUBE_BIN=$$bin CHF_IMAGES=$(IMAGE_OUT) HELM=$(TOOLS)/bin/helm \
 	  $(GO) test -count=1 -timeout 30m -v -run 'TestControlPlane|TestNode' ./cluster/
 
