@@ -18,15 +18,14 @@ import (
 )
 
 // nodeBin is where cluster/build.sh put the control plane and the node's
-// binaries (make cluster-test sets CHF_KUBE_BIN); the test skips without
-// it, and without root, but fails for either under CI.
+// binaries (make cluster-test sets CHF_KUBE_BIN; plain go test ./...
+// skips); without root the test skips, but fails under CI.
 func nodeBin(t *testing.T) string {
 	d := os.Getenv("CHF_KUBE_BIN")
 	ci := os.Getenv("CI") == "true"
 	switch {
-	case d == "" && ci:
-		t.Fatal("CHF_KUBE_BIN not set under CI: make cluster-test builds the node's binaries (cluster/build.sh --node)")
 	case d == "":
+		// plain go test ./... (make test-go): cluster-test runs it
 		t.Skip("CHF_KUBE_BIN not set: the node test runs under `make cluster-test` (cluster/build.sh --node)")
 	case os.Geteuid() != 0 && ci:
 		t.Fatal("not root under CI: a real node needs root (network namespaces, mounts, cgroups)")
