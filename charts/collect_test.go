@@ -36,21 +36,7 @@ case "$1 $2" in
 *) echo "unexpected kubectl $*" >&2; exit 7 ;;
 esac
 `
-	fakeLoadgen := `#!/usr/bin/env bash
-[ "$1" = merge ] && [ "$2" = -o ] || exit 6
-o=$3; shift 3
-cat "$@" >"$o"
-`
-	for name, body := range map[string]string{"kubectl": fakeKubectl, "loadgen": fakeLoadgen} {
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join("loadgen", "collect.sh"), "-n", "lab", "-r", "load", "-o", out, "-t", "5")
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-	stderr, err := cmd.CombinedOutput()
+	stderr, err := runCollect(t, bin, fakeKubectl, "lab", out)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("collect.sh: want exit 1 for the failed shard, got %v\n%s", err, stderr)
 	}
@@ -88,21 +74,7 @@ case "$1 $2" in
 *) echo "unexpected kubectl $*" >&2; exit 7 ;;
 esac
 `
-	fakeLoadgen := `#!/usr/bin/env bash
-[ "$1" = merge ] && [ "$2" = -o ] || exit 6
-o=$3; shift 3
-cat "$@" >"$o"
-`
-	for name, body := range map[string]string{"kubectl": fakeKubectl, "loadgen": fakeLoadgen} {
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join("loadgen", "collect.sh"), "-n", "chf", "-r", "load", "-o", out, "-t", "5")
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-	stderr, err := cmd.CombinedOutput()
+	stderr, err := runCollect(t, bin, fakeKubectl, "chf", out)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("collect.sh: want exit 1 for shard 2, got %v\n%s", err, stderr)
 	}
@@ -121,4 +93,26 @@ cat "$@" >"$o"
 	if _, err := os.Stat(filepath.Join(out, "shard-2.log")); err != nil {
 		t.Errorf("the log of the shard without a result is not kept: %v", err)
 	}
+}
+
+// runCollect runs charts/loadgen/collect.sh for release "load" in ns with
+// fake kubectl (its script given) and loadgen (merge concatenates) first
+// on PATH, and returns its output and error.
+func runCollect(t *testing.T, bin, fakeKubectl, ns, out string) ([]byte, error) {
+	t.Helper()
+	fakeLoadgen := `#!/usr/bin/env bash
+[ "$1" = merge ] && [ "$2" = -o ] || exit 6
+o=$3; shift 3
+cat "$@" >"$o"
+`
+	for name, body := range map[string]string{"kubectl": fakeKubectl, "loadgen": fakeLoadgen} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join("loadgen", "collect.sh"), "-n", ns, "-r", "load", "-o", out, "-t", "5")
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	return cmd.CombinedOutput()
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -84,22 +83,8 @@ func startControlPlane(t *testing.T) *controlPlane {
 	etcdPort, peerPort, apiPort, kcmPort := freePort(t), freePort(t), freePort(t), freePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	cp.run(t, filepath.Join(bin, "etcd"), "etcd",
-		"--name=cluster-test", "--data-dir="+filepath.Join(cp.dir, "etcd"),
-		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=cluster-test="+peerURL, "--log-level=warn")
-	waitFor(t, "etcd /health", 30*time.Second, func() error {
-		resp, err := http.Get(etcdURL + "/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	})
+	cp.run(t, filepath.Join(bin, "etcd"), "etcd", kube.EtcdArgs("cluster-test", filepath.Join(cp.dir, "etcd"), etcdURL, peerURL)...)
+	waitFor(t, "etcd /health", 30*time.Second, func() error { return kube.EtcdHealthy(etcdURL) })
 
 	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	cp.run(t, filepath.Join(bin, "kube-apiserver"), "kube-apiserver",

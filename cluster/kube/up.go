@@ -190,24 +190,10 @@ func startControlPlane(ctx context.Context, s *State, log func(string, ...any)) 
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	log("starting etcd, kube-apiserver (%s), kube-controller-manager, kube-scheduler", s.APIServer)
-	if err := start(dir, "etcd", "", filepath.Join(bin, "etcd"),
-		"--name=chf-testbed", "--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=chf-testbed="+peerURL, "--log-level=warn"); err != nil {
+	if err := start(dir, "etcd", "", filepath.Join(bin, "etcd"), EtcdArgs("chf-testbed", filepath.Join(dir, "etcd"), etcdURL, peerURL)...); err != nil {
 		return nil, nil, err
 	}
-	if err := waitFor(ctx, dir, "etcd", "etcd", 30*time.Second, func() error {
-		resp, err := http.Get(etcdURL + "/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	}); err != nil {
+	if err := waitFor(ctx, dir, "etcd", "etcd", 30*time.Second, func() error { return EtcdHealthy(etcdURL) }); err != nil {
 		return nil, nil, err
 	}
 	if err := start(dir, "kube-apiserver", "", filepath.Join(bin, "kube-apiserver"),
@@ -348,4 +334,27 @@ func CgroupVersion() string {
 		return "v2"
 	}
 	return "v1"
+}
+
+// EtcdArgs are the flags of a one-member etcd named name, its data in
+// dataDir, serving clients at clientURL and its peer at peerURL.
+func EtcdArgs(name, dataDir, clientURL, peerURL string) []string {
+	return []string{"--name=" + name, "--data-dir=" + dataDir,
+		"--listen-client-urls=" + clientURL, "--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=" + name + "=" + peerURL, "--log-level=warn"}
+}
+
+// EtcdHealthy asks etcd at clientURL for its /health.
+func EtcdHealthy(clientURL string) error {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(clientURL + "/health")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("etcd /health: status %d", resp.StatusCode)
+	}
+	return nil
 }
