@@ -77,17 +77,7 @@ cluster-test: $(TOOLS)/bin/helm node-deps images
 ## node-deps: the Debian packages a node needs: containerd, runc, the CNI
 ## plugins (bridge, host-local, macvlan), iptables, conntrack.
 node-deps:
-	@missing=""; \
-	command -v containerd >/dev/null || missing="$$missing containerd"; \
-	command -v runc >/dev/null || missing="$$missing runc"; \
-	[ -x /usr/lib/cni/bridge ] || missing="$$missing containernetworking-plugins"; \
-	command -v iptables >/dev/null || missing="$$missing iptables"; \
-	command -v conntrack >/dev/null || missing="$$missing conntrack"; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	$(call apt_install,containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins iptables:iptables conntrack:conntrack)
 
 ## cluster-up / cluster-down: a real single-node cluster on this machine
 ## (root): the control plane on the host, a node in its own network
@@ -151,17 +141,23 @@ $(TOOLS)/bin/h2spec:
 $(TOOLS)/bin/promtool:
 	GOBIN=$(TOOLS)/bin $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
-deb-deps:
+# apt_install: install the Debian packages whose command (or, for a path,
+# file) is missing; each item is <command or /path>:<package>.
+define apt_install
 	@missing=""; \
-	command -v h2load >/dev/null || missing="$$missing nghttp2-client"; \
-	command -v tshark >/dev/null || missing="$$missing tshark"; \
-	command -v iperf3 >/dev/null || missing="$$missing iperf3"; \
-	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	for c in $(1); do \
+	  w=$${c%%:*}; p=$${c##*:}; \
+	  case $$w in /*) [ -e $$w ] ;; *) command -v $$w >/dev/null ;; esac || missing="$$missing $$p"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deb-deps:
+	$(call apt_install,h2load:nghttp2-client tshark:tshark iperf3:iperf3 chromium:chromium)
 
 ## generate: regenerate the msgp codecs of the internal encoding.
 generate:

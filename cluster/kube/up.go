@@ -299,7 +299,13 @@ func Preflight(c Config) error {
 		errs = append(errs, "no bridge netfilter (/proc/sys/net/bridge): load br_netfilter (modprobe br_netfilter)")
 	}
 	if _, err := os.Stat("/sys/fs/cgroup"); err != nil {
-		errs = append(errs, "no /sys/fs/cgroup")
+		errs = append(errs, "no /sys/fs/cgroup (cgroup v1 or v2 must be mounted)")
+	}
+	if b, err := os.ReadFile("/proc/filesystems"); err != nil || !strings.Contains(string(b), "overlay") {
+		errs = append(errs, "no overlay filesystem (containerd's snapshotter): modprobe overlay")
+	}
+	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
+		errs = append(errs, "no network namespaces (/proc/self/ns/net)")
 	}
 	for _, img := range c.Images {
 		if _, err := os.Stat(img); err != nil {
