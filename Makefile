@@ -99,7 +99,7 @@ cluster-down:
 ## up (static CPU manager and Multus when a model needs them), each model's
 ## chart installed and driven by the loadgen Job, 3 interleaved trials.
 ## E2E_ARGS overrides, e.g. E2E_ARGS="--models pod-network,baremetal --rate 500".
-E2E_ARGS ?= --trials 3 --rate 1000 --duration 20
+E2E_ARGS ?= --trials 3 --rate 500 --duration 20
 cluster-e2e: build node-deps images $(TOOLS)/bin/helm
 	@bin=$$(cluster/build.sh --all $(TOOLS)) && \
 	$(BIN)/cluster e2e --dir $(CLUSTER_DIR) --bin $$bin --helm $(TOOLS)/bin/helm $(E2E_ARGS)

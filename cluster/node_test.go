@@ -145,7 +145,7 @@ func TestNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("chart Ready in %.1f s; %.0f TPS, p99 %.2f ms, SUT %.0f µs/txn; placement %v", r.ChartReadyS, r.TPS, r.P99Ms, r.SUTUsTxn, r.Placement)
-		if !r.AuditOK || r.TPS == 0 {
+		if !r.AuditOK || r.TPS == 0 || r.JobError != "" {
 			t.Fatalf("run %+v: want the merged audit passed and transactions", r)
 		}
 		if !r.Discovered {

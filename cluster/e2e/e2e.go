@@ -102,6 +102,10 @@ type Run struct {
 	AuditOK     bool              `json:"audit_ok"`
 	Placement   map[string]string `json:"placement"`
 	Discovered  bool              `json:"discovered"` // the CGW found the OCP through EndpointSlices
+	// JobError: the loadgen Job failed although every shard's result was
+	// read (a shard's thresholds failed, e.g. errors above 1%): the run's
+	// figures stand, flagged.
+	JobError string `json:"job_error,omitempty"`
 	// Guard: where a pod's packets to the outside would go (asked, not
 	// sent) and what the host's guard dropped; nil when no pod of the
 	// model has an address on the pod network (all host network).
@@ -208,11 +212,12 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	}
 	r.TPS, r.P50Ms, r.P99Ms, r.SUTUsTxn, r.AuditOK = merged.TPS, merged.LatencyMs.P50, merged.LatencyMs.P99, merged.SUTCPUUsTxn, merged.Audit.OK
 	r.Discovered = after["cgw"].endpoints > 0
-	if jobErr != nil {
-		return r, jobErr
-	}
 	if !merged.Audit.OK {
 		return r, fmt.Errorf("%s: the audit failed across the shards: %s", m.Name, merged.Audit.Reason)
+	}
+	if jobErr != nil {
+		r.JobError = jobErr.Error()
+		o.Log("%s: %v (every shard's result read: the run is kept, flagged)", m.Name, jobErr)
 	}
 	return r, nil
 }

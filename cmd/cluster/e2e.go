@@ -25,7 +25,7 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	images, pause := imageFlags(fs)
 	models := fs.String("models", "", "comma-separated models, of "+modelNames()+" (default: all)")
 	trials := fs.Int("trials", 3, "runs of each model, interleaved (1..20)")
-	rate := fs.Int("rate", 200, "offered TPS of each run, over all shards (1..100000)")
+	rate := fs.Int("rate", 500, "offered TPS of each run, over all shards (1..100000)")
 	shards := fs.Int("shards", 2, "loadgen Job shards (1..16)")
 	seconds := fs.Int("duration", 10, "measured seconds of each run (1..3600)")
 	out := fs.String("out", "", "results directory (default results/cluster-<time>)")
@@ -150,7 +150,7 @@ func writeSummary(out string, runs []*e2e.Run, upS float64, stdout io.Writer) er
 	}
 	var md strings.Builder
 	fmt.Fprintf(&md, "# Cluster e2e: the charts on a real node\n\ncluster up: %.1f s. Medians over the trials (range in brackets).\n\n", upS)
-	md.WriteString("| model | trials | chart Ready s | TPS | p50 ms | p99 ms | SUT µs/txn (/metrics) | audit | discovery |\n|---|---:|---:|---:|---:|---:|---:|---|---|\n")
+	md.WriteString("| model | trials | chart Ready s | TPS | p50 ms | p99 ms | SUT µs/txn (/metrics) | audit | discovery | loadgen Job |\n|---|---:|---:|---:|---:|---:|---:|---|---|---|\n")
 	var cmp []compare.Run
 	for _, m := range order {
 		rs := by[m]
@@ -162,8 +162,13 @@ func writeSummary(out string, runs []*e2e.Run, upS float64, stdout io.Writer) er
 			sort.Float64s(xs)
 			return fmt.Sprintf("%.1f [%.1f–%.1f]", xs[len(xs)/2], xs[0], xs[len(xs)-1])
 		}
-		audit, disc := "PASS", "yes"
+		audit, disc, job := "PASS", "yes", "passed"
+		failed := 0
 		for _, r := range rs {
+			if r.JobError != "" {
+				failed++
+				job = fmt.Sprintf("failed %d of %d (thresholds)", failed, len(rs))
+			}
 			if !r.AuditOK {
 				audit = "FAIL"
 			}
@@ -171,10 +176,10 @@ func writeSummary(out string, runs []*e2e.Run, upS float64, stdout io.Writer) er
 				disc = "no"
 			}
 		}
-		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", m, len(rs),
+		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, len(rs),
 			f(func(r *e2e.Run) float64 { return r.ChartReadyS }), f(func(r *e2e.Run) float64 { return r.TPS }),
 			f(func(r *e2e.Run) float64 { return r.P50Ms }), f(func(r *e2e.Run) float64 { return r.P99Ms }),
-			f(func(r *e2e.Run) float64 { return r.SUTUsTxn }), audit, disc)
+			f(func(r *e2e.Run) float64 { return r.SUTUsTxn }), audit, disc, job)
 		sorted := slices.Clone(rs)
 		sort.Slice(sorted, func(i, j int) bool { return sorted[i].SUTUsTxn < sorted[j].SUTUsTxn })
 		if med := sorted[len(sorted)/2]; med.Merged != "" {
