@@ -748,6 +748,10 @@ func sweepFilter(now int64, cur uint32) *as.Expression {
 			as.ExpNotEq(te, as.ExpIntVal(int64(cur))),
 		))
 	}
+	if len(either) == 1 {
+		// Aerospike 8.1 refuses an OR of one operand (PARAMETER_ERROR).
+		return either[0]
+	}
 	return as.ExpOr(either...)
 }
 

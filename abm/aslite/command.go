@@ -345,6 +345,26 @@ func validateWrite(r *request) byte {
 	return rcOK
 }
 
+func hasOp(r *request, op byte) bool {
+	for i := range r.ops {
+		if r.ops[i].op == op {
+			return true
+		}
+	}
+	return false
+}
+
+// setsTTL reports whether a write with ttl gives the record an expiry.
+func (s *Server) setsTTL(ttl uint32) bool {
+	switch ttl {
+	case ttlNeverExpire, ttlDontUpdate:
+		return false
+	case ttlNamespaceDefault:
+		return s.cfg.DefaultTTL > 0
+	}
+	return true
+}
+
 func (s *Server) voidTime(ttl, now uint32, old *entry) uint32 {
 	switch ttl {
 	case ttlNeverExpire:
@@ -399,14 +419,23 @@ func (s *Server) writeLocked(ws *workspace, dst []byte, r *request, index uint32
 	}
 	fail := func(rc byte) []byte { return appendMsgHeader(dst, 0, rc, 0, 0, index, 0, 0) }
 	switch {
-	case h.info2&info2Generation != 0 && h.gen != curGen:
-		return fail(rcGeneration)
-	case h.info2&info2GenerationGT != 0 && h.gen <= curGen:
-		return fail(rcGeneration)
+	// As Aerospike 8.1 (the differential test): the existence checks
+	// come before the generation checks, and a delete of a missing record
+	// is KEY_NOT_FOUND whatever generation it expects.
 	case h.info2&info2CreateOnly != 0 && exists:
 		return fail(rcKeyExists)
 	case h.info3&(info3UpdateOnly|info3ReplaceOnly) != 0 && !exists:
 		return fail(rcKeyNotFound)
+	case h.info2&info2Delete != 0 && !exists:
+		return fail(rcKeyNotFound)
+	case h.info2&info2Generation != 0 && h.gen != curGen:
+		return fail(rcGeneration)
+	case h.info2&info2GenerationGT != 0 && h.gen <= curGen:
+		return fail(rcGeneration)
+	case s.cfg.ForbidTTL && h.info2&info2Delete == 0 && s.setsTTL(h.ttl) && (exists || !hasOp(r, opTouch)):
+		// After the record's checks, as Aerospike: a touch of a missing
+		// record is KEY_NOT_FOUND even with nsup-period 0.
+		return fail(rcForbidden)
 	}
 	if h.info2&info2Delete != 0 {
 		if !exists {

@@ -91,27 +91,37 @@ func (f *filter) reset() {
 // truncated msgpack, trailing bytes or an expression past the bounds:
 //
 //   - EQ, NE, GT, GE, LT, LE of two integer operands;
-//   - AND, OR of one or more boolean operands, NOT of one;
+//   - AND, OR of two or more boolean operands, NOT of one;
 //   - BIN of type INT ([81, 2, name]) and BIN_TYPE ([82, name]) with a
 //     msgpack str name;
 //   - integer literals (integer operands) and true/false (boolean ones).
 //
 // The whole expression must be boolean.
-func compileFilter(b []byte, f *filter) bool {
+func compileFilter(b []byte, f *filter) bool { return compileFilterRC(b, f) == rcOK }
+
+// compileFilterRC is compileFilter answering the result code of a scan
+// with filter b: rcOK, rcParameter for an AND or OR of a single operand
+// (which Aerospike 8.1 refuses as a parameter error, as the differential
+// test found) and rcUnsupported for the rest it does not compile.
+func compileFilterRC(b []byte, f *filter) byte {
 	f.reset()
 	c := expCompiler{f: f, b: b}
 	typ, ok := c.node(0)
 	if !ok || typ != eBool || c.pos != len(c.b) {
 		f.reset()
-		return false
+		if c.param {
+			return rcParameter
+		}
+		return rcUnsupported
 	}
-	return true
+	return rcOK
 }
 
 type expCompiler struct {
-	f   *filter
-	b   []byte
-	pos int
+	f     *filter
+	b     []byte
+	pos   int
+	param bool // an AND or OR of one operand was seen
 }
 
 // node compiles one expression at c.pos and reports its type: eBool for
@@ -162,6 +172,10 @@ func (c *expCompiler) node(depth int) (expKind, bool) {
 		return eBool, true
 	case expOpAND, expOpOR, expOpNOT:
 		if n < 2 || op == expOpNOT && n != 2 || n-1 > maxExpNodes {
+			return 0, false
+		}
+		if op != expOpNOT && n == 2 {
+			c.param = true
 			return 0, false
 		}
 		for range n - 1 {

@@ -135,7 +135,7 @@ func (s *Server) infoValue(c *conn, dst []byte, name string) []byte {
 	if rest, ok := strings.CutPrefix(name, "namespace/"); ok {
 		ns := s.byName[rest]
 		if ns == nil {
-			return append(dst, "ERROR:20:namespace not found"...)
+			return append(dst, "type=unknown"...) // as Aerospike 8.1
 		}
 		arena, dead := ns.memoryBytes()
 		dst = append(dst, "objects="...)

@@ -63,8 +63,8 @@ func (s *Server) handleScan(c *conn, r *request, sf *scanFields) error {
 	if sf.filter != nil {
 		f = &c.ws.filter
 		defer f.reset() // it aliases the request
-		if !compileFilter(sf.filter, f) {
-			st.end(rcUnsupported)
+		if rc := compileFilterRC(sf.filter, f); rc != rcOK {
+			st.end(rc)
 			return nil
 		}
 	}
@@ -245,6 +245,14 @@ func (sc *scanner) piece(p *partition, ds []digest) {
 					c.out = appendOp(c.out, b.ptype, b.name, b.val)
 					nops++
 				}
+			}
+			if nops == 0 {
+				// As Aerospike: a record holding none of the named bins
+				// is not sent (nor counted).
+				c.out = c.out[:at]
+				sc.left++
+				sc.sent--
+				continue
 			}
 		}
 		binary.BigEndian.PutUint16(c.out[at+20:], uint16(nops))

@@ -33,6 +33,12 @@ type Config struct {
 	// DefaultTTL is the namespace default TTL applied when a write asks for
 	// it (TTL 0); 0 = records never expire.
 	DefaultTTL time.Duration
+	// ForbidTTL refuses every write that sets a TTL (other than "never
+	// expire", "do not change" or the namespace default while DefaultTTL
+	// is 0) with FAIL_FORBIDDEN, as Aerospike does for a namespace with
+	// nsup-period 0 (its default). False = TTLs accepted, as Aerospike with
+	// nsup-period > 0.
+	ForbidTTL bool
 	// ReclaimInterval is how often expired records are deleted and their
 	// memory reclaimed in the background; 0 = 5s, negative = never (call
 	// Reclaim yourself).

@@ -106,6 +106,7 @@ const (
 	rcUnsupported        = 16
 	rcInvalidNamespace   = 20
 	rcBinNameTooLong     = 21
+	rcForbidden          = 22
 	rcSecurityNotEnabled = 52
 )
 
