@@ -104,7 +104,7 @@ func Down(ctx context.Context, dir string, log func(string, ...any)) error {
 	_, _ = run(ctx, "iptables", "-w", "-X", GuardChain)
 	log("stopping the control plane")
 	for _, p := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
-		stop(dir, p, 10*time.Second)
+		stop(dir, p, 3*time.Second) // their state is thrown away: no need to wait long
 	}
 	for _, pid := range oursAll(dir) {
 		kill(pid, dir, time.Second)
