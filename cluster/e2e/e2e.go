@@ -106,6 +106,11 @@ type Run struct {
 	// read (a shard's thresholds failed, e.g. errors above 1%): the run's
 	// figures stand, flagged.
 	JobError string `json:"job_error,omitempty"`
+	// Net1 (Multus models): the OCP's net1 address from its
+	// network-status annotation, and how many connections the CGW's pod
+	// had open to it after the run (the chassis chose net1).
+	Net1      string `json:"net1,omitempty"`
+	Net1Conns int    `json:"net1_conns,omitempty"`
 	// Guard: where a pod's packets to the outside would go (asked, not
 	// sent) and what the host's guard dropped; nil when no pod of the
 	// model has an address on the pod network (all host network).
@@ -186,6 +191,12 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	job := "load-loadgen"
 	jobErr := kube.WaitJob(ctx, c, ns, job, time.Duration(o.Seconds)*time.Second+5*time.Minute)
 	after := scrapeCPU(ctx, targets)
+	if m.Multus {
+		if err := checkNet1(ctx, c, s, ns, r); err != nil {
+			return r, err
+		}
+		o.Log("%s: the CGW had %d connections to the OCP's net1 address %s", m.Name, r.Net1Conns, r.Net1)
+	}
 	shards, err := collect(ctx, c, ns, job, out)
 	if err != nil {
 		return r, errors.Join(jobErr, err)
@@ -478,4 +489,39 @@ func podsReady(ctx context.Context, c kubernetes.Interface, ns string, d time.Du
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// checkNet1 finds the OCP pod's net1 address (Multus's network-status
+// annotation) and counts the CGW pod's established connections to it.
+func checkNet1(ctx context.Context, c kubernetes.Interface, s *kube.State, ns string, r *Run) error {
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var cgw *corev1.Pod
+	for i, p := range pods.Items {
+		switch p.Labels["app.kubernetes.io/component"] {
+		case "cgw":
+			cgw = &pods.Items[i]
+		case "ocp":
+			var st []struct {
+				Interface string   `json:"interface"`
+				IPs       []string `json:"ips"`
+			}
+			if err := json.Unmarshal([]byte(p.Annotations["k8s.v1.cni.cncf.io/network-status"]), &st); err != nil {
+				return fmt.Errorf("the OCP pod's network-status annotation: %w", err)
+			}
+			for _, n := range st {
+				if n.Interface == "net1" && len(n.IPs) > 0 {
+					r.Net1 = n.IPs[0]
+				}
+			}
+		}
+	}
+	if r.Net1 == "" || cgw == nil {
+		return fmt.Errorf("no net1 address on the OCP pod (or no CGW pod): Multus did not attach it")
+	}
+	conns, err := kube.PodConnections(ctx, s, cgw.Status.PodIP, r.Net1)
+	r.Net1Conns = conns
+	return err
 }

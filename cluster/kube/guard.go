@@ -88,3 +88,17 @@ func podNetnsOf(ctx context.Context, s *State, podIP string) (string, error) {
 	}
 	return "", fmt.Errorf("no pod network namespace holds %s", podIP)
 }
+
+// PodConnections counts the established TCP connections, in the network
+// namespace of the pod with address podIP, to the address dst.
+func PodConnections(ctx context.Context, s *State, podIP, dst string) (int, error) {
+	ns, err := podNetnsOf(ctx, s, podIP)
+	if err != nil {
+		return 0, err
+	}
+	out, err := run(ctx, "ip", "netns", "exec", ns, "ss", "-tnH", "state", "established", "dst", dst)
+	if err != nil {
+		return 0, err
+	}
+	return len(strings.Fields(strings.TrimSpace(out))) / 4, nil
+}
