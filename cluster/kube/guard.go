@@ -100,5 +100,11 @@ func PodConnections(ctx context.Context, s *State, podIP, dst string) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	return len(strings.Fields(strings.TrimSpace(out))) / 4, nil
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) != "" {
+			n++
+		}
+	}
+	return n, nil
 }
