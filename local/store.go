@@ -103,7 +103,7 @@ func (s *StoreConfig) validate() error {
 
 // ErrStoreUnreachable is wrapped by Start when the external Aerospike
 // does not answer or lacks the namespace.
-var ErrStoreUnreachable = errors.New("local: the Aerospike store is unreachable")
+var ErrStoreUnreachable = errors.New("local: the Aerospike store (--aerospike) is unreachable")
 
 // startStore starts the store (aslite or asd) or checks the external
 // one, and sets c.seeds.
