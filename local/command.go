@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/chassis"
 )
 
@@ -25,8 +26,15 @@ SIGINT/SIGTERM. Exits non-zero with the error of a service that dies early.`
 // CommandConfig is the configuration of the local command (`chf local`):
 // one field per flag. Start from DefaultCommandConfig.
 type CommandConfig struct {
-	Nchf, Diameter            string
-	OCP, ABM, Aerospike       string
+	Nchf, Diameter         string
+	OCP, ABM, AsliteListen string
+	// Aerospike is an existing Aerospike's seeds (no store started);
+	// Namespace its namespace; Store, AsdBinary, StoreNodes and StoreDir
+	// start the real server instead of aslite.
+	Aerospike, Namespace      string
+	Store, AsdBinary          string
+	StoreNodes                int
+	StoreDir                  string
 	Accounts                  int
 	Balance                   int64
 	First                     string
@@ -46,7 +54,8 @@ type CommandConfig struct {
 
 // DefaultCommandConfig returns the defaults of the local flags.
 func DefaultCommandConfig() CommandConfig {
-	return CommandConfig{Nchf: DefaultNchf, Accounts: DefaultAccounts, Balance: DefaultBalance, First: DefaultFirst, AsliteCommit: "sync"}
+	return CommandConfig{Nchf: DefaultNchf, Accounts: DefaultAccounts, Balance: DefaultBalance, First: DefaultFirst, AsliteCommit: "sync",
+		Namespace: DefaultNamespace, Store: StoreAslite, StoreNodes: 1}
 }
 
 // RegisterFlags registers the local flags, c's values as defaults.
@@ -58,7 +67,9 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.First, "first", c.First, "first SUPI to provision")
 	fs.StringVar(&c.OCP, "ocp", c.OCP, "host:port for the OCP; empty = a free loopback port")
 	fs.StringVar(&c.ABM, "abm", c.ABM, "host:port for the ABM; empty = a free loopback port")
-	fs.StringVar(&c.Aerospike, "aerospike", c.Aerospike, "host:port for aslite; empty = a free loopback port")
+	fs.StringVar(&c.AsliteListen, "aslite-listen", c.AsliteListen, "host:port for aslite; empty = a free loopback port")
+	RegisterStoreFlags(fs, &c.Aerospike, &c.Namespace, &c.Store, &c.AsdBinary, &c.StoreNodes)
+	fs.StringVar(&c.StoreDir, "store-dir", c.StoreDir, "with --store asd: the directory of asd's configuration, data and logs (a node<i>/ each); empty = a temporary directory, removed at the end")
 	fs.StringVar(&c.CGWArgs, "cgw-args", c.CGWArgs, "extra flags for the cgw process, space-separated (e.g. \"--pprof 127.0.0.1:6060\")")
 	fs.StringVar(&c.OCPArgs, "ocp-args", c.OCPArgs, "extra flags for the ocp process, space-separated")
 	fs.StringVar(&c.ABMArgs, "abm-args", c.ABMArgs, "extra flags for the abm process, space-separated")
@@ -84,7 +95,55 @@ func (c *CommandConfig) Validate() error {
 	if c.AsliteCommit != "sync" && c.AsliteCommit != "interval" {
 		return fmt.Errorf("cannot use --aslite-commit %q: want sync or interval", c.AsliteCommit)
 	}
+	bin, err := CheckStoreFlags(c.Aerospike, c.Namespace, c.Store, c.AsdBinary, c.StoreNodes)
+	if err != nil {
+		return err
+	}
+	c.AsdBinary = bin
+	if c.AsliteDataDir != "" && (c.Store != StoreAslite || c.Aerospike != "") {
+		return errors.New("cannot use --aslite-data-dir: aslite does not run with --store asd or --aerospike")
+	}
 	return nil
+}
+
+// RegisterStoreFlags registers the store flags every command that starts
+// a local CHF shares: --aerospike and --as-namespace (named as the
+// abm's and chf provision's), --store, --asd-binary and --store-nodes.
+func RegisterStoreFlags(fs *flag.FlagSet, aerospike, namespace, store, asdBinary *string, nodes *int) {
+	fs.StringVar(aerospike, "aerospike", *aerospike, "use an existing Aerospike, its seeds as host:port[,host:port...], instead of starting a store: the ABM and the provisioning use it (its namespace must exist; the accounts of the range are overwritten)")
+	fs.StringVar(namespace, "as-namespace", *namespace, "Aerospike namespace of the accounts")
+	fs.StringVar(store, "store", *store, "the store started for the CHF: aslite (the project's stand-in) or asd (the real Aerospike server, --asd-binary)")
+	fs.StringVar(asdBinary, "asd-binary", *asdBinary, "with --store asd: the Aerospike server executable; empty = ../shared/aerospike/asd relative to the repository root")
+	fs.IntVar(nodes, "store-nodes", *nodes, "with --store asd: nodes of the Aerospike cluster, 1..5; more than 1 = a mesh cluster on loopback with replication factor 2")
+}
+
+// CheckStoreFlags checks the store flags, naming the flag at fault, and
+// returns the asd binary to use (empty unless --store asd).
+func CheckStoreFlags(aerospike, namespace, store, asdBinary string, nodes int) (string, error) {
+	switch {
+	case store != StoreAslite && store != StoreAsd:
+		return "", fmt.Errorf("invalid --store %q: want aslite or asd", store)
+	case nodes < 1 || nodes > MaxStoreNodes:
+		return "", fmt.Errorf("invalid --store-nodes %d: want 1..%d", nodes, MaxStoreNodes)
+	case nodes > 1 && store != StoreAsd:
+		return "", fmt.Errorf("invalid --store-nodes %d: more than one node needs --store asd (aslite is one process)", nodes)
+	case aerospike != "" && store == StoreAsd:
+		return "", errors.New("invalid --aerospike: an existing Aerospike and --store asd exclude each other")
+	case namespace == "":
+		return "", errors.New("invalid --as-namespace: empty")
+	}
+	if aerospike != "" {
+		if _, err := abm.ParseHosts(aerospike); err != nil {
+			return "", fmt.Errorf("invalid --aerospike: %w", err)
+		}
+	}
+	if store != StoreAsd {
+		if asdBinary != "" {
+			return "", errors.New("invalid --asd-binary: only with --store asd")
+		}
+		return "", nil
+	}
+	return AsdBinary(asdBinary)
 }
 
 // ParseReplicas parses "service=n,..." (cgw, ocp or abm; n 1..16).
@@ -115,7 +174,8 @@ func (c CommandConfig) String() string { return chassis.ConfigString(&c) }
 // Config returns the Config of Start for c.
 func (c *CommandConfig) Config(log *slog.Logger) Config {
 	cfg := Config{
-		Nchf: c.Nchf, Diameter: c.Diameter, OCP: c.OCP, ABM: c.ABM, Aerospike: c.Aerospike,
+		Nchf: c.Nchf, Diameter: c.Diameter, OCP: c.OCP, ABM: c.ABM, Aerospike: c.AsliteListen,
+		Store:    StoreConfig{Kind: c.Store, External: c.Aerospike, Namespace: c.Namespace, AsdBinary: c.AsdBinary, Nodes: c.StoreNodes, Dir: c.StoreDir},
 		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log, TLSDir: c.TLSDir,
 		AsliteDataDir: c.AsliteDataDir, AsliteCommit: c.AsliteCommit,
 		Args:   map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs), "aslite": strings.Fields(c.AsliteArgs)},
@@ -138,10 +198,21 @@ func (c *CommandConfig) Run() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel})).With("service", "local")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	chf, err := Start(ctx, c.Config(log))
+	cfg := c.Config(log)
+	if cfg.Store.Kind == StoreAsd && cfg.Store.Dir == "" {
+		dir, err := os.MkdirTemp("", "chf-local-asd-")
+		if err != nil {
+			return fmt.Errorf("cannot create a directory for asd: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		cfg.Store.Dir = dir
+	}
+	chf, err := Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	st := chf.Store()
+	fmt.Printf("chf local store: %s %s namespace %s (%s)\n", st.Kind, strings.Join(st.Hosts, ","), st.Namespace, st.Build)
 	if d := chf.Addrs["diameter"]; d != "" {
 		fmt.Printf("chf local ready: nchf %s balance %s{supi} diameter %s pids %v\n", chf.NchfURL, chf.BalanceURL, d, chf.Pids())
 	} else {

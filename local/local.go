@@ -30,9 +30,8 @@ import (
 	"syscall"
 	"time"
 
-	as "github.com/aerospike/aerospike-client-go/v7"
-
 	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/asd"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -45,8 +44,12 @@ type Config struct {
 	// Diameter, when set, is the host:port of the CGW's Diameter Gy front.
 	Diameter string
 	// OCP, ABM and Aerospike are the other services' host:ports (default
-	// a free loopback port each).
+	// a free loopback port each); Aerospike is aslite's (Store.Kind
+	// aslite without Store.External).
 	OCP, ABM, Aerospike string
+	// Store selects the store: aslite (default), the real server (asd)
+	// started here, or an existing Aerospike (Store.External).
+	Store StoreConfig
 	// Accounts to provision (default 100,000; negative = none) with
 	// Balance minor units each (default 100,000,000) from First (default
 	// imsi-001010000000001).
@@ -120,7 +123,8 @@ type CHF struct {
 	// BalanceURL is the balance inquiry base (http://host:port/chf/v1/accounts/).
 	BalanceURL string
 	// Addrs holds the host:port of each service ("aslite", "abm", "ocp", "cgw", "diameter"):
-	// its first instance when it has replicas.
+	// its first instance when it has replicas. With another store than
+	// aslite, "aerospike" is the first of the store's seeds.
 	Addrs map[string]string
 	// Instances holds the host:port of every instance of each service.
 	Instances map[string][]string
@@ -133,6 +137,12 @@ type CHF struct {
 	mu       sync.Mutex
 	err      error
 	stopping bool
+	// The store: asd when started here, the seeds the ABM uses, and
+	// what Store reports.
+	asd     *asd.Cluster
+	asdStop sync.Once
+	seeds   []string
+	store   StoreInfo
 }
 
 type child struct {
@@ -157,8 +167,11 @@ func Start(ctx context.Context, cfg Config) (*CHF, error) {
 		return nil, err
 	}
 	c := &CHF{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), Addrs: map[string]string{
-		"aslite": cfg.Aerospike, "abm": cfg.ABM, "ocp": cfg.OCP, "cgw": cfg.Nchf,
-	}, Instances: map[string][]string{"aslite": {cfg.Aerospike}}}
+		"abm": cfg.ABM, "ocp": cfg.OCP, "cgw": cfg.Nchf,
+	}, Instances: map[string][]string{}}
+	if cfg.Store.Kind == StoreAslite && cfg.Store.External == "" {
+		c.Addrs["aslite"], c.Instances["aslite"] = cfg.Aerospike, []string{cfg.Aerospike}
+	}
 	if cfg.Diameter != "" {
 		c.Addrs["diameter"] = cfg.Diameter
 	}
@@ -187,6 +200,9 @@ func Start(ctx context.Context, cfg Config) (*CHF, error) {
 			procs += len(addrs)
 		}
 		procs -= len(c.Instances["diameter"]) // a front of the cgw, no process
+		if cfg.Store.Kind == StoreAsd {
+			procs += cfg.Store.Nodes
+		}
 		c.cfg.GOMAXPROCS = ShareGOMAXPROCS(runtime.NumCPU(), procs)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
@@ -245,6 +261,12 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.AsliteCommit != "sync" && cfg.AsliteCommit != "interval" {
 		return fmt.Errorf("%w: aslite commit %q: want sync or interval", ErrConfig, cfg.AsliteCommit)
+	}
+	if err := cfg.Store.validate(); err != nil {
+		return err
+	}
+	if cfg.AsliteDataDir != "" && (cfg.Store.Kind != StoreAslite || cfg.Store.External != "") {
+		return fmt.Errorf("%w: aslite's data directory without aslite", ErrConfig)
 	}
 	if cfg.TLSDir != "" {
 		if err := cfg.setupTLS(); err != nil {
@@ -321,14 +343,15 @@ var givenPorts = struct {
 
 func (c *CHF) start(ctx context.Context) error {
 	cfg := c.cfg
-	asArgs := []string{"--listen", cfg.Aerospike, "--namespace", "chf"}
-	if cfg.AsliteDataDir != "" {
-		asArgs = append(asArgs, "--data-dir", cfg.AsliteDataDir, "--commit", cfg.AsliteCommit)
-	}
-	if err := c.startService(ctx, "aslite", asArgs); err != nil {
+	if err := c.startStore(ctx); err != nil {
 		return err
 	}
-	if err := c.startService(ctx, "abm", []string{"--aerospike", cfg.Aerospike, "--as-namespace", "chf"}); err != nil {
+	if _, ok := c.Addrs["aslite"]; !ok {
+		c.Addrs["aerospike"] = c.seeds[0]
+	}
+	c.readStoreInfo(ctx)
+	c.log.Info("store", "kind", c.store.Kind, "hosts", strings.Join(c.store.Hosts, ","), "namespace", c.store.Namespace, "build", c.store.Build)
+	if err := c.startService(ctx, "abm", []string{"--aerospike", strings.Join(c.seeds, ","), "--as-namespace", cfg.Store.Namespace}); err != nil {
 		return err
 	}
 	if cfg.Accounts > 0 {
@@ -415,29 +438,10 @@ func (c *CHF) ready(ctx context.Context, ch *child) error {
 // 2-core machine does (20 M accounts in 45 s, 440,000/s).
 const ProvisionRate = 50_000
 
-// dialAslite connects the official client to the local aslite.
-func (c *CHF) dialAslite() (*as.Client, error) {
-	host, port, err := net.SplitHostPort(c.cfg.Aerospike)
-	if err != nil {
-		return nil, fmt.Errorf("cannot parse aslite address: %w", err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return nil, fmt.Errorf("cannot parse aslite port: %w", err)
-	}
-	cp := as.NewClientPolicy()
-	cp.Timeout = 10 * time.Second
-	cl, aerr := as.NewClientWithPolicyAndHost(cp, as.NewHost(host, p))
-	if aerr != nil {
-		return nil, fmt.Errorf("cannot connect to aslite at %s: %w", c.cfg.Aerospike, aerr)
-	}
-	return cl, nil
-}
-
 // provision writes the accounts through the abm provisioning code,
-// straight into aslite, logging progress every 10%.
+// straight into the store, logging progress every 10%.
 func (c *CHF) provision(ctx context.Context) error {
-	cl, err := c.dialAslite()
+	cl, err := c.dialStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -451,7 +455,7 @@ func (c *CHF) provision(ctx context.Context) error {
 		}
 	}
 	res, err := abm.Provision(ctx, cl, abm.ProvisionConfig{
-		First: c.cfg.First, Count: c.cfg.Accounts, Balance: c.cfg.Balance, Overwrite: true,
+		First: c.cfg.First, Count: c.cfg.Accounts, Balance: c.cfg.Balance, Overwrite: true, Namespace: c.cfg.Store.Namespace,
 	}, progress)
 	if err != nil {
 		return fmt.Errorf("cannot provision %d accounts: %w", c.cfg.Accounts, err)
@@ -472,7 +476,7 @@ type Plan struct {
 
 // provisionPlans writes the plans' accounts over the range's.
 func (c *CHF) provisionPlans(ctx context.Context) error {
-	cl, err := c.dialAslite()
+	cl, err := c.dialStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -486,7 +490,7 @@ func (c *CHF) provisionPlans(ctx context.Context) error {
 			return fmt.Errorf("cannot provision a plan at %d: %w", pl.Offset, err)
 		}
 		res, err := abm.Provision(ctx, cl, abm.ProvisionConfig{First: first, Count: pl.Count, Balance: pl.Balance, Overwrite: true,
-			CreditLimit: pl.CreditLimit, Buckets: pl.Buckets}, nil)
+			Namespace: c.cfg.Store.Namespace, CreditLimit: pl.CreditLimit, Buckets: pl.Buckets}, nil)
 		if err != nil {
 			return fmt.Errorf("cannot provision %d accounts of a plan: %w", pl.Count, err)
 		}
@@ -565,6 +569,12 @@ func (c *CHF) Names(svc string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
+	if svc == StoreAsd && c.asd != nil {
+		for i := range c.cfg.Store.Nodes {
+			out = append(out, c.storeNodeName(i))
+		}
+		return out
+	}
 	for _, ch := range c.children {
 		if ch.service == svc {
 			out = append(out, ch.name)
@@ -588,6 +598,12 @@ func (c *CHF) find(name string) (*child, error) {
 // waits until it is gone. The exit is not a failure of the CHF: Done
 // stays open. Restart starts it again.
 func (c *CHF) Kill(name string) error {
+	if _, i, ok := c.StoreNode(name); ok {
+		if err := c.asd.Node(i).Kill(); err != nil {
+			return fmt.Errorf("cannot kill %s: %w", name, err)
+		}
+		return nil
+	}
 	ch, err := c.find(name)
 	if err != nil {
 		return err
@@ -609,6 +625,12 @@ func (c *CHF) Kill(name string) error {
 // Restart starts instance name again, with the same flags and address,
 // after Kill, and waits until it is ready.
 func (c *CHF) Restart(ctx context.Context, name string) error {
+	if _, i, ok := c.StoreNode(name); ok {
+		if err := c.asd.Node(i).Restart(ctx); err != nil {
+			return fmt.Errorf("cannot restart %s: %w", name, err)
+		}
+		return nil
+	}
 	ch, err := c.find(name)
 	if err != nil {
 		return err
@@ -632,6 +654,17 @@ func (c *CHF) Pause(name string) error { return c.signal(name, syscall.SIGSTOP) 
 func (c *CHF) Resume(name string) error { return c.signal(name, syscall.SIGCONT) }
 
 func (c *CHF) signal(name string, sig syscall.Signal) error {
+	if _, i, ok := c.StoreNode(name); ok {
+		n := c.asd.Node(i)
+		err := n.Stop()
+		if sig == syscall.SIGCONT {
+			err = n.Cont()
+		}
+		if err != nil {
+			return fmt.Errorf("cannot send %v to %s: %w", sig, name, err)
+		}
+		return nil
+	}
 	ch, err := c.find(name)
 	if err != nil {
 		return err
@@ -718,6 +751,13 @@ func (c *CHF) Pids() map[string]int {
 		}
 		m[ch.name] = ch.cmd.Process.Pid
 	}
+	if c.asd != nil {
+		for i := range c.cfg.Store.Nodes {
+			if pid := c.asd.Node(i).PID(); pid > 0 {
+				m[c.storeNodeName(i)] = pid
+			}
+		}
+	}
 	return m
 }
 
@@ -769,6 +809,16 @@ func (c *CHF) Stop() error {
 	// Reap anything left in the children's groups (grandchildren).
 	for _, ch := range children {
 		syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	c.mu.Lock()
+	cl := c.asd
+	c.mu.Unlock()
+	if cl != nil { // after the ABM, its only client
+		c.asdStop.Do(func() {
+			if err := cl.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("cannot stop asd: %w", err))
+			}
+		})
 	}
 	return errors.Join(errs...)
 }

@@ -58,6 +58,8 @@ func gateCmd(args []string) error {
 	orderSeed := fs.Uint64("order-seed", 0, "seed of the random order of the pairs (0 = from the clock; printed, to repeat a run's order)")
 	accounts := fs.Int("accounts", 100_000, "accounts provisioned per trial")
 	balance := fs.Int64("balance", 100_000_000, "initial balance provisioned per trial, > 0")
+	var store storeFlags
+	store.register(fs)
 	tol := fs.Float64("tolerance", 0.05, "relative change tolerated for TPS and SUT CPU per transaction (0.05 = 5%)")
 	p99Tol := fs.Float64("p99-tolerance", gate.P99.Tolerance, "relative change tolerated for p99 latency")
 	conf := fs.Float64("confidence", 0.95, "two-sided confidence of the intervals")
@@ -95,7 +97,7 @@ func gateCmd(args []string) error {
 			return usageError{fmt.Errorf("invalid --trials: must be at least 1, got %d", *trials)}
 		}
 		var err error
-		base, cand, err = gateTrials(&f, fs.Set, *baseCHF, *candCHF, *trials, *orderSeed, localFlags{chf: new(string), accounts: accounts, balance: balance})
+		base, cand, err = gateTrials(&f, fs.Set, *baseCHF, *candCHF, *trials, *orderSeed, localFlags{chf: new(string), accounts: accounts, balance: balance, store: store})
 		if err != nil {
 			return err
 		}
@@ -186,7 +188,9 @@ func gateTrials(f *runFlags, set func(name, value string) error, baseCHF, candCH
 	defer s.Stop()
 	side := func(name, chf string) gate.Side {
 		return gate.Side{Name: name, Trial: func(ctx context.Context, pair int) (*report.Result, error) {
-			tb, err := startTestbed(ctx, chf, *l.accounts, *l.balance, o.Scenario.Subscribers.First, f, plans)
+			// A fresh store per trial too (asd in its own directory).
+			st := l.store.config(filepath.Join(f.outDir, fmt.Sprintf("%s-%d", name, pair)))
+			tb, err := startTestbed(ctx, chf, *l.accounts, *l.balance, o.Scenario.Subscribers.First, f, plans, st)
 			if err != nil {
 				return nil, err
 			}
@@ -200,6 +204,7 @@ func gateTrials(f *runFlags, set func(name, value string) error, baseCHF, candCH
 			localHops(tb, &t)
 			t.Label = fmt.Sprintf("%s pair %d", name, pair)
 			t.Provenance.CHFVersion = chfVersion(ctx, tb.CHF)
+			t.Provenance.Store = storeProvenance(tb)
 			res, err := run.Execute(ctx, t)
 			s.mark(res)
 			return res, err

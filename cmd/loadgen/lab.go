@@ -17,6 +17,7 @@ import (
 
 	"github.com/chf-testbed/testbed/loadgen/lab"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
+	"github.com/chf-testbed/testbed/local"
 )
 
 func init() {
@@ -52,6 +53,8 @@ func labCmd(args []string) error {
 	shRate := fs.Int("shaping-rate", 100, "--experiment shaping: bottleneck rate in Mbit/s")
 	shRTT := fs.Duration("shaping-rtt", 10*time.Millisecond, "--experiment shaping: reference RTT sizing the shaping queue (rate × RTT)")
 	logs := fs.Bool("logs", false, "copy the services' output to stderr (default: into lab.log in --out)")
+	var store storeFlags
+	store.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadgen lab [--models host,baremetal,...] [--pin on|off|both] [--rate N] [--out DIR] [flags]\n\n"+
 			"Builds each network model in network namespaces (emulations, on this box), places the CHF's services on two\n"+
@@ -108,6 +111,18 @@ func labCmd(args []string) error {
 	if err := o.Validate(); err != nil {
 		return usageError{err}
 	}
+	if err := store.check(); err != nil {
+		return err
+	}
+	switch {
+	case store.aerospike != "":
+		return usageError{errors.New("invalid --aerospike: the lab's namespaces reach nothing outside them (no egress by construction); use --store asd, which runs the real server in the store's pod")}
+	case store.nodes > 1:
+		return usageError{errors.New("invalid --store-nodes: the lab runs one store node (its pod); a cluster is for loadgen local --store asd")}
+	case store.namespace != local.DefaultNamespace:
+		return usageError{errors.New("invalid --as-namespace: the lab's store serves chf")}
+	}
+	o.AsdBinary = store.asdBinary
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: it creates network namespaces, links and qdiscs (run it with sudo)")
 	}
@@ -164,6 +179,7 @@ func labHelper(name string, args []string) error {
 	count := fs.Int("count", 2000, "probe: timed exchanges")
 	tcp := fs.String("tcp", "", "wait: host:port that must accept connections")
 	url := fs.String("http", "", "wait: URL that must answer 200")
+	aero := fs.String("aerospike", "", "wait: host:port of an Aerospike node that must serve clients (a partition map)")
 	timeout := fs.Duration("timeout", 30*time.Second, "wait and probe: give up after this")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -188,8 +204,11 @@ func labHelper(name string, args []string) error {
 		}
 		return lab.WriteRTT(os.Stdout, r)
 	case "wait":
+		if *aero != "" {
+			return lab.WaitAerospike(ctx, *aero, *timeout)
+		}
 		if (*tcp == "") == (*url == "") {
-			return usageError{errors.New("one of --tcp and --http is required")}
+			return usageError{errors.New("one of --tcp, --http and --aerospike is required")}
 		}
 		return lab.Wait(ctx, *tcp, *url, *timeout)
 	default: // gomaxprocs

@@ -44,6 +44,50 @@ type localFlags struct {
 	accounts *int
 	balance  *int64
 	tlsDir   *string
+	store    storeFlags
+}
+
+// storeFlags are the store flags of the commands that start local CHFs
+// (local.RegisterStoreFlags, as chf local has them).
+type storeFlags struct {
+	aerospike, namespace, kind, asdBinary string
+	nodes                                 int
+}
+
+func (s *storeFlags) register(fs *flag.FlagSet) {
+	s.namespace, s.kind, s.nodes = local.DefaultNamespace, local.StoreAslite, 1
+	local.RegisterStoreFlags(fs, &s.aerospike, &s.namespace, &s.kind, &s.asdBinary, &s.nodes)
+}
+
+// check checks the store flags (exit 2 naming the flag) and resolves the
+// asd binary.
+func (s *storeFlags) check() error {
+	bin, err := local.CheckStoreFlags(s.aerospike, s.namespace, s.kind, s.asdBinary, s.nodes)
+	if err != nil {
+		return usageError{err}
+	}
+	s.asdBinary = bin
+	return nil
+}
+
+// config is the local store of a run whose files go to dir (asd's
+// directory is dir/asd).
+func (s *storeFlags) config(dir string) local.StoreConfig {
+	c := local.StoreConfig{Kind: s.kind, External: s.aerospike, Namespace: s.namespace, AsdBinary: s.asdBinary, Nodes: s.nodes}
+	if s.kind == local.StoreAsd {
+		abs, err := filepath.Abs(filepath.Join(dir, "asd"))
+		if err != nil {
+			abs = filepath.Join(dir, "asd")
+		}
+		c.Dir = abs
+	}
+	return c
+}
+
+// storeProvenance is the report's name for tb's store.
+func storeProvenance(tb *testbed.Testbed) *report.Store {
+	st := tb.Store()
+	return &report.Store{Kind: st.Kind, Hosts: st.Hosts, Namespace: st.Namespace, Build: st.Build, Nodes: st.Nodes, External: st.External}
 }
 
 func (l *localFlags) register(fs *flag.FlagSet, accountsHelp string) {
@@ -51,6 +95,7 @@ func (l *localFlags) register(fs *flag.FlagSet, accountsHelp string) {
 	l.accounts = fs.Int("accounts", 100_000, accountsHelp)
 	l.balance = fs.Int64("balance", 100_000_000, "initial balance of every provisioned account, in minor units, > 0")
 	l.tlsDir = fs.String("tls-dir", "", "run the local CHF over TLS, mTLS on every hop (chf local --tls-dir), with the CA and certificate in this directory (made there when it has no ca.pem), and send Nchf over TLS with them; empty = cleartext")
+	l.store.register(fs)
 }
 
 // apply checks the local flags and makes the run's subscriber range the
@@ -61,6 +106,9 @@ func (l *localFlags) apply(f *runFlags) error {
 	}
 	if *l.balance <= 0 {
 		return usageError{fmt.Errorf("invalid --balance: must be positive, got %d", *l.balance)}
+	}
+	if err := l.store.check(); err != nil {
+		return err
 	}
 	if l.tlsDir != nil && *l.tlsDir != "" { // nil: the gate, which has no --tls-dir
 		if f.proto == "gy" {
@@ -140,7 +188,7 @@ func localCmd(args []string) (err error) {
 	tariffChange := fs.String("tariff-change", "", "AFTER:FILE: replace the OCP's tariff file with FILE this long after the load starts (the OCP reloads it within a second, the ABM's sweep — --reservation-sweep 5s unless --abm-args sets one — finds the sessions granted under the old tariff and the CGW sends them REAUTHORIZATION); the audit rates each request on the tariff in force when it was sent, either for one sent from 2 s before to 3 s after the replacement; not with --fault or account plans")
 	cdrDir := fs.String("cdr-dir", "", "the OCP writes CHF-CDRs into this directory (chf ocp --cdr-dir; with several OCPs a subdirectory each; other --cdr-* flags through --ocp-args), and the audit checks them once the CHF stopped: the charges of the records, each request counted once (cdr/README.md), equal the debits per subscriber; empty = no CDRs")
 	var faultSpecs multiFlag
-	fs.Var(&faultSpecs, "fault", "inject a fault at an offset into the measured window, ACTION:SERVICE:AT[:FOR]: kill (kill -9, restarted after FOR, default 2s) or stop (SIGSTOP for FOR) one instance of cgw, ocp, abm or aslite, e.g. kill:ocp:10s:2s; repeatable; the report gives errors, time to recover and the audit")
+	fs.Var(&faultSpecs, "fault", "inject a fault at an offset into the measured window, ACTION:SERVICE:AT[:FOR]: kill (kill -9, restarted after FOR, default 2s) or stop (SIGSTOP for FOR) one instance of cgw, ocp, abm or aslite, or with --store asd a node of the Aerospike cluster (asd = node 0, asd1, asd2, ...), e.g. kill:ocp:10s:2s, kill:asd1:5s:3s; repeatable; the report gives errors, time to recover and the audit (for asd also the migrations, result store_faults)")
 	if err := parseFlags(fs, localHelp, args); err != nil {
 		return err
 	}
@@ -154,6 +202,9 @@ func localCmd(args []string) (err error) {
 	if *asliteCommit != "sync" && *asliteCommit != "interval" {
 		return usageError{fmt.Errorf("invalid --aslite-commit %q: want sync or interval", *asliteCommit)}
 	}
+	if (*asliteDir != "" || *asliteArgs != "") && (l.store.kind != local.StoreAslite || l.store.aerospike != "") {
+		return usageError{errors.New("invalid --aslite-data-dir/--aslite-args: aslite does not run with --store asd or --aerospike")}
+	}
 	var faults []run.Fault
 	for _, spec := range faultSpecs {
 		ft, err := run.ParseFault(spec)
@@ -161,6 +212,19 @@ func localCmd(args []string) (err error) {
 			return usageError{fmt.Errorf("invalid --fault: %w", err)}
 		}
 		faults = append(faults, ft)
+		if node, ok := ft.StoreNode(); ok {
+			switch {
+			case l.store.kind != local.StoreAsd:
+				return usageError{fmt.Errorf("invalid --fault %s: a fault on asd needs --store asd", spec)}
+			case node >= l.store.nodes:
+				return usageError{fmt.Errorf("invalid --fault %s: asd%d is no node of the %d (--store-nodes; asd is node 0)", spec, node, l.store.nodes)}
+			case ft.Action == run.FaultKill && l.store.nodes == 1:
+				return usageError{fmt.Errorf("invalid --fault %s: killing the only asd node loses every balance (memory storage, replication factor 1); use --store-nodes 3, or stop:", spec)}
+			}
+		}
+		if ft.Service == "aslite" && l.store.kind != local.StoreAslite || ft.Service == "aslite" && l.store.aerospike != "" {
+			return usageError{fmt.Errorf("invalid --fault %s: aslite does not run with --store asd or --aerospike", spec)}
+		}
 		if ft.Service == "aslite" && *asliteDir == "" {
 			dir, err := os.MkdirTemp("", "loadgen-aslite-")
 			if err != nil {
@@ -297,7 +361,7 @@ func localCmd(args []string) (err error) {
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
 		Logs: logs, Log: o.Log, CGWArgs: cgwFlags, OCPArgs: ocpFlags, ABMArgs: abmFlags, AsliteArgs: strings.Fields(*asliteArgs), Diameter: f.proto == "gy",
 		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
-		TLSDir: f.localTLSDir, Plans: plans, CDRDir: *cdrDir,
+		TLSDir: f.localTLSDir, Plans: plans, CDRDir: *cdrDir, Store: l.store.config(f.outDir),
 	})
 	if err != nil {
 		return s.wrap(err)
@@ -319,6 +383,7 @@ func localCmd(args []string) (err error) {
 	}
 	o.Log.Info("local CHF ready", "target", tb.Target, "diameter", tb.Diameter, "pids", tb.Pids, "chf", tb.CHF, "took", time.Since(t0).Round(time.Millisecond))
 	o.Provenance.CHFVersion = chfVersion(s.Context(), tb.CHF)
+	o.Provenance.Store = storeProvenance(tb)
 	o.Targets = f.localTargets(tb)
 	o.BalanceTargets = tb.Targets
 	o.CPU = append(o.CPU, tb.CPU()...)

@@ -77,6 +77,8 @@ func sweepCmd(args []string) (err error) {
 		if err := l.apply(&f); err != nil {
 			return err
 		}
+	} else if setFlags(fs)["aerospike"] || setFlags(fs)["store"] || setFlags(fs)["store-nodes"] || setFlags(fs)["asd-binary"] || setFlags(fs)["as-namespace"] {
+		return usageError{errors.New("invalid --aerospike/--store/--store-nodes/--asd-binary/--as-namespace: only with --local")}
 	} else if targets, err = f.parseTargets(*tgt); err != nil {
 		return err
 	}
@@ -118,7 +120,7 @@ func sweepCmd(args []string) (err error) {
 			return usageError{err}
 		}
 		initialOf = init
-		tb, err := startTestbed(s.Context(), *l.chf, *l.accounts, *l.balance, base.Scenario.Subscribers.First, &f, plans)
+		tb, err := startTestbed(s.Context(), *l.chf, *l.accounts, *l.balance, base.Scenario.Subscribers.First, &f, plans, l.store.config(f.outDir))
 		if err != nil {
 			return s.wrap(err)
 		}
@@ -130,6 +132,7 @@ func sweepCmd(args []string) (err error) {
 		base.CPU = append(base.CPU, tb.CPU()...)
 		localHops(tb, &base)
 		base.Provenance.CHFVersion = chfVersion(s.Context(), tb.CHF)
+		base.Provenance.Store = storeProvenance(tb)
 	}
 	f.applyProcs(base.Scenario)
 	full := base.Scenario
@@ -225,9 +228,9 @@ func writeSweep(res *sweep.Result, dir string) error {
 	return nil
 }
 
-// startTestbed starts a local CHF for sweep and gate, its logs into
-// chf.log of the results directory.
-func startTestbed(ctx context.Context, chf string, accounts int, balance int64, first string, f *runFlags, plans []local.Plan) (*testbed.Testbed, error) {
+// startTestbed starts a local CHF for sweep and gate on store st, its
+// logs into chf.log of the results directory.
+func startTestbed(ctx context.Context, chf string, accounts int, balance int64, first string, f *runFlags, plans []local.Plan, st local.StoreConfig) (*testbed.Testbed, error) {
 	log, err := newLogger(f.logLevel)
 	if err != nil {
 		return nil, err
@@ -246,11 +249,11 @@ func startTestbed(ctx context.Context, chf string, accounts int, balance int64, 
 		return nil, err
 	}
 	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy", TLSDir: f.localTLSDir,
-		CGWArgs: cgwArgs, OCPArgs: ocpArgs, Plans: plans})
+		CGWArgs: cgwArgs, OCPArgs: ocpArgs, Plans: plans, Store: st})
 	if err != nil {
 		logs.Close()
 		return nil, err
 	}
-	log.Info("local CHF ready", "target", tb.Target, "pids", tb.Pids, "chf", tb.CHF)
+	log.Info("local CHF ready", "target", tb.Target, "pids", tb.Pids, "chf", tb.CHF, "store", tb.Store().Kind, "store_build", tb.Store().Build)
 	return tb, nil
 }

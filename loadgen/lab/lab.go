@@ -77,6 +77,10 @@ type Options struct {
 	Logs     io.Writer
 	// CPUs are the CPUs the lab may use (default: this process's mask).
 	CPUs []int
+	// AsdBinary, when set, runs the real Aerospike server (one node) in
+	// the store's pod instead of aslite; the role keeps its name,
+	// "aslite", in the report's columns.
+	AsdBinary string
 }
 
 // Upper bounds of the options: the accounts are provisioned on every
@@ -466,9 +470,34 @@ func (l *Lab) startCHF(ctx context.Context, t *Topology, pinned bool) (*chf, err
 		return nil
 	}
 	aslite, abm, ocp, cgw := p["aslite"].HostPort(Ports["aslite"]), p["abm"].HostPort(Ports["abm"]), p["ocp"].HostPort(Ports["ocp"]), p["cgw"].HostPort(Ports["cgw"])
+	startStore := func() error { return spawn("aslite", "--listen", aslite, "--namespace", "chf") }
+	waitStore := func() error { return l.wait(ctx, p["abm"].NS, aslite, "") }
+	if l.o.AsdBinary != "" {
+		startStore = func() error {
+			dir, err := os.MkdirTemp(l.o.Out, "asd-"+t.Model+"-")
+			if err != nil {
+				return fmt.Errorf("cannot create asd's directory: %w", err)
+			}
+			conf, err := asdConfig(dir, p["aslite"].Addr)
+			if err != nil {
+				return err
+			}
+			pr, err := start("aslite", p["aslite"].NS, cpus["aslite"], nil, l.o.Logs, l.o.AsdBinary, "--config-file", conf, "--foreground")
+			if err != nil {
+				return err
+			}
+			c.procs["aslite"] = pr
+			c.order = append(c.order, pr)
+			return nil
+		}
+		waitStore = func() error {
+			_, err := runOut(ctx, p["abm"].NS, "", nil, l.o.Logs, l.o.Loadgen, "lab", "wait", "--timeout", "60s", "--aerospike", aslite)
+			return err
+		}
+	}
 	steps := []func() error{
-		func() error { return spawn("aslite", "--listen", aslite, "--namespace", "chf") },
-		func() error { return l.wait(ctx, p["abm"].NS, aslite, "") },
+		startStore,
+		waitStore,
 		func() error {
 			return spawn("abm", "--listen", abm, "--aerospike", aslite, "--as-namespace", "chf", "--log-level", "warn")
 		},

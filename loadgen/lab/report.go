@@ -23,6 +23,9 @@ type Report struct {
 	Machine       Machine   `json:"machine"`
 	// PinNote says what pinned means on this machine.
 	PinNote string `json:"pin_note"`
+	// Store is the store's program in the "aslite" role: "aslite" or
+	// "asd (Aerospike server PATH)".
+	Store string `json:"store,omitempty"`
 	// GOMAXPROCSNote says what Go sized GOMAXPROCS from and what the lab did.
 	GOMAXPROCSNote string `json:"gomaxprocs_note"`
 	// GoDefaultGOMAXPROCS is what an unpinned Go process picks itself.
@@ -194,6 +197,7 @@ func (l *Lab) newReport() *Report {
 		SchemaVersion: 1, Kind: kind, Started: time.Now().UTC(),
 		Machine:   Machine{CPUs: len(l.o.CPUs), Kernel: kernel(), Go: runtime.Version()},
 		PinNote:   PinNote(l.o.CPUs),
+		Store:     l.storeNote(),
 		RateTPS:   l.o.Rate,
 		DurationS: l.o.Duration.Seconds(), Trials: l.o.Trials, MTU: l.o.MTU,
 		Baseline: rowKey(l.o.Baseline, l.o.BaselinePinned), KneeRetries: l.retries(), KneeStealRetries: l.stealRetries(),
@@ -546,6 +550,9 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "; %.0f s measured per run; %d trial(s) per row, interleaved across models; MTU %d; wall time %.0f s.\n", r.DurationS, r.Trials, r.MTU, r.WallS)
 	fmt.Fprintf(&b, "- Pinning: %s\n- GOMAXPROCS: %s\n", r.PinNote, r.GOMAXPROCSNote)
+	if r.Store != "" {
+		fmt.Fprintf(&b, "- Store (the aslite role's process): %s\n", r.Store)
+	}
 	fmt.Fprintf(&b, "- Cells: median over trials, (min–max) when they differ; a difference to the baseline inside the trial ranges is \"no measurable difference\". Network columns: iperf3 TCP client pod → cgw pod, and a 64-byte TCP request/response probe on the same path.\n\n")
 	if r.Kind == "lab" {
 		head, rows := r.table()

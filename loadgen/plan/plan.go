@@ -91,8 +91,10 @@ type Plan struct {
 // services are the CHF services sized as pods.
 var services = []string{"cgw", "ocp", "abm"}
 
-// databases are the component names a store's CPU is measured under.
-var databases = []string{"aerospike", "aslite"}
+// databases are the component names a store's CPU is measured under
+// ("asd": the real server one node of which loadgen local --store asd
+// started).
+var databases = []string{"aerospike", "asd", "aslite"}
 
 // MaxTPS bounds --tps: far beyond any deployment, low enough that every
 // figure of the plan stays a number.

@@ -30,6 +30,41 @@ type Provenance struct {
 	// Cluster is set when the load came from pods of a Kubernetes
 	// cluster (the collector that merged the shards fills it).
 	Cluster *ClusterRun `json:"cluster,omitempty"`
+	// Store is the CHF's store when loadgen started the CHF (loadgen
+	// local, sweep --local, gate).
+	Store *Store `json:"store,omitempty"`
+}
+
+// Store names the store of the system under test.
+type Store struct {
+	// Kind is "aslite" (the project's stand-in) or "aerospike" (the
+	// real server: started by loadgen, or an existing one).
+	Kind      string   `json:"kind"`
+	Hosts     []string `json:"hosts"`
+	Namespace string   `json:"namespace"`
+	// Build is the server's info "edition" and "build" (aslite: its
+	// version).
+	Build string `json:"build,omitempty"`
+	// Nodes is the number of asd nodes loadgen started (0: aslite or an
+	// existing Aerospike); External marks a store loadgen did not start.
+	Nodes    int  `json:"nodes,omitempty"`
+	External bool `json:"external,omitempty"`
+}
+
+// String reads "aerospike Aerospike Community Edition 8.1.1.2, 3 nodes
+// started, namespace chf at 127.0.0.1:3000,...".
+func (s *Store) String() string {
+	if s == nil {
+		return "n/a"
+	}
+	how := ""
+	switch {
+	case s.External:
+		how = ", existing"
+	case s.Nodes > 0:
+		how = fmt.Sprintf(", %d node(s) started", s.Nodes)
+	}
+	return fmt.Sprintf("%s (%s%s), namespace %s at %s", s.Kind, orNA(s.Build), how, s.Namespace, strings.Join(s.Hosts, ","))
 }
 
 // ClusterRun says where a cluster run ran: the network model installed,

@@ -153,6 +153,9 @@ type Result struct {
 
 	// Faults are the faults injected during the run (loadgen local --fault).
 	Faults []Fault `json:"faults,omitempty"`
+	// StoreFaults are the faults on nodes of a started Aerospike
+	// cluster, with the store's side of them (migrations).
+	StoreFaults []StoreFault `json:"store_faults,omitempty"`
 	// Notifications are the CHF-initiated notifications and operator
 	// calls of the run (notify.go); absent when it had none.
 	Notifications *Notifications `json:"notifications,omitempty"`

@@ -21,6 +21,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "loadgen %s  chf %s  label %q  scenario %s (%s)  started %s\n", orNA(p.LoadgenVersion), orNA(p.CHFVersion), r.Label,
 		r.Scenario.Name, orNA(p.ScenarioHash), r.Started.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "host %s  %s  %s x%d\n", orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs)
+	if p.Store != nil {
+		fmt.Fprintf(w, "store %s\n", p.Store)
+	}
 	if c := p.Cluster; c != nil {
 		pods := make([]string, 0, len(c.Placement))
 		for pod, node := range c.Placement {
@@ -83,6 +86,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 	r.writeMemory(w)
 	r.writeHops(w)
 	r.writeFaults(w)
+	r.writeStoreFaults(w)
 	r.writeNotifications(w)
 	a := r.Audit
 	verdict := "PASS"
@@ -381,9 +385,9 @@ func cdrVerdict(c *audit.CDRResult) string {
 func (r *Result) WriteProvenance(w io.Writer) {
 	p := r.Provenance
 	fmt.Fprintf(w, "| provenance | |\n|---|---|\n")
-	fmt.Fprintf(w, "| label | %s |\n| loadgen / chf / Go | %s / %s / %s |\n| scenario | %s (hash %s) |\n| host | %s |\n| kernel | %s |\n| CPU | %s x%d |\n| command | `%s` |\n\n",
+	fmt.Fprintf(w, "| label | %s |\n| loadgen / chf / Go | %s / %s / %s |\n| scenario | %s (hash %s) |\n| host | %s |\n| kernel | %s |\n| CPU | %s x%d |\n| store | %s |\n| command | `%s` |\n\n",
 		orNA(r.Label), orNA(p.LoadgenVersion), orNA(p.CHFVersion), orNA(p.GoVersion), r.Scenario.Name, orNA(p.ScenarioHash), orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs,
-		strings.Join(p.CommandLine, " "))
+		p.Store, strings.Join(p.CommandLine, " "))
 }
 
 // mdVerdict makes the verdict stand out (bold; red on the page when it

@@ -27,13 +27,26 @@ const DefaultFaultFor = 2 * time.Second
 // measured window: ACTION:SERVICE:AT[:FOR].
 type Fault struct {
 	Action  string        // FaultKill or FaultStop
-	Service string        // cgw, ocp, abm or aslite: one instance of it
+	Service string        // cgw, ocp, abm or aslite: one instance of it; asd, asd1.. a store node
 	At      time.Duration // offset into the measured window
 	For     time.Duration // down (kill) or stopped (stop) for this long
 }
 
 func (f Fault) String() string {
 	return fmt.Sprintf("%s:%s:%s:%s", f.Action, f.Service, f.At, f.For)
+}
+
+// StoreNode returns the index of the asd node the fault hits ("asd" is
+// node 0, "asdN" node N); ok is false for a fault on a CHF service.
+func (f Fault) StoreNode() (node int, ok bool) {
+	if f.Service == "asd" {
+		return 0, true
+	}
+	rest, found := strings.CutPrefix(f.Service, "asd")
+	if !found || len(rest) != 1 || rest[0] < '0' || rest[0] > '4' {
+		return 0, false
+	}
+	return int(rest[0] - '0'), true
 }
 
 // ParseFault parses ACTION:SERVICE:AT[:FOR], e.g. "kill:ocp:10s:2s".
@@ -49,7 +62,9 @@ func ParseFault(s string) (Fault, error) {
 	switch f.Service {
 	case "cgw", "ocp", "abm", "aslite":
 	default:
-		return Fault{}, fmt.Errorf("%w %q: service %q: want cgw, ocp, abm or aslite", ErrFaultSpec, s, f.Service)
+		if _, ok := f.StoreNode(); !ok {
+			return Fault{}, fmt.Errorf("%w %q: service %q: want cgw, ocp, abm, aslite, or asd (asd node 0; asd1..asd4 the others)", ErrFaultSpec, s, f.Service)
+		}
 	}
 	var err error
 	if f.At, err = time.ParseDuration(parts[2]); err != nil || f.At < 0 {
@@ -76,36 +91,70 @@ type Injector interface {
 	Resume(instance string) error
 }
 
+// MigrationSampler is an Injector whose store is a cluster that migrates
+// partitions (a started asd): the run samples it every second during a
+// store fault and its recovery.
+type MigrationSampler interface {
+	MigrationsRemaining(ctx context.Context) (int64, error)
+}
+
 // faultRun is one fault as it happened, in wall-clock time.
 type faultRun struct {
 	f                  Fault
 	instance           string
 	injected, restored time.Time
 	err                error
+	// For a store fault: the most migrations left, samples taken, and
+	// when they were 0 again after the node was back.
+	migrations       int64
+	migrationSamples int
+	settled          time.Time
 }
 
 // injectFaults runs every fault on its own goroutine from measureStart;
-// wait returns once all are done (or ctx ended) and what happened.
+// wait, called once the load ended, returns once all are done (or ctx
+// ended) and what happened.
 func injectFaults(ctx context.Context, inj Injector, faults []Fault, measureStart time.Time) (wait func() []faultRun) {
 	out := make([]faultRun, len(faults))
 	var wg sync.WaitGroup
+	// Migrations are sampled until the load ends at the latest.
+	loadCtx, loadEnd := context.WithCancel(ctx)
 	for i, f := range faults {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = injectOne(ctx, inj, f, measureStart)
+			out[i] = injectOne(ctx, loadCtx, inj, f, measureStart)
 		}()
 	}
-	return func() []faultRun { wg.Wait(); return out }
+	return func() []faultRun { loadEnd(); wg.Wait(); return out }
 }
 
-func injectOne(ctx context.Context, inj Injector, f Fault, measureStart time.Time) faultRun {
-	r := faultRun{f: f}
+// migrationsSettle is how many samples in a row of no migration left, once
+// the node is back, end the sampling of a store fault.
+const migrationsSettle = 3
+
+// injectOne returns through a named result: the deferred end of the
+// migration sampling writes into it.
+func injectOne(ctx, loadCtx context.Context, inj Injector, f Fault, measureStart time.Time) (r faultRun) {
+	r = faultRun{f: f}
 	if !sleepUntil(ctx, measureStart.Add(f.At)) {
 		r.err = fmt.Errorf("not injected: %w", ctx.Err())
 		return r
 	}
 	r.injected = time.Now()
+	if ms, ok := inj.(MigrationSampler); ok {
+		if _, store := f.StoreNode(); store {
+			var back sync.WaitGroup // r.restored is written before Done
+			back.Add(1)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				sampleMigrations(loadCtx, ms, &r, &back)
+			}()
+			defer func() { <-done }()
+			defer back.Done()
+		}
+	}
 	switch f.Action {
 	case FaultKill:
 		if r.instance, r.err = inj.Kill(f.Service); r.err != nil {
@@ -126,6 +175,47 @@ func injectOne(ctx context.Context, inj Injector, f Fault, measureStart time.Tim
 	}
 	r.restored = time.Now()
 	return r
+}
+
+// sampleMigrations samples ms every second into r until the node is back
+// (back done) and no migration is left for migrationsSettle samples in a
+// row, or ctx ends.
+func sampleMigrations(ctx context.Context, ms MigrationSampler, r *faultRun, back *sync.WaitGroup) {
+	isBack := make(chan struct{})
+	go func() { back.Wait(); close(isBack) }()
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	zeros, restored := 0, false
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
+		n, err := ms.MigrationsRemaining(sctx)
+		cancel()
+		if err == nil {
+			r.migrationSamples++
+			r.migrations = max(r.migrations, n)
+			if n == 0 && restored {
+				zeros++
+				if zeros == 1 {
+					r.settled = time.Now()
+				}
+				if zeros >= migrationsSettle {
+					return
+				}
+			} else {
+				zeros, r.settled = 0, time.Time{}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if zeros < migrationsSettle {
+				r.settled = time.Time{}
+			}
+			return
+		case <-isBack:
+			restored, isBack = true, nil
+		case <-tk.C:
+		}
+	}
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {
@@ -223,6 +313,61 @@ func faultResults(runs []faultRun, pts []report.Point, runStart, measureStart ti
 			rf.RecoverS = -1 // not recovered before the window ended
 		}
 		out = append(out, rf)
+	}
+	return out
+}
+
+// storeFaultResults gives the store's side of the faults on asd nodes:
+// errors during the fault and after, when the run was error-free again,
+// and the migrations sampled.
+func storeFaultResults(runs []faultRun, pts []report.Point, runStart, measureStart time.Time) []report.StoreFault {
+	var out []report.StoreFault
+	for _, r := range runs {
+		if _, ok := r.f.StoreNode(); !ok {
+			continue
+		}
+		sf := report.StoreFault{Spec: r.f.String(), Node: r.instance, RecoverS: -1, MigrationsSettledS: -1,
+			MigrationsMax: r.migrations, MigrationSamples: r.migrationSamples}
+		if r.err != nil {
+			sf.Error = r.err.Error()
+		}
+		if r.injected.IsZero() {
+			out = append(out, sf)
+			continue
+		}
+		sf.AtS = r.injected.Sub(measureStart).Seconds()
+		if !r.restored.IsZero() {
+			sf.RestoredS = r.restored.Sub(measureStart).Seconds()
+		}
+		if !r.settled.IsZero() {
+			sf.MigrationsSettledS = r.settled.Sub(measureStart).Seconds()
+		}
+		// Tick.Second n covers (n-1, n] seconds from runStart.
+		from := int(r.injected.Sub(runStart) / time.Second)
+		back := -1
+		if !r.restored.IsZero() {
+			back = int(r.restored.Sub(runStart) / time.Second)
+		}
+		lastErr, lastSecond := from, from
+		for _, p := range pts {
+			if p.Phase != "measure" || p.Second <= from {
+				continue
+			}
+			lastSecond = p.Second
+			if back < 0 || p.Second <= back {
+				sf.ErrorsDuringFault += p.Errors
+			} else {
+				sf.ErrorsAfter += p.Errors
+			}
+			if p.Errors > 0 {
+				lastErr = p.Second
+			}
+		}
+		if lastErr < lastSecond {
+			// Error-free from the start of second lastErr+1, (lastErr, ...].
+			sf.RecoverS = max(0, float64(lastErr)-r.injected.Sub(runStart).Seconds())
+		}
+		out = append(out, sf)
 	}
 	return out
 }

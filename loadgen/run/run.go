@@ -485,6 +485,7 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	}
 	if len(faultRuns) > 0 {
 		res.Faults = faultResults(faultRuns, res.Series, st.Started, measureStart)
+		res.StoreFaults = storeFaultResults(faultRuns, res.Series, st.Started, measureStart)
 	}
 	res.Interrupted = interrupted
 	cpuErr := lostCPU(sampler, cpuA, cpuB, haveA, o, interrupted, &incomplete)

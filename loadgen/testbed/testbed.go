@@ -49,6 +49,9 @@ type Options struct {
 	Plans []local.Plan
 	// TLSDir runs every service over TLS with mTLS (local.Config.TLSDir).
 	TLSDir string
+	// Store selects the store (local.Config.Store): aslite by default,
+	// the real server (asd) or an existing Aerospike.
+	Store local.StoreConfig
 	// CDRDir is the OCPs' --cdr-dir (local.Config.CDRDir: a subdirectory
 	// per OCP when there are several); empty = no CDRs.
 	CDRDir string
@@ -123,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
 		Logs: o.Logs, Logger: o.Log, Args: args, TLSDir: o.TLSDir,
 		Replicas: o.Replicas, AsliteDataDir: o.AsliteDataDir, AsliteCommit: o.AsliteCommit, Plans: o.Plans,
-		CDRDir: o.CDRDir,
+		CDRDir: o.CDRDir, Store: o.Store,
 	}
 	if o.Diameter {
 		cfg.Diameter = "127.0.0.1:0"
@@ -148,7 +151,17 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 	return t, nil
 }
 
-// Kill kills the first instance of service with SIGKILL (run.Injector).
+// Store says which store the CHF uses.
+func (t *Testbed) Store() local.StoreInfo { return t.chf.Store() }
+
+// MigrationsRemaining is the partitions a started asd cluster still has
+// to migrate (run.MigrationSampler).
+func (t *Testbed) MigrationsRemaining(ctx context.Context) (int64, error) {
+	return t.chf.MigrationsRemaining(ctx)
+}
+
+// Kill kills the first instance of service with SIGKILL (run.Injector);
+// "asd" is asd node 0, "asd1" node 1, and so on.
 func (t *Testbed) Kill(service string) (string, error) {
 	name, err := t.first(service)
 	if err != nil {
@@ -175,6 +188,9 @@ func (t *Testbed) Pause(service string) (string, error) {
 func (t *Testbed) Resume(instance string) error { return t.chf.Resume(instance) }
 
 func (t *Testbed) first(service string) (string, error) {
+	if name, _, ok := t.chf.StoreNode(service); ok {
+		return name, nil
+	}
 	names := t.chf.Names(service)
 	if len(names) == 0 {
 		return "", fmt.Errorf("%w: no instance of %s", local.ErrNoInstance, service)
