@@ -167,27 +167,11 @@ func isExit(err error, code int) bool {
 // unresolved, none negative, none unreadable, every reservation of a cut
 // session gone by its expiry.
 func localFaults(t *testing.T, ctx context.Context, loadgen, chf string) {
-	results := t.TempDir()
-	cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--duration", "9s", "--rate", "300",
-		"--warmup", "500ms", "--ramp-up", "500ms", "--accounts", "2000", "--results", results, "--progress", "plain",
+	res, out, _ := runLocal(t, ctx, loadgen, chf, "--duration", "9s", "--rate", "300",
 		"--replicas", "ocp=2", "--aslite-data-dir", t.TempDir(), "--aslite-commit", "sync", "--fault-validity", "2s",
-		// the store is out longer than a request may take
+		// the store is out longer than a request may take; errors during
+		// the faults may fail the default error threshold (exit 6)
 		"--timeout", "1s", "--fault", "kill:ocp:1s:1s", "--fault", "kill:aslite:3s:1500ms", "--fault", "stop:aslite:6s:1500ms")
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	// Errors during the faults may fail the default error threshold (exit
-	// 6); the audit must pass (exit 3 is a failure).
-	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == exitThreshold) {
-		t.Fatalf("loadgen local: %v\n%s", err, out)
-	}
-	files, _ := filepath.Glob(filepath.Join(results, "*", "result.json"))
-	if len(files) != 1 {
-		t.Fatalf("result files %v\n%s", files, out)
-	}
-	res, err := report.ReadJSON(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(res.Faults) != 3 {
 		t.Fatalf("faults %+v\n%s", res.Faults, out)
 	}

@@ -83,8 +83,32 @@ func testAsd(t *testing.T) string {
 // audit) fails the test.
 func storeRun(t *testing.T, ctx context.Context, loadgen, chf string, args ...string) (*report.Result, string) {
 	t.Helper()
+	res, out, results := runLocal(t, ctx, loadgen, chf, append([]string{"--rate", "200"}, args...)...)
+	a := res.Audit
+	if !a.OK || a.Skipped || a.Checked == 0 || a.Negative != 0 || a.Unreadable != 0 || a.Reserved != 0 ||
+		a.Debited != a.Charged || a.Mismatches != 0 || a.Unresolved != 0 || !a.Independent || a.ExpectedMismatches != 0 {
+		t.Errorf("audit not exact: %+v\n%s", a, out)
+	}
+	// The store's work directory is under the run's directory, and no
+	// asd outlives the run.
+	if dirs, _ := filepath.Glob(filepath.Join(results, "*", "asd", "node0")); len(dirs) != 1 {
+		t.Errorf("asd's directory is not under the run's: %v", dirs)
+	}
+	if pids, _ := exec.Command("pgrep", "-f", results).Output(); len(pids) > 0 {
+		t.Errorf("processes of the run still running: %s", pids)
+	}
+	return res, out
+}
+
+// runLocal runs `loadgen local` (warm-up and ramp-up 500 ms, 2000
+// accounts, then args) with its results under a temporary directory, and
+// returns the result, the output and that directory. Errors during faults
+// may fail the error threshold (exit 6); any other failure (exit 3 for
+// the audit) fails the test.
+func runLocal(t *testing.T, ctx context.Context, loadgen, chf string, args ...string) (*report.Result, string, string) {
+	t.Helper()
 	results := t.TempDir()
-	base := []string{"local", "--chf", chf, "--rate", "200", "--warmup", "500ms", "--ramp-up", "500ms",
+	base := []string{"local", "--chf", chf, "--warmup", "500ms", "--ramp-up", "500ms",
 		"--accounts", "2000", "--results", results, "--progress", "plain"}
 	cmd := exec.CommandContext(ctx, loadgen, append(base, args...)...)
 	start := time.Now()
@@ -102,20 +126,7 @@ func storeRun(t *testing.T, ctx context.Context, loadgen, chf string, args ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := res.Audit
-	if !a.OK || a.Skipped || a.Checked == 0 || a.Negative != 0 || a.Unreadable != 0 || a.Reserved != 0 ||
-		a.Debited != a.Charged || a.Mismatches != 0 || a.Unresolved != 0 || !a.Independent || a.ExpectedMismatches != 0 {
-		t.Errorf("audit not exact: %+v\n%s", a, out)
-	}
-	// The store's work directory is under the run's directory, and no
-	// asd outlives the run.
-	if dirs, _ := filepath.Glob(filepath.Join(results, "*", "asd", "node0")); len(dirs) != 1 {
-		t.Errorf("asd's directory is not under the run's: %v", dirs)
-	}
-	if pids, _ := exec.Command("pgrep", "-f", results).Output(); len(pids) > 0 {
-		t.Errorf("processes of the run still running: %s", pids)
-	}
-	return res, string(out)
+	return res, string(out), results
 }
 
 // TestLocalStoreAsd runs `loadgen local` on the real Aerospike server:
