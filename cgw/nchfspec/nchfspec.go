@@ -4,10 +4,11 @@
 // kin-openapi. Tests of the CGW and the end-to-end tests use it so that
 // every exchange they make is checked against the spec.
 //
-// The project does not copy the 3GPP files: they are read from the
-// directory in CHF_SPECS_DIR or, by default, ../shared/specs/3gpp-rel17
-// beside the repository root. Load reports ErrMissing when they are
-// absent; tests skip then, except when CI=true, where they fail.
+// The 3GPP files (the root and every file it references, unmodified, with
+// their sha256sums) are kept in testdata/3gpp-rel17 of this package, so a
+// clone tests itself wherever it lies; CHF_SPECS_DIR points elsewhere.
+// Load reports ErrMissing when they are absent; tests skip then, except
+// when CI=true, where they fail.
 package nchfspec
 
 import (
@@ -47,9 +48,9 @@ type Validator struct {
 	router routers.Router
 }
 
-// Dir returns the spec directory: $CHF_SPECS_DIR, or
-// <repo root>/../shared/specs/3gpp-rel17 where the repo root is the
-// nearest ancestor of the working directory holding go.mod.
+// Dir returns the spec directory: $CHF_SPECS_DIR, or this package's
+// testdata/3gpp-rel17 in the repository (the nearest ancestor of the
+// working directory holding go.mod).
 func Dir() (string, error) {
 	if d := os.Getenv(EnvDir); d != "" {
 		return d, nil
@@ -60,7 +61,7 @@ func Dir() (string, error) {
 	}
 	for d := wd; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return filepath.Join(d, "..", "shared", "specs", "3gpp-rel17"), nil
+			return filepath.Join(d, "cgw", "nchfspec", "testdata", "3gpp-rel17"), nil
 		}
 		if filepath.Dir(d) == d {
 			return "", fmt.Errorf("cannot find the repository root above %s", wd)
