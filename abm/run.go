@@ -234,16 +234,5 @@ func Dial(hosts []*as.Host) (*as.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to aerospike: %w", err)
 	}
-	// Open some connections to every node first: concurrent batch
-	// commands on empty pools of a several-node cluster fail with
-	// NO_AVAILABLE_CONNECTIONS_TO_NODE (aerospike-client-go issue 447,
-	// seen with 3 asd nodes). A few dozen, far below proto-fd-max.
-	if _, err := cl.WarmUp(dialWarmUp); err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("cannot open connections to aerospike: %w", err)
-	}
 	return cl, nil
 }
-
-// dialWarmUp is how many connections per node Dial opens up front.
-const dialWarmUp = 32
