@@ -132,6 +132,9 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 		if ctx.Err() != nil {
 			return // interrupted: the tear-down that follows removes it all
 		}
+		if fail := r.JobError != "" || !r.AuditOK; fail {
+			saveLogs(context.WithoutCancel(ctx), c, ns, out)
+		}
 		o.Log("%s: uninstalling", m.Name)
 		if err := deleteNamespace(context.WithoutCancel(ctx), o, c, ns); err != nil {
 			o.Log("%s: %v", m.Name, err)
@@ -524,4 +527,22 @@ func checkNet1(ctx context.Context, c kubernetes.Interface, s *kube.State, ns st
 	conns, err := kube.PodConnections(ctx, s, cgw.Status.PodIP, r.Net1)
 	r.Net1Conns = conns
 	return err
+}
+
+// saveLogs keeps every container's log of ns in out/logs (a failed run's
+// evidence, before the namespace goes).
+func saveLogs(ctx context.Context, c kubernetes.Interface, ns, out string) {
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(out, "logs")
+	_ = os.MkdirAll(dir, 0o755)
+	for _, p := range pods.Items {
+		for _, ct := range p.Spec.Containers {
+			if l, err := kube.Logs(ctx, c, ns, p.Name, ct.Name, 8<<20); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, p.Name+"_"+ct.Name+".log"), []byte(l), 0o644)
+			}
+		}
+	}
 }
