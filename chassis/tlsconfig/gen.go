@@ -73,13 +73,20 @@ func (a *Authority) Issue(certFile, keyFile string, validFor time.Duration, name
 	if len(names) == 0 {
 		return nil, fmt.Errorf("cannot issue a certificate: no name")
 	}
+	return a.IssueSubject(certFile, keyFile, validFor, pkix.Name{CommonName: names[0]}, names...)
+}
+
+// IssueSubject is Issue with the certificate's subject given: a
+// Kubernetes client certificate names its user in CN and its groups in O.
+// names (DNS names or IP addresses) may be empty for a client's.
+func (a *Authority) IssueSubject(certFile, keyFile string, validFor time.Duration, subj pkix.Name, names ...string) (*x509.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("cannot generate key: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serialNumber(),
-		Subject:      pkix.Name{CommonName: names[0]},
+		Subject:      subj,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(validFor),
 		KeyUsage:     x509.KeyUsageDigitalSignature,

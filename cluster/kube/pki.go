@@ -8,46 +8,39 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 )
 
-// PKI is the cluster's certificate authority and the certificates issued
-// from it (crypto/x509), kept as PEM files in one directory.
+// PKI is the cluster's certificate authority (tlsconfig.Authority) and
+// the certificates issued from it, kept as PEM files in one directory.
 type PKI struct {
-	Dir    string
-	ca     *x509.Certificate
-	caKey  *rsa.PrivateKey
-	serial int64
+	Dir string
+	ca  *tlsconfig.Authority
 }
+
+// certValidity is how long the cluster's certificates are valid.
+const certValidity = 30 * 24 * time.Hour
 
 // File is the path of one of the PKI's files (ca.crt, admin.key, ...).
 func (p *PKI) File(name string) string { return filepath.Join(p.Dir, name) }
 
-// NewPKI creates a CA and the service-account key pair in dir.
+// NewPKI creates a CA (ca.crt) and the service-account key pair (sa.key,
+// sa.pub) in dir.
 func NewPKI(dir string) (*PKI, error) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, fmt.Errorf("cannot generate the CA key: %w", err)
-	}
-	p := &PKI{Dir: dir, caKey: key, serial: 1}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cannot create the PKI directory: %w", err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chf-testbed-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(30 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := tlsconfig.NewAuthority("chf-testbed-ca", certValidity)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create the CA: %w", err)
+		return nil, err
 	}
-	if p.ca, err = x509.ParseCertificate(der); err != nil {
-		return nil, fmt.Errorf("cannot parse the CA: %w", err)
-	}
-	if err := writePEM(p.File("ca.crt"), "CERTIFICATE", der); err != nil {
+	p := &PKI{Dir: dir, ca: ca}
+	if err := ca.WriteCA(p.File("ca.crt")); err != nil {
 		return nil, err
 	}
 	sa, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -71,30 +64,15 @@ func writePEM(path, typ string, der []byte) error {
 	return nil
 }
 
-// Issue writes <name>.crt and <name>.key: a client certificate for subj,
-// or, with server addresses or names, a serving certificate for them.
+// Issue writes <name>.crt and <name>.key: a certificate for subj, serving
+// the addresses and names given (none: a client's).
 func (p *PKI) Issue(name string, subj pkix.Name, ips []net.IP, dnsNames []string) error {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return fmt.Errorf("cannot generate the %s key: %w", name, err)
+	names := append([]string(nil), dnsNames...)
+	for _, ip := range ips {
+		names = append(names, ip.String())
 	}
-	p.serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(p.serial), Subject: subj,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(30 * 24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	if len(ips)+len(dnsNames) > 0 {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses, tmpl.DNSNames = ips, dnsNames
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		return fmt.Errorf("cannot create the %s certificate: %w", name, err)
-	}
-	if err := writePEM(p.File(name+".crt"), "CERTIFICATE", der); err != nil {
-		return err
-	}
-	return writePEM(p.File(name+".key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key))
+	_, err := p.ca.IssueSubject(p.File(name+".crt"), p.File(name+".key"), certValidity, subj, names...)
+	return err
 }
 
 // APIServerNames are the names the API server's certificate holds besides
