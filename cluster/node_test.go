@@ -98,13 +98,7 @@ func TestNode(t *testing.T) {
 	bin := nodeBin(t)
 	imgs, pause := images(t)
 	logf := func(format string, args ...any) { t.Logf(format, args...) }
-	fixed := []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/var/lib/cni", "/run/containerd"}
-	var created []string
-	for _, p := range fixed {
-		if _, err := os.Lstat(p); err != nil {
-			created = append(created, p)
-		}
-	}
+	created := kube.MissingFixedPaths()
 
 	t.Run("charts", func(t *testing.T) {
 		dir := t.TempDir()

@@ -21,6 +21,10 @@ import (
 // with; the ones `up` found missing are removed by `down`.
 var fixedPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/var/lib/cni", "/run/containerd", netnsDir}
 
+// MissingFixedPaths lists the fixed paths that do not exist now: what a
+// cluster started now may create outside its directory.
+func MissingFixedPaths() []string { return missing(fixedPaths) }
+
 func missing(paths []string) []string {
 	var out []string
 	for _, p := range paths {

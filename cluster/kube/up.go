@@ -68,7 +68,7 @@ func Up(ctx context.Context, c Config) (err error) {
 	}
 	s := &State{Dir: c.Dir, Bin: c.Bin, CPUManager: c.CPUManager, Multus: c.Multus}
 	s.PodNetnsBefore, _ = podNetns()
-	s.Created = missing(fixedPaths)
+	s.Created = MissingFixedPaths()
 	defer func() {
 		if err != nil {
 			c.Log("cluster up failed; tearing down what it made")
