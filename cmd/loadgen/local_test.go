@@ -170,8 +170,10 @@ func localFaults(t *testing.T, ctx context.Context, loadgen, chf string) {
 	res, out, _ := runLocal(t, ctx, loadgen, chf, "--duration", "9s", "--rate", "300",
 		"--replicas", "ocp=2", "--aslite-data-dir", t.TempDir(), "--aslite-commit", "sync", "--fault-validity", "2s",
 		// the store is out longer than a request may take; errors during
-		// the faults may fail the default error threshold (exit 6)
-		"--timeout", "1s", "--fault", "kill:ocp:1s:1s", "--fault", "kill:aslite:3s:1500ms", "--fault", "stop:aslite:6s:1500ms")
+		// the faults may fail the default error threshold (exit 6); the
+		// SMF's retries must outlast the outages even on a slow host
+		// (with the default 4, a slow hour left requests in doubt)
+		"--retry-errors", "8", "--timeout", "1s", "--fault", "kill:ocp:1s:1s", "--fault", "kill:aslite:3s:1500ms", "--fault", "stop:aslite:6s:1500ms")
 	if len(res.Faults) != 3 {
 		t.Fatalf("faults %+v\n%s", res.Faults, out)
 	}
