@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +88,7 @@ func (cfg *ProvisionConfig) planBlob() ([]byte, int64, error) {
 type ProvisionResult struct {
 	Created int // accounts written
 	Skipped int // accounts that already existed (Overwrite false)
+	Retried int // writes tried again after a transient answer (a timeout, a busy node)
 }
 
 // SUPI returns the SUPI i positions after first ("imsi-" + up to 15
@@ -160,10 +162,10 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		next, created, skipped atomic.Int64
-		errOnce                sync.Once
-		firstErr               error
-		wg                     sync.WaitGroup
+		next, created, skipped, retried atomic.Int64
+		errOnce                         sync.Once
+		firstErr                        error
+		wg                              sync.WaitGroup
 	)
 	fail := func(err error) {
 		errOnce.Do(func() { firstErr = err; cancel() })
@@ -206,15 +208,31 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 						fail(fmt.Errorf("cannot build key: %w", err))
 						return
 					}
-					if aerr := client.PutBins(wp, key, bins...); aerr != nil {
-						if !cfg.Overwrite && aerr.Matches(types.KEY_EXISTS_ERROR) {
-							skipped.Add(1)
-							continue
+					var aerr as.Error
+					inDoubt := false
+					for attempt := 0; ; attempt++ {
+						aerr = client.PutBins(wp, key, bins...)
+						if aerr == nil || !aerr.Matches(provisionRetryCodes...) || attempt+1 >= provisionAttempts || !provisionBackoff(ctx, attempt) {
+							break
 						}
+						inDoubt = true
+						retried.Add(1)
+					}
+					switch {
+					case aerr == nil:
+						created.Add(1)
+					case !cfg.Overwrite && aerr.Matches(types.KEY_EXISTS_ERROR):
+						// After a retried timeout the first write may have
+						// landed: it is ours, not an existing account.
+						if inDoubt {
+							created.Add(1)
+						} else {
+							skipped.Add(1)
+						}
+					default:
 						fail(fmt.Errorf("cannot write account %s: %w", buf, aerr))
 						return
 					}
-					created.Add(1)
 					continue
 				}
 				batch = batch[:0]
@@ -227,20 +245,47 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 					}
 					batch = append(batch, as.NewBatchWrite(bwp, key, ops...))
 				}
-				aerr := client.BatchOperate(bp, batch)
-				for _, r := range batch {
-					br := r.BatchRec()
-					switch {
-					case br.ResultCode == types.OK:
-						created.Add(1)
-					case !cfg.Overwrite && br.ResultCode == types.KEY_EXISTS_ERROR:
-						skipped.Add(1)
-					default:
-						if aerr == nil {
-							aerr = br.Err
+				// A record that failed with a transient code (a timeout, a
+				// busy key, a partition moving) is written again in the
+				// next round; the rest is settled now.
+				inDoubt := false
+				for attempt := 0; len(batch) > 0; attempt++ {
+					aerr := client.BatchOperate(bp, batch)
+					last := attempt+1 >= provisionAttempts
+					retry := batch[:0]
+					for _, r := range batch {
+						br := r.BatchRec()
+						switch {
+						case br.ResultCode == types.OK:
+							created.Add(1)
+						case !cfg.Overwrite && br.ResultCode == types.KEY_EXISTS_ERROR:
+							if inDoubt {
+								created.Add(1) // our own earlier write landed
+							} else {
+								skipped.Add(1)
+							}
+						case !last && provisionRetryable(br.ResultCode):
+							retry = append(retry, r)
+						default:
+							if aerr == nil {
+								aerr = br.Err
+							}
+							fail(fmt.Errorf("cannot write account %v: result %d: %w", br.Key.Value(), br.ResultCode, aerr))
+							return
 						}
-						fail(fmt.Errorf("cannot write account %v: result %d: %w", br.Key.Value(), br.ResultCode, aerr))
+					}
+					batch = retry
+					if len(batch) == 0 {
+						break
+					}
+					inDoubt = true
+					retried.Add(int64(len(batch)))
+					if !provisionBackoff(ctx, attempt) {
 						return
+					}
+					for _, r := range batch {
+						br := r.BatchRec()
+						br.ResultCode, br.Err, br.Record, br.InDoubt = types.NO_RESPONSE, nil, nil, false
 					}
 				}
 			}
@@ -269,7 +314,7 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 	} else {
 		wg.Wait()
 	}
-	res := ProvisionResult{Created: int(created.Load()), Skipped: int(skipped.Load())}
+	res := ProvisionResult{Created: int(created.Load()), Skipped: int(skipped.Load()), Retried: int(retried.Load())}
 	if firstErr != nil {
 		return res, firstErr
 	}
@@ -319,4 +364,37 @@ func ParseBucket(spec string) (chf.Bucket, error) {
 		b.Expires = int64(d / time.Second)
 	}
 	return b, nil
+}
+
+// provisionAttempts bounds the writes of one account: a store that is
+// still settling (a replica catching up, a node overloaded) answers a
+// provisioning write with a transient code, and the next attempt usually
+// lands. Provisioning happens before any load, so a write again is the
+// same state again.
+const provisionAttempts = 8
+
+// provisionRetryCodes are the result codes a provisioning write is tried
+// again on.
+var provisionRetryCodes = []types.ResultCode{
+	types.TIMEOUT, types.KEY_BUSY, types.DEVICE_OVERLOAD, types.PARTITION_UNAVAILABLE,
+	types.SERVER_NOT_AVAILABLE, types.NO_RESPONSE, types.NETWORK_ERROR, types.INVALID_NODE_ERROR,
+	types.NO_AVAILABLE_CONNECTIONS_TO_NODE, types.MAX_RETRIES_EXCEEDED,
+}
+
+func provisionRetryable(rc types.ResultCode) bool {
+	return slices.Contains(provisionRetryCodes, rc)
+}
+
+// provisionBackoff waits before attempt+1: 50 ms doubling, at most 1 s.
+// It reports false when ctx ends first.
+func provisionBackoff(ctx context.Context, attempt int) bool {
+	d := min(50*time.Millisecond<<attempt, time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
