@@ -207,6 +207,13 @@ func New(client *as.Client, cfg Config) *Service {
 	rp := as.NewPolicy()
 	rp.TotalTimeout = cfg.Timeout
 	rp.SocketTimeout = cfg.Timeout
+	// While partitions migrate (a node left or came back), a read at
+	// level one may answer from a copy that lacks the newest writes, or
+	// none at all: the ABM would answer "no such subscriber" or compute
+	// on a stale state that the generation check then refuses, again and
+	// again. Level all resolves the duplicates first; outside migrations
+	// it costs nothing (docs/measurements/2026-12-07-issue-49-ap-mode.md).
+	rp.ReadModeAP = as.ReadModeAPAll
 	wp := as.NewWritePolicy(0, 0)
 	wp.TotalTimeout = cfg.Timeout
 	wp.SocketTimeout = cfg.Timeout
@@ -242,6 +249,7 @@ func New(client *as.Client, cfg Config) *Service {
 
 func batchPolicy() as.BatchPolicy {
 	bp := as.NewBatchPolicy()
+	bp.ReadModeAP = as.ReadModeAPAll // as the single reads (New)
 	// A write that failed in doubt is not replayed by the client: the
 	// events are answered with the error and retried by the caller.
 	bp.MaxRetries = 0
