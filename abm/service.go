@@ -647,9 +647,9 @@ const sweepChunk = 16
 // sweepScanRecords is about the most records one scan command of a capped
 // sweep makes the store examine. The store examines a scan's records as
 // fast as it can and the rate counts only those it returns, so one
-// command's examination is a burst of the store's CPU: at 20 M accounts,
-// 16 partitions were 78,000 records, ~60 ms of aslite every 3 s, and the
-// busy-hour p99 spiked with them (loadgen/README.md, busy-hour).
+// command's examination is a burst of the store's CPU: at 20 M accounts
+// 16 partitions a command made the store's bursts long enough to put a
+// period into the busy-hour p99 (docs/design/008-abm-reservation-sweep.md).
 const sweepScanRecords = 5000
 
 // sweepChunkFor is the partitions per scan command for n accounts: the

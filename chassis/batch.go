@@ -58,19 +58,18 @@ type BatchConfig struct {
 // too (one leaving beside a loaded batch half a round trip after it) was
 // measured and not kept: each extra batch is a write that wakes the
 // peer, which below the knee cost more CPU than the shorter waits saved
-// (loadgen/README.md, "What moves the knee").
+// (docs/design/006-batcher.md).
 //
 // A call that finds no batch out and the peer idle for batchIdleGap
 // yields its P once before it sends (runtime.Gosched), and takes with it
 // the calls queued meanwhile: a burst that arrives together (the
 // requests of one read, one handler goroutine each) leaves as one batch
-// instead of one alone and the rest a round trip later. At 4,000 TPS this
-// cut the CGW's round trips to the OCP by 46% and the SUT's CPU per
-// transaction by 20–28%; at 1,000 TPS the round trips by a third, the
-// CPU by 2% (against the loadgen's own), and at 24,000 it changed nothing
-// the host's noise did not (loadgen/README.md, "What moves the knee"). The
-// gate costs every call that leads a batch two clock reads (~55 ns,
-// BenchmarkBatcherLone), and a call that yields the yield.
+// instead of one alone and the rest a round trip later: fewer round
+// trips, and so less CPU per transaction, at moderate load, where bursts
+// form and the peer still idles between them; at high load the peer is
+// never idle and nothing changes (docs/design/006-batcher.md). The gate
+// costs every call that leads a batch two clock reads
+// (BenchmarkBatcherLone), and a call that yields the yield.
 //
 // The caller whose call starts a batch sends it from its own goroutine (no
 // hand-off to a sender goroutine); when a batch returns and calls are

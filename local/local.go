@@ -434,8 +434,9 @@ func (c *CHF) ready(ctx context.Context, ch *child) error {
 }
 
 // ProvisionRate is the provisioning rate (accounts per second) the
-// default start-up deadline allows for: a tenth of what one loaded
-// 2-core machine does (20 M accounts in 45 s, 440,000/s).
+// default start-up deadline allows for: a tenth of what a small loaded
+// machine was measured to do (docs/measurements/2026-12-01-busy-hour.md),
+// so a slower machine still provisions within the deadline.
 const ProvisionRate = 50_000
 
 // provision writes the accounts through the abm provisioning code,

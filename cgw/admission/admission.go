@@ -57,9 +57,10 @@
 //
 // Why not the gradient against the lowest latency seen (Gradient2, this
 // package's previous rule: shrink when the mean latency exceeds Tolerance
-// times its minimum): on this machine latency rises with load without any
-// queueing, since every hop batches and a batch carries more as the rate
-// grows (mean 1 ms at 1,000 TPS, 2 ms at 15,000). With Tolerance 2 the
+// times its minimum): latency rises with load without any queueing,
+// since every hop batches and a batch carries more as the rate grows
+// (on the development VM the mean doubled between light load and the
+// knee). With Tolerance 2 the
 // limit settled where latency had doubled, about half of what the core
 // carries: 10,000-15,000 TPS admitted at 30,000-40,000 offered, with a
 // third of the CPU idle (TestBatchingCollapse reproduces it).

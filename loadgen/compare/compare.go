@@ -279,9 +279,9 @@ func (t *Table) offeredNote() string {
 // gave it the same work (the same loadgen build, scenario and protocol,
 // offered loads within 5%): a shared host's speed moves it, as it moves
 // the SUT's, so it hints whether SUT CPU differs by the build or by the
-// hour. Measured on the 2-core VM at 1,000 TPS, two builds doing the same
-// work differed by +10% and −3% in raw SUT CPU while their SUT ÷ loadgen
-// ratios stayed within 3% (loadgen/README.md). It is a hint, not a
+// hour: two builds whose raw SUT CPU differs while their SUT ÷ loadgen
+// ratios agree likely differ by the host, not the code (an example in
+// docs/measurements/2026-12-01-knee-small-machine.md). It is a hint, not a
 // correction: the loadgen's CPU also falls when the SUT answers more
 // slowly (answers coalesce into fewer reads; the gate's sut_cpu_adj).
 // Empty when the runs do not qualify.

@@ -89,7 +89,7 @@ func TestMaxOpenSessions(t *testing.T) {
 // flight, not per session, and a notified session's notification state
 // is beside it (noticeState), not in it. 112 bytes: 96 for the session
 // and its schedule, 16 for the notification and threshold-driven fields
-// kept in the flow (loadgen/README.md, Memory per open session).
+// kept in the flow (loadgen/docs/measurement.md, Memory per open session).
 func TestFlowBytes(t *testing.T) {
 	if FlowBytes > 112 {
 		t.Fatalf("flow is %d bytes, want at most 112", FlowBytes)

@@ -9,10 +9,11 @@
 // process of the machine can keep them from running: the kernel switches
 // to such a thread as soon as its timer fires. A wake-up later than
 // Threshold therefore means the CPU itself did not run (or its timer
-// interrupt did not arrive) for that long: on the 2-core VM this was
-// written on, an idle CPU was frozen for 20 to 95 ms several times a
-// minute, with the kernel's steal time at zero, and a CHF run's worst
-// seconds were those freezes (loadgen/README.md, "What moves the knee").
+// interrupt did not arrive) for that long. A virtual machine's host can
+// freeze a CPU for tens of milliseconds with the kernel's steal time at
+// zero, and such freezes set a run's worst seconds; why sweeps read them
+// is in docs/design/004-sweep-voids-noisy-attempts.md, and what one
+// machine showed in docs/measurements/2026-12-05-host-freezes.md.
 //
 // The probe is a child process (`loadgen freeze-probe`, Serve) so that
 // its real-time threads never share a Go runtime with the load
@@ -42,11 +43,11 @@ import (
 const Command = "freeze-probe"
 
 // Period is how long each probe thread sleeps between wake-ups: at 5 ms
-// two CPUs wake 400 times a second. On the VM this was measured on the
-// probe process used 0.78–0.88 CPU-seconds in a 20 s window (about 4% of
-// one core, 2% of each CPU: a wake-up of a virtual CPU costs it about
-// 100 µs), and the CHF's CPU per transaction at 1,000 TPS did not move
-// beyond the runs' spread (243–292 µs with it, 244–307 without).
+// two CPUs wake 400 times a second, often enough to see a freeze of a
+// few milliseconds and rarely enough that the probe's own cost (a
+// wake-up of a virtual CPU is expensive) stays a small share of each CPU
+// and does not show in the CHF's figures (measured in
+// docs/measurements/2026-12-05-host-freezes.md).
 const Period = 5 * time.Millisecond
 
 // Threshold is the lateness of a wake-up that counts as a freeze. Below

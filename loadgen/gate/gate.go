@@ -67,8 +67,8 @@ type Metric struct {
 
 // Standard metrics of a load run. P99's default tolerance is wider than
 // the others': on a shared machine the p99 of one trial varies far more
-// between adjacent trials than CPU or throughput do (loadgen/README.md,
-// "The gate").
+// between adjacent trials than CPU or throughput do (loadgen/docs/gate.md;
+// docs/design/005-perf-gate-paired-trials.md).
 var (
 	TPS = Metric{Name: "tps", HigherIsBetter: true}
 	P99 = Metric{Name: "p99_ms", Tolerance: 0.25}

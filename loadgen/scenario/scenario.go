@@ -273,7 +273,7 @@ type Scenario struct {
 }
 
 // Default returns the built-in scenario, which mirrors the reference
-// deployment's mix (see loadgen/README.md).
+// deployment's mix (see loadgen/docs/scenario.md).
 func Default() Scenario {
 	return Scenario{
 		Name: "default",

@@ -72,7 +72,7 @@ type Config struct {
 	// times over the whole sweep (each attempt takes its own slice of
 	// the subscribers, so a per-step allowance would shrink every
 	// slice). On a shared VM such a second, not the system under test,
-	// usually decides the step (loadgen/README.md, "Sweeps"). An attempt
+	// usually decides the step (docs/design/004-sweep-voids-noisy-attempts.md). An attempt
 	// that met the SLO counts whatever the steal; results without the
 	// host's CPU are never voided.
 	MaxSteal     float64

@@ -465,8 +465,9 @@ const (
 
 // sleepUntil returns at end (driver.Config.OnTime; otherwise it sleeps
 // until end plus the kernel's wake-up delay), not later than that delay
-// makes it. A nanosleep ends some µs after the time asked (on this
-// project's VM a median of 15–30 µs even with 1 ns timer slack), so it
+// makes it. A nanosleep ends some µs after the time asked (the kernel's
+// and, on a virtual machine, the host's wake-up delay, even with 1 ns
+// timer slack; see docs/design/003-open-loop-pacing.md), so it
 // asks for early (the median of that lateness, learnt here) before end
 // and spins the rest on the clock: about half the waits spin a few µs,
 // the other half end late by less than they would have. A spin never
