@@ -58,12 +58,11 @@
 // Why not the gradient against the lowest latency seen (Gradient2, this
 // package's previous rule: shrink when the mean latency exceeds Tolerance
 // times its minimum): latency rises with load without any queueing,
-// since every hop batches and a batch carries more as the rate grows
-// (on the development VM the mean doubled between light load and the
-// knee). With Tolerance 2 the
-// limit settled where latency had doubled, about half of what the core
-// carries: 10,000-15,000 TPS admitted at 30,000-40,000 offered, with a
-// third of the CPU idle (TestBatchingCollapse reproduces it).
+// since every hop batches and a batch carries more as the rate grows.
+// With Tolerance 2 the limit settled where latency had doubled, far below
+// what the CPU carries, with part of the CPU idle
+// (TestBatchingCollapse reproduces it; figures in
+// docs/measurements/2026-12-02-cgw-admission.md).
 //
 // Acquire and Done are lock-free and allocate nothing (atomics and a
 // fixed histogram); the window update takes a mutex once per window. A
