@@ -119,12 +119,16 @@ func probe(ctx context.Context, bin, dir string, n, workers int, pause time.Dura
 		return result{}, err
 	}
 	defer cl.Close()
+	// A cluster that has just formed may still answer slowly: creating
+	// the counters retries (nothing runs against them yet).
+	cp := as.NewWritePolicy(0, 0)
+	cp.TotalTimeout, cp.SocketTimeout, cp.MaxRetries, cp.SleepBetweenRetries = 30*time.Second, 5*time.Second, 10, 200*time.Millisecond
 	ks := make([]*as.Key, n)
 	for i := range ks {
 		if ks[i], err = as.NewKey(c.Namespace(), "counters", i); err != nil {
 			return result{}, err
 		}
-		if err := cl.PutBins(nil, ks[i], as.NewBin("v", 0)); err != nil {
+		if err := cl.PutBins(cp, ks[i], as.NewBin("v", 0)); err != nil {
 			return result{}, fmt.Errorf("cannot create counter %d: %w", i, err)
 		}
 	}
