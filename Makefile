@@ -130,16 +130,16 @@ bench-creates: build deb-deps
 tools: $(TOOLS)/bin/helm $(TOOLS)/bin/h2spec $(TOOLS)/bin/promtool deb-deps
 
 $(TOOLS)/bin/helm:
-	GOBIN=$(TOOLS)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GOBIN=$(TOOLS)/bin scripts/progress.sh "installing helm (once)" $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # h2spec: the HTTP/2 conformance suite cgw's TestH2spec runs (strict).
 $(TOOLS)/bin/h2spec:
-	GOBIN=$(TOOLS)/bin $(GO) install github.com/summerwind/h2spec/cmd/h2spec@$(H2SPEC_VERSION)
+	GOBIN=$(TOOLS)/bin scripts/progress.sh "installing h2spec (once)" $(GO) install github.com/summerwind/h2spec/cmd/h2spec@$(H2SPEC_VERSION)
 
 # promtool: `promtool check metrics` lints every service's /metrics in the
 # tests (chassis/telemetry/telemetrytest).
 $(TOOLS)/bin/promtool:
-	GOBIN=$(TOOLS)/bin $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+	GOBIN=$(TOOLS)/bin scripts/progress.sh "installing promtool (once)" $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 # apt_install: install the Debian packages whose command (or, for a path,
 # file) is missing; each item is <command or /path>:<package>.

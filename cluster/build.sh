@@ -69,7 +69,7 @@ build() {
 	(
 		cd "$here/$dir"
 		[[ -f go.sum ]] || go mod tidy
-		nice -n 10 go build -trimpath -ldflags "$flags" -o "$out/$bin.tmp" "$pkg"
+		"$here/../scripts/progress.sh" "build.sh: $bin" nice -n 10 go build -trimpath -ldflags "$flags" -o "$out/$bin.tmp" "$pkg"
 	)
 	mv "$out/$bin.tmp" "$out/$bin"
 }
