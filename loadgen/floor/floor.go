@@ -121,11 +121,11 @@ type Result struct {
 	// SchedBatch says whether they ran under SCHED_BATCH (lab).
 	RuntimeProfile string  `json:"runtime_profile"`
 	SchedBatch     bool    `json:"sched_batch"`
-	Hops       int     `json:"hops"`
-	Size       int     `json:"size"`
-	Offered    float64 `json:"offered_per_s"`
-	Achieved   float64 `json:"achieved_per_s"`
-	Exchanges  int64   `json:"exchanges"`
+	Hops           int     `json:"hops"`
+	Size           int     `json:"size"`
+	Offered        float64 `json:"offered_per_s"`
+	Achieved       float64 `json:"achieved_per_s"`
+	Exchanges      int64   `json:"exchanges"`
 	// Late counts exchanges sent more than 2 ms after their scheduled
 	// time (the previous one had not come back).
 	Late int64 `json:"late"`
