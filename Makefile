@@ -33,6 +33,9 @@ build:
 ## run: start a local CHF on the embedded store (aslite), drive the default
 ## scenario with loadgen, print the report and write report files under
 ## ./results/<timestamp>/. Override with RUN_ARGS, e.g. RUN_ARGS="--rate 3000 --duration 60s".
+## The services run the production runtime profile, their default: no
+## scheduler workaround is measured as a default. RUN_ARGS="--runtime-profile lab"
+## runs the lab one (chassis/README.md, Runtime profile); the report records which ran.
 RUN_ARGS ?=
 run: build
 	$(BIN)/loadgen local $(RUN_ARGS)

@@ -62,7 +62,7 @@ func ParseCommand(name, about string, cfg Configurable, args []string) (run bool
 	check := fs.Bool("check-flags", false, "parse and validate flags and environment, print the resolved configuration and exit without starting")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\n%s\nEvery flag also reads %s<FLAG> (upper case, '-' → '_') from the environment\nwhen not given.\n\nflags:\n", name, strings.TrimRight(about, "\n")+"\n", EnvPrefix)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	if err := ParseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -83,12 +83,26 @@ func ParseCommand(name, about string, cfg Configurable, args []string) (run bool
 	return true, nil
 }
 
+// printDefaults is fs.PrintDefaults without the removed flags.
+func printDefaults(fs *flag.FlagSet) {
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		if !isRemoved(f) {
+			shown.Var(f.Value, f.Name, f.Usage)
+			shown.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	shown.PrintDefaults()
+}
+
 // FlagString prints the values of fs's flags as name=value pairs in name
-// order (values with spaces or quotes quoted), leaving out --check-flags.
+// order (values with spaces or quotes quoted), leaving out --check-flags
+// and removed flags.
 func FlagString(fs *flag.FlagSet) string {
 	var b strings.Builder
 	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "check-flags" {
+		if f.Name == "check-flags" || isRemoved(f) {
 			return
 		}
 		if b.Len() > 0 {
@@ -115,9 +129,9 @@ func ConfigString(cfg Configurable) string {
 
 // Base is the configuration every service command shares: --listen,
 // --log-level, --pprof, the flight recorder's --flight-recorder,
-// --flight-threshold and --flight-files, the Go runtime's --gomaxprocs
-// and --sysmon-park and, when Tracing is set, --trace-ratio and
-// --otlp-endpoint.
+// --flight-threshold and --flight-files, the Go runtime's --gomaxprocs,
+// --gogc and --runtime-profile and, when Tracing is set, --trace-ratio
+// and --otlp-endpoint.
 type Base struct {
 	Listen   string
 	LogLevel slog.Level
@@ -145,8 +159,8 @@ func (b *Base) RegisterFlags(fs *flag.FlagSet, listenHelp string) {
 	}
 }
 
-// Validate checks --listen (host:port), --gomaxprocs, the flight
-// recorder's flags and --trace-ratio.
+// Validate checks --listen (host:port), --gomaxprocs, --runtime-profile,
+// the flight recorder's flags and --trace-ratio.
 func (b *Base) Validate() error {
 	if _, _, err := net.SplitHostPort(b.Listen); err != nil {
 		return fmt.Errorf("cannot parse --listen %q: %w", b.Listen, err)

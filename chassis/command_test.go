@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chf-testbed/testbed/chassis/sched"
 )
 
 type testConfig struct {
@@ -57,7 +59,7 @@ func TestParseCommand(t *testing.T) {
 	}
 	// String comes from the flag set: every flag, in name order, with the
 	// parsed values, the tracing flags included.
-	want := "count=7 discovery=static flight-files=10 flight-recorder= flight-threshold=50ms gogc=0 gomaxprocs=0 k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= sched-batch=true sysmon-park=false trace-ratio=0.5"
+	want := "count=7 discovery=static flight-files=10 flight-recorder= flight-threshold=50ms gogc=0 gomaxprocs=0 k8s-namespace= listen=127.0.0.1:1 log-level=DEBUG network= ocp=127.0.0.1:9,127.0.0.1:10 otlp-endpoint= pprof= runtime-profile=production trace-ratio=0.5"
 	if got := cfg.String(); got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
@@ -76,6 +78,11 @@ func TestParseCommand(t *testing.T) {
 		{[]string{"--discovery", "carrier-pigeon"}, "--ocp"},
 		{[]string{"--count", "x"}, "count"},
 		{[]string{"positional"}, "positional"},
+		{[]string{"--runtime-profile", "turbo"}, "flag -runtime-profile"},
+		{[]string{"--runtime-profile="}, "flag -runtime-profile"},
+		// The removed flags name their replacement.
+		{[]string{"--sysmon-park"}, "use --runtime-profile"},
+		{[]string{"--sched-batch=false"}, "use --runtime-profile"},
 	} {
 		cfg := defaultTestConfig()
 		run, err := parseQuiet(&cfg, tc.args)
@@ -83,6 +90,19 @@ func TestParseCommand(t *testing.T) {
 			t.Errorf("%v: run %v err %v, want a usage error naming %s", tc.args, run, err, tc.flag)
 		}
 	}
+	// The profile from the environment, and a removed flag's variable
+	// refused naming the replacement.
+	t.Setenv("CHF_RUNTIME_PROFILE", "lab")
+	cfg = defaultTestConfig()
+	if run, err := parseQuiet(&cfg, nil); !run || err != nil || cfg.Runtime.Profile != sched.Lab {
+		t.Errorf("CHF_RUNTIME_PROFILE=lab: run %v err %v profile %q", run, err, cfg.Runtime.Profile)
+	}
+	t.Setenv("CHF_SCHED_BATCH", "false")
+	cfg = defaultTestConfig()
+	if run, err := parseQuiet(&cfg, nil); run || !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "CHF_SCHED_BATCH") || !strings.Contains(err.Error(), "use --runtime-profile") {
+		t.Errorf("CHF_SCHED_BATCH=false: run %v err %v, want a usage error naming --runtime-profile", run, err)
+	}
+	os.Unsetenv("CHF_SCHED_BATCH")
 	cfg = defaultTestConfig()
 	if run, err := parseQuiet(&cfg, []string{"--help"}); run || !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: run %v err %v", run, err)
@@ -95,6 +115,12 @@ func parseQuiet(cfg Configurable, args []string) (bool, error) {
 }
 
 type quietConfig struct{ Configurable }
+
+// flagSetTo returns fs with its output set to w.
+func flagSetTo(fs *flag.FlagSet, w io.Writer) *flag.FlagSet {
+	fs.SetOutput(w)
+	return fs
+}
 
 func (q quietConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.SetOutput(io.Discard)
@@ -216,28 +242,46 @@ func TestGroupBackground(t *testing.T) {
 	}
 }
 
-// TestRuntimeFlags: --gomaxprocs, --sysmon-park and --gogc are every
-// service's; a negative --gomaxprocs or --gogc is refused naming the flag.
+// TestRuntimeFlags: --gomaxprocs, --gogc and --runtime-profile are every
+// service's, production by default; a negative --gomaxprocs or --gogc or
+// an unknown profile is refused naming the flag.
 func TestRuntimeFlags(t *testing.T) {
 	var b Base
 	b.Listen = "127.0.0.1:1"
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	b.RegisterFlags(fs, "listen")
-	if f := fs.Lookup("sched-batch"); f == nil || f.DefValue != "true" || b.Runtime.NoSchedBatch {
-		t.Fatalf("--sched-batch is not on by default: %+v", f)
+	if f := fs.Lookup("runtime-profile"); f == nil || f.DefValue != "production" || b.Runtime.Profile.SchedBatch() || b.Runtime.Profile.KeepSysmonAwake() {
+		t.Fatalf("--runtime-profile is not production by default: %+v", f)
 	}
-	if err := fs.Parse([]string{"--gomaxprocs", "1", "--sysmon-park", "--gogc", "400", "--sched-batch=false"}); err != nil {
+	if err := fs.Parse([]string{"--gomaxprocs", "1", "--gogc", "400", "--runtime-profile", "lab"}); err != nil {
 		t.Fatal(err)
 	}
-	if b.Runtime.GOMAXPROCS != 1 || !b.Runtime.SysmonPark || b.Runtime.GOGC != 400 || !b.Runtime.NoSchedBatch {
+	if b.Runtime.GOMAXPROCS != 1 || b.Runtime.GOGC != 400 || b.Runtime.Profile != sched.Lab || !b.Runtime.Profile.SchedBatch() || !b.Runtime.Profile.KeepSysmonAwake() {
 		t.Fatalf("parsed %+v", b.Runtime)
 	}
-	if err := fs.Parse([]string{"--sched-batch"}); err != nil || b.Runtime.NoSchedBatch {
-		t.Fatalf("--sched-batch: %v, %+v", err, b.Runtime)
+	if err := fs.Parse([]string{"--runtime-profile=production"}); err != nil || b.Runtime.Profile != sched.Production {
+		t.Fatalf("--runtime-profile=production: %v, %+v", err, b.Runtime)
 	}
-	if err := fs.Parse([]string{"--sched-batch=maybe"}); err == nil {
-		t.Fatal("--sched-batch=maybe parsed")
+	for _, bad := range [][]string{{"--runtime-profile", "Lab"}, {"--sysmon-park"}, {"--sched-batch"}} {
+		if err := fs.Parse(bad); err == nil {
+			t.Errorf("%v parsed", bad)
+		}
 	}
+	// The removed flags are neither in the usage nor in FlagString.
+	var usage strings.Builder
+	printDefaults(flagSetTo(fs, &usage))
+	if u := usage.String(); !strings.Contains(u, "-runtime-profile value") || strings.Contains(u, "sysmon-park") || strings.Contains(u, "sched-batch") {
+		t.Errorf("usage:\n%s", u)
+	}
+	if s := FlagString(fs); strings.Contains(s, "sysmon-park") || strings.Contains(s, "sched-batch") || !strings.Contains(s, "runtime-profile=production") {
+		t.Errorf("FlagString = %s", s)
+	}
+	b.Runtime.Profile = "turbo"
+	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "--runtime-profile") {
+		t.Fatalf("Validate with profile turbo = %v, want an error naming --runtime-profile", err)
+	}
+	b.Runtime.Profile = ""
 	if err := b.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/sched"
 )
 
 // About is the help text of the local command.
@@ -50,6 +51,9 @@ type CommandConfig struct {
 	LogLevel                    slog.Level
 	// GOMAXPROCS is each service's --gomaxprocs (Config.GOMAXPROCS).
 	GOMAXPROCS int
+	// RuntimeProfile is each service's --runtime-profile
+	// (Config.RuntimeProfile).
+	RuntimeProfile sched.Profile
 }
 
 // DefaultCommandConfig returns the defaults of the local flags.
@@ -80,6 +84,7 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AsliteCommit, "aslite-commit", c.AsliteCommit, "with --aslite-data-dir, aslite's --commit: sync (acknowledge after fsync) or interval")
 	fs.StringVar(&c.TLSDir, "tls-dir", c.TLSDir, "run every service over TLS, mTLS between them and on Nchf, with ca.pem, tls.crt and tls.key from this directory (a throwaway CA and certificate for 127.0.0.1 are made there when it has no ca.pem); the loadgen then needs --ca DIR/ca.pem --cert DIR/tls.crt --key DIR/tls.key; empty = cleartext")
 	fs.IntVar(&c.GOMAXPROCS, "gomaxprocs", c.GOMAXPROCS, "each service process's --gomaxprocs; 0 = its share of this box, max(1, CPUs / service processes), as a pod's CPU limit would size it (1 for the four processes on 2 CPUs); -1 = Go's default (one P per CPU in every process); a --cgw-args/--ocp-args/--abm-args --gomaxprocs overrides it for that service")
+	fs.Var(&c.RuntimeProfile, sched.FlagName, "each service process's --runtime-profile: production (Go's and the kernel's scheduler defaults) or lab (SCHED_BATCH and Go's sysmon kept awake: workarounds for machines with expensive thread wake-ups; chassis/README.md); a --cgw-args/--ocp-args/--abm-args/--aslite-args --runtime-profile overrides it for that service")
 	fs.BoolVar(&c.Quiet, "quiet", c.Quiet, "do not copy the services' logs to stderr")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "log level of the runner: debug, info, warn or error")
 }
@@ -179,7 +184,7 @@ func (c *CommandConfig) Config(log *slog.Logger) Config {
 		Accounts: c.Accounts, Balance: c.Balance, First: c.First, Logger: log, TLSDir: c.TLSDir,
 		AsliteDataDir: c.AsliteDataDir, AsliteCommit: c.AsliteCommit,
 		Args:   map[string][]string{"cgw": strings.Fields(c.CGWArgs), "ocp": strings.Fields(c.OCPArgs), "abm": strings.Fields(c.ABMArgs), "aslite": strings.Fields(c.AsliteArgs)},
-		CDRDir: c.CDRDir, GOMAXPROCS: c.GOMAXPROCS,
+		CDRDir: c.CDRDir, GOMAXPROCS: c.GOMAXPROCS, RuntimeProfile: c.RuntimeProfile,
 	}
 	cfg.Replicas, _ = ParseReplicas(c.Replicas) // Validate checked it
 	if c.Accounts == 0 {

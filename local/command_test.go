@@ -26,6 +26,7 @@ func TestConfigRejectsBadReplicasAndCommit(t *testing.T) {
 		{Exe: "/bin/true", Replicas: map[string]int{"aslite": 2}},
 		{Exe: "/bin/true", Replicas: map[string]int{"ocp": 0}},
 		{Exe: "/bin/true", AsliteCommit: "never"},
+		{Exe: "/bin/true", RuntimeProfile: "turbo"},
 	} {
 		if err := cfg.defaults(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", cfg, err)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/asd"
+	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -87,6 +88,11 @@ type Config struct {
 	// from in a pod. Negative = Go's default (every process one P per
 	// CPU).
 	GOMAXPROCS int
+	// RuntimeProfile is every service process's --runtime-profile (the
+	// zero value: sched.Production). Production, the services' default,
+	// is not passed, so that a chf binary older than the flag (a gate's
+	// baseline) still starts; a --runtime-profile in Args overrides it.
+	RuntimeProfile sched.Profile
 	// Logs receives the children's log lines, prefixed with their name
 	// (default os.Stderr; io.Discard to drop).
 	Logs io.Writer
@@ -265,6 +271,9 @@ func (cfg *Config) defaults() error {
 	if err := cfg.Store.validate(); err != nil {
 		return err
 	}
+	if err := cfg.RuntimeProfile.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if cfg.AsliteDataDir != "" && (cfg.Store.Kind != StoreAslite || cfg.Store.External != "") {
 		return fmt.Errorf("%w: aslite's data directory without aslite", ErrConfig)
 	}
@@ -386,6 +395,9 @@ func (c *CHF) startService(ctx context.Context, svc string, args []string) error
 		}
 		if c.cfg.GOMAXPROCS > 0 { // before cfg.Args, which may override it
 			ch.args = append([]string{"--gomaxprocs", strconv.Itoa(c.cfg.GOMAXPROCS)}, ch.args...)
+		}
+		if p := c.cfg.RuntimeProfile; p != "" && p != sched.Production { // the same
+			ch.args = append([]string{"--" + sched.FlagName, string(p)}, ch.args...)
 		}
 		if svc == "ocp" && c.cfg.CDRDir != "" {
 			dir := c.cfg.CDRDir

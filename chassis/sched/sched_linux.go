@@ -1,5 +1,8 @@
-// Package sched sets the Linux scheduling policy of this process's
-// threads (the services' --sched-batch, loadgen floor's relays).
+// Package sched holds the runtime profiles (--runtime-profile: Profile)
+// and what the lab profile does to a process: it sets the Linux
+// scheduling policy of the process's threads (Batch) and keeps Go's
+// sysmon awake (Reexec). The services (chassis.Runtime) and loadgen
+// floor's relays use it.
 package sched
 
 import (

@@ -52,7 +52,7 @@ func TestBinary(t *testing.T) {
 	if want := run(chf, "aslite", "--check-flags", "--listen", "127.0.0.1:3999"); got != want {
 		t.Errorf("aslite --check-flags:\n%s\nchf aslite --check-flags:\n%s", got, want)
 	}
-	for _, want := range []string{"listen=127.0.0.1:3999", "namespace=chf,other", "commit=interval"} {
+	for _, want := range []string{"listen=127.0.0.1:3999", "namespace=chf,other", "commit=interval", "runtime-profile=production"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("--check-flags lacks %q: %s", want, got)
 		}
@@ -61,6 +61,14 @@ func TestBinary(t *testing.T) {
 	err := exec.CommandContext(ctx, aslite, "--no-such-flag").Run()
 	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Errorf("bad flag: %v, want exit status 2", err)
+	}
+
+	// A bad runtime profile, and the flags it replaced, exit 2 naming it.
+	for _, args := range [][]string{{"--runtime-profile", "turbo"}, {"--sysmon-park"}, {"--sched-batch=false"}} {
+		out, err := exec.CommandContext(ctx, aslite, args...).CombinedOutput()
+		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "runtime-profile") {
+			t.Errorf("%v: %v, %s; want exit status 2 naming --runtime-profile", args, err, out)
+		}
 	}
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")

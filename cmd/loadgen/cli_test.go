@@ -164,6 +164,13 @@ func TestBadFlagValues(t *testing.T) {
 		{"run", []string{"--workers", "-1"}, "--workers"},
 		{"run", []string{"--pacing", "-1ms"}, "--pacing"},
 		{"run", []string{"--procs", "-1"}, "--procs"},
+		{"run", []string{"--runtime-profile", "turbo"}, "--runtime-profile"},
+		{"local", []string{"--runtime-profile", "Lab"}, "--runtime-profile"},
+		{"sweep", []string{"--runtime-profile", "fast"}, "--runtime-profile"},
+		{"gate", []string{"--baseline-chf", "a", "--candidate-chf", "b", "--runtime-profile", "x"}, "--runtime-profile"},
+		{"lab", []string{"--runtime-profile", "x"}, "-runtime-profile"},
+		{"floor", []string{"--runtime-profile", "x"}, "-runtime-profile"},
+		{"floor", []string{"--sched-batch=false"}, "use --runtime-profile"},
 		{"run", []string{"--conns", "-1"}, "--conns"},
 		// Counts allocated up front: a typo must not exhaust memory or
 		// abort the runtime (GOMAXPROCS 10^12: "procresize: invalid arg").

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/loadgen/floor"
 )
 
@@ -16,12 +17,12 @@ func init() {
 
 var floorHelp = help{
 	name:     "floor",
-	synopsis: "loadgen floor [--hops 4] [--rate 1000] [--duration 10s] [--size 400] [--relays go,raw] [--json FILE]",
+	synopsis: "loadgen floor [--hops 4] [--rate 1000] [--duration 10s] [--size 400] [--relays go,raw] [--runtime-profile production] [--json FILE]",
 	text: "Starts --hops relay processes in a chain on loopback TCP (as many as the CHF has processes: cgw, ocp, abm,\n" +
 		"aslite), sends one --size-byte exchange at a time through them at --rate, and reads each relay's CPU from /proc:\n" +
 		"what the wake-ups, system calls and loopback TCP of the hops cost per exchange before any CHF code runs. At light\n" +
 		"load a CHF transaction pays them in full, so compare `SUT CPU µs/transaction` of `loadgen local --rate R` with\n" +
-		"this at the same rate. go relays run as the services do (Go netpoller, GOMAXPROCS 1); raw relays block in read\n" +
+		"this at the same rate. go relays run as the services do (Go netpoller, GOMAXPROCS 1, --runtime-profile); raw relays block in read\n" +
 		"and write on one thread (the kernel's and the machine's share). See loadgen/README.md (The light-load floor).",
 }
 
@@ -37,13 +38,15 @@ func floorCmd(args []string) error {
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "paced exchanges before the window, >= 0")
 	fs.IntVar(&o.Size, "size", o.Size, "bytes of each request and answer (an Nchf request is about 400)")
 	relays := fs.String("relays", strings.Join(o.Relays, ","), "relay kinds to measure, in order: go (as the services run: Go netpoller, GOMAXPROCS 1), raw (blocking system calls on one thread)")
-	batch := fs.Bool("sched-batch", true, "run the relays under SCHED_BATCH, as the services run by default (chf --sched-batch); false = the kernel's default policy")
+	fs.Var(&o.Profile, sched.FlagName, "the relays' runtime profile, as the services take it (chf --runtime-profile): production (the kernel's default policy, Go's sysmon parks when idle) or lab (SCHED_BATCH, sysmon kept awake)")
+	fs.BoolFunc("sched-batch", "removed: use --runtime-profile", func(string) error {
+		return errors.New("--sched-batch was removed: use --runtime-profile (production: the kernel's default policy; lab: SCHED_BATCH and sysmon kept awake)")
+	})
 	jsonOut := fs.String("json", "", "also write the results to this file as JSON")
 	if err := parseFlags(fs, floorHelp, args); err != nil {
 		return err
 	}
 	o.Relays = strings.Split(*relays, ",")
-	o.NoSchedBatch = !*batch
 	if err := o.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -78,13 +81,14 @@ func floorRelay(args []string) error {
 	kind := fs.String("kind", floor.RelayGo, "go or raw")
 	next := fs.String("next", "", "host:port of the next relay; empty = answer")
 	size := fs.Int("size", 400, "bytes of each message")
-	batch := fs.Bool("sched-batch", true, "run under SCHED_BATCH")
+	profile := sched.Production
+	fs.Var(&profile, sched.FlagName, "production or lab")
 	if err := parseFlags(fs, floorHelp, args); err != nil {
 		return err
 	}
 	stop := onSignals()
 	defer stop.Stop()
-	err := floor.Serve(stop.Context(), *kind, *next, *size, *batch, os.Stdout)
+	err := floor.Serve(stop.Context(), *kind, *next, *size, profile, os.Stdout)
 	if errors.Is(err, floor.ErrInput) {
 		return usageError{err}
 	}

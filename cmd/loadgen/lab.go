@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/loadgen/lab"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
 	"github.com/chf-testbed/testbed/local"
@@ -53,6 +54,8 @@ func labCmd(args []string) error {
 	shRate := fs.Int("shaping-rate", 100, "--experiment shaping: bottleneck rate in Mbit/s")
 	shRTT := fs.Duration("shaping-rtt", 10*time.Millisecond, "--experiment shaping: reference RTT sizing the shaping queue (rate × RTT)")
 	logs := fs.Bool("logs", false, "copy the services' output to stderr (default: into lab.log in --out)")
+	var profile sched.Profile
+	fs.Var(&profile, sched.FlagName, "the CHF services' runtime profile (chf --runtime-profile): production (Go's and the kernel's scheduler defaults) or lab (SCHED_BATCH and Go's sysmon kept awake); recorded in every run's result and in lab.json")
 	var store storeFlags
 	store.register(fs)
 	fs.Usage = func() {
@@ -76,7 +79,7 @@ func labCmd(args []string) error {
 		Rate: *rate, KneeP99: *kneeP99, Pacing: *pacing, Duration: *duration, Warmup: *warmup, Trials: *trials, MTU: *mtu, Sweep: *sweep,
 		Experiment: *experiment, Out: *out, Accounts: *accounts, MatchGOMAXPROCS: *match,
 		IPerfTime: *iperfTime, ProbeCount: *probes, ShapingRateMbit: *shRate, ShapingRTT: *shRTT,
-		Progress: os.Stderr,
+		Progress: os.Stderr, RuntimeProfile: profile,
 	}
 	for _, m := range strings.Split(*models, ",") {
 		if m = strings.TrimSpace(m); m != "" {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/audit"
@@ -120,6 +121,9 @@ func (l *localFlags) apply(f *runFlags) error {
 		}
 		f.tls, f.localTLSDir = true, *l.tlsDir
 		f.caFile, f.certFile, f.keyFile = d.CA(), d.Cert(), d.Key()
+	}
+	if f.runtimeProfile == "" { // the services' default, which the run records
+		f.runtimeProfile = string(sched.Production)
 	}
 	set := setFlags(f.fs)
 	switch {
@@ -361,7 +365,7 @@ func localCmd(args []string) (err error) {
 		CHF: *l.chf, Accounts: *l.accounts, Balance: *l.balance, First: o.Scenario.Subscribers.First,
 		Logs: logs, Log: o.Log, CGWArgs: cgwFlags, OCPArgs: ocpFlags, ABMArgs: abmFlags, AsliteArgs: strings.Fields(*asliteArgs), Diameter: f.proto == "gy",
 		Replicas: reps, AsliteDataDir: *asliteDir, AsliteCommit: *asliteCommit,
-		TLSDir: f.localTLSDir, Plans: plans, CDRDir: *cdrDir, Store: l.store.config(f.outDir),
+		TLSDir: f.localTLSDir, Plans: plans, CDRDir: *cdrDir, Store: l.store.config(f.outDir), RuntimeProfile: sched.Profile(f.runtimeProfile),
 	})
 	if err != nil {
 		return s.wrap(err)

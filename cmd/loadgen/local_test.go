@@ -296,11 +296,19 @@ func localInterrupt(t *testing.T, chf string) {
 }
 
 // localRun runs `loadgen local --proto proto` for two seconds and checks
-// the outcome.
+// the outcome. Over Gy the services run the lab runtime profile, over
+// h2c the default, production: the services' own log (chf.log) and the
+// report's provenance say which ran.
 func localRun(t *testing.T, ctx context.Context, loadgen, chf, proto string) {
 	results := t.TempDir()
-	cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--proto", proto, "--duration", "2s", "--rate", "300",
-		"--warmup", "500ms", "--ramp-up", "500ms", "--accounts", "2000", "--results", results, "--progress", "plain")
+	args := []string{"local", "--chf", chf, "--proto", proto, "--duration", "2s", "--rate", "300",
+		"--warmup", "500ms", "--ramp-up", "500ms", "--accounts", "2000", "--results", results, "--progress", "plain"}
+	profile := "production"
+	if proto == "gy" {
+		profile = "lab"
+		args = append(args, "--runtime-profile", profile)
+	}
+	cmd := exec.CommandContext(ctx, loadgen, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("loadgen local: %v\n%s", err, out)
@@ -329,6 +337,10 @@ func localRun(t *testing.T, ctx context.Context, loadgen, chf, proto string) {
 	if !strings.Contains(string(out), "audit PASS") {
 		t.Errorf("summary does not show the audit:\n%s", out)
 	}
+	if res.Provenance.RuntimeProfile != profile || !strings.Contains(string(out), "chf runtime profile "+profile+"\n") {
+		t.Errorf("provenance runtime_profile %q, want %q; summary:\n%s", res.Provenance.RuntimeProfile, profile, out)
+	}
+	localRuntimeProfile(t, filepath.Join(dirs[0], "chf.log"), profile)
 	// The hops, from the services' own histograms: the front's requests
 	// (Nchf or Gy) and its calls to the OCP, and the ABM's Aerospike
 	// commands, each counted in the window.
@@ -350,5 +362,32 @@ func localRun(t *testing.T, ctx context.Context, loadgen, chf, proto string) {
 	}
 	if !strings.Contains(string(out), "hops (the services' histograms") {
 		t.Errorf("summary does not show the hops:\n%s", out)
+	}
+}
+
+// localRuntimeProfile checks in the services' log that each of the four
+// processes ran the runtime profile: under lab every one says SCHED_BATCH
+// and runs with sysmon's GODEBUG (it re-executed itself), under
+// production none.
+func localRuntimeProfile(t *testing.T, chfLog, profile string) {
+	t.Helper()
+	b, err := os.ReadFile(chfLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := profile == "lab"
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, "msg=\"go runtime\"") {
+			continue
+		}
+		n++
+		if !strings.Contains(line, "runtime_profile="+profile) || strings.Contains(line, "sched_batch=true") != lab ||
+			strings.Contains(line, "schedtrace=2147483647") != lab {
+			t.Errorf("a service under --runtime-profile %s logged: %s", profile, line)
+		}
+	}
+	if n != 4 { // aslite, abm, ocp, cgw
+		t.Errorf("%d services logged their runtime, want 4:\n%s", n, b)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
@@ -89,6 +90,9 @@ type runFlags struct {
 	tls                       bool
 	localTLSDir               string // loadgen local / sweep --local --tls-dir
 	localCDRDir               string // sweep --local --cdr-dir
+	// runtimeProfile is the CHF's runtime profile (--runtime-profile):
+	// given to the services a command starts, recorded in the report.
+	runtimeProfile string
 	// chfVersion is the system under test's version when known.
 	chfVersion string
 	// afterRun, when set, sees the run's result (and error) before the
@@ -152,6 +156,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.reauthorize, "reauthorize", 0, "share 0..1 of sessions the loadgen has the CHF re-authorise during the run (POST /chf/v1/accounts/{supi}/reauthorize, halfway to the session's next request): the CHF notifies the session (Nchf ChargingNotify REAUTHORIZATION to the notifyUri the loadgen serves, Gy RAR), the loadgen answers with an update, and the report gives the round trip; overrides the scenario's notifications.reauthorize")
 	fs.Float64Var(&f.abortShare, "abort", 0, "share 0..1 of sessions the loadgen has the CHF abort (POST .../abort: ABORT_CHARGING or a Gy ASR, answered by releasing the session); overrides the scenario's notifications.abort")
 	fs.StringVar(&f.notifyListen, "notify-listen", "", "host:port the Nchf driver serves its notifyUri on (HTTP/2 cleartext; every create then carries notifyUri http://HOST:PORT/notify/<flow>, and notifications are answered as an SMF would); the host must be one the CHF reaches; empty = off, or 127.0.0.1:0 when the scenario triggers notifications")
+	fs.StringVar(&f.runtimeProfile, sched.FlagName, "", "the CHF services' runtime profile (chf --runtime-profile): production or lab; recorded in the report (provenance runtime_profile). loadgen local, sweep --local and gate start the services with it (empty = production, their default); against a CHF loadgen did not start, state the one it runs (the chf chart's runtimeProfile), empty = not known")
 	fs.StringVar(&f.operatorToken, "operator-token-file", "", "file holding the bearer token of the CHF's operator API (the CGW's --operator-token-file), sent on --reauthorize and --abort and on every balance read over Nchf (the audit's, and balance inquiries), which a CGW with a token guards; loadgen local, sweep and gate give their CGW the same file; empty sends none (a loopback CGW without a token accepts that)")
 	fs.StringVar(&f.caFile, "ca", "", "with https:// targets: PEM bundle of the CAs that sign the CGW's certificate (empty = the system roots)")
 	fs.StringVar(&f.certFile, "cert", "", "with https:// targets: PEM client certificate to present (mTLS), with --key")
@@ -329,6 +334,8 @@ func (f *runFlags) checkFlags() error {
 		return bad("pacing", "must not be negative, got %s", f.pacing)
 	case f.procs < 0 || f.procs > chassis.MaxGOMAXPROCS:
 		return bad("procs", "must be 0..%d, got %d", chassis.MaxGOMAXPROCS, f.procs)
+	case f.runtimeProfile != "" && sched.Profile(f.runtimeProfile).Validate() != nil:
+		return bad(sched.FlagName, "%q: want production or lab", f.runtimeProfile)
 	case f.conns < 0 || f.conns > maxConns:
 		return bad("conns", "must be 0..%d, got %d", maxConns, f.conns)
 	case f.initialBalance < 0:
@@ -404,6 +411,7 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 	o.Provenance.CommandLine = os.Args
 	o.Provenance.Flags = flagValues(f.fs)
 	o.Provenance.ScenarioHash = hash
+	o.Provenance.RuntimeProfile = f.runtimeProfile
 	if f.tariffFile != "" {
 		if o.Tariff, err = audit.LoadTariff(f.tariffFile); err != nil {
 			return o, usageError{fmt.Errorf("invalid --tariff: %w", err)}

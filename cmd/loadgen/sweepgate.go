@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/run"
@@ -249,7 +250,7 @@ func startTestbed(ctx context.Context, chf string, accounts int, balance int64, 
 		return nil, err
 	}
 	tb, err := testbed.Start(ctx, testbed.Options{CHF: chf, Accounts: accounts, Balance: balance, First: first, Logs: logs, Log: log, Diameter: f.proto == "gy", TLSDir: f.localTLSDir,
-		CGWArgs: cgwArgs, OCPArgs: ocpArgs, Plans: plans, Store: st})
+		CGWArgs: cgwArgs, OCPArgs: ocpArgs, Plans: plans, Store: st, RuntimeProfile: sched.Profile(f.runtimeProfile)})
 	if err != nil {
 		logs.Close()
 		return nil, err

@@ -248,7 +248,11 @@ func (t *Table) writeProvenance(w io.Writer) {
 	}
 	for _, run := range t.Runs {
 		r, p := run.Result, run.Result.Provenance
-		fmt.Fprintf(w, "| %s | %s | %s | %s (%s) | %s | %s x%d | %s |\n", run.Label, na(p.LoadgenVersion), na(p.CHFVersion), r.Scenario.Name,
+		chf := na(p.CHFVersion)
+		if p.RuntimeProfile != "" {
+			chf += ", runtime profile " + p.RuntimeProfile
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s (%s) | %s | %s x%d | %s |\n", run.Label, na(p.LoadgenVersion), chf, r.Scenario.Name,
 			na(p.ScenarioHash), na(p.Host), na(p.CPUModel), p.CPUs, r.Started.UTC().Format("2006-01-02 15:04:05Z"))
 	}
 }

@@ -13,9 +13,10 @@
 //
 // Two relays are measured:
 //
-//   - go: a Go process as the services run (GOMAXPROCS 1, sysmon kept
-//     polling and SCHED_BATCH as chassis.Runtime does), reading and
-//     writing through net.Conn, so through Go's netpoller and scheduler;
+//   - go: a Go process as the services run (GOMAXPROCS 1, and the
+//     runtime profile of Options.Profile as chassis.Runtime applies it),
+//     reading and writing through net.Conn, so through Go's netpoller
+//     and scheduler;
 //   - raw: blocking read and write system calls on one locked thread (no
 //     netpoller, no scheduler): what the kernel and the machine cost.
 //
@@ -40,7 +41,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
@@ -64,10 +64,11 @@ type Options struct {
 	Warmup   time.Duration // paced exchanges before the window
 	Size     int           // request and answer bytes, 1..MaxSize
 	Relays   []string      // RelayGo and/or RelayRaw, measured in this order
-	// NoSchedBatch keeps the kernel's default scheduling policy for the
-	// relays (--sched-batch=false); by default they run under SCHED_BATCH
-	// as the services do (chassis.Runtime).
-	NoSchedBatch bool
+	// Profile is the relays' runtime profile (--runtime-profile), as the
+	// services apply it (chassis.Runtime): sched.Production (the zero
+	// value) changes nothing; sched.Lab runs them under SCHED_BATCH and
+	// the go relays with Go's sysmon kept awake.
+	Profile sched.Profile
 	// Exe is the binary that serves a relay (`Exe floor relay ...`);
 	// empty = this process's own executable.
 	Exe string
@@ -100,6 +101,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: --warmup %v: want 0..1h", ErrInput, o.Warmup)
 	case o.Size < 1 || o.Size > MaxSize:
 		return fmt.Errorf("%w: --size %d: want 1..%d", ErrInput, o.Size, MaxSize)
+	case o.Profile.Validate() != nil:
+		return fmt.Errorf("%w: --%s %q: want production or lab", ErrInput, sched.FlagName, o.Profile)
 	case len(o.Relays) == 0:
 		return fmt.Errorf("%w: --relays: name go, raw or both", ErrInput)
 	}
@@ -114,13 +117,15 @@ func (o Options) Validate() error {
 // Result is one relay kind's measurement.
 type Result struct {
 	Relay string `json:"relay"`
-	// SchedBatch: the relays ran under SCHED_BATCH.
-	SchedBatch bool    `json:"sched_batch"`
-	Hops       int     `json:"hops"`
-	Size       int     `json:"size"`
-	Offered    float64 `json:"offered_per_s"`
-	Achieved   float64 `json:"achieved_per_s"`
-	Exchanges  int64   `json:"exchanges"`
+	// RuntimeProfile is the relays' runtime profile (Options.Profile);
+	// SchedBatch says whether they ran under SCHED_BATCH (lab).
+	RuntimeProfile string  `json:"runtime_profile"`
+	SchedBatch     bool    `json:"sched_batch"`
+	Hops           int     `json:"hops"`
+	Size           int     `json:"size"`
+	Offered        float64 `json:"offered_per_s"`
+	Achieved       float64 `json:"achieved_per_s"`
+	Exchanges      int64   `json:"exchanges"`
 	// Late counts exchanges sent more than 2 ms after their scheduled
 	// time (the previous one had not come back).
 	Late int64 `json:"late"`
@@ -178,24 +183,27 @@ type relay struct {
 // startRelay starts `exe floor relay` of kind, forwarding to next (empty:
 // it answers itself), and waits for the address it listens on.
 func startRelay(ctx context.Context, o Options, kind, next string) (*relay, error) {
-	args := []string{"floor", "relay", "--kind", kind, "--size", strconv.Itoa(o.Size), "--sched-batch=" + strconv.FormatBool(!o.NoSchedBatch)}
+	args := []string{"floor", "relay", "--kind", kind, "--size", strconv.Itoa(o.Size), "--" + sched.FlagName, o.Profile.String()}
 	if next != "" {
 		args = append(args, "--next", next)
 	}
 	cmd := exec.Command(o.Exe, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// go: sysmon kept polling as chassis.Runtime runs the services (Serve
-	// sets their one P); raw: no asynchronous preemption (readFull).
-	env := []string{"GODEBUG=" + chassis.SysmonAwake}
-	if kind == RelayRaw {
-		env[0] = "GODEBUG=asyncpreemptoff=1"
-	}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GODEBUG=") {
-			env = append(env, kv)
+	// go: as chassis.Runtime runs the services under the profile (Serve
+	// sets their one P and the policy), sysmon kept polling under lab;
+	// raw: no asynchronous preemption (readFull).
+	switch {
+	case kind == RelayRaw:
+		env := []string{"GODEBUG=asyncpreemptoff=1"}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "GODEBUG=") {
+				env = append(env, kv)
+			}
 		}
+		cmd.Env = env
+	case o.Profile.KeepSysmonAwake():
+		cmd.Env = sched.SysmonAwakeEnv(os.Environ())
 	}
-	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("cannot start a relay: %w", err)
@@ -243,7 +251,7 @@ func (r *relay) kill() {
 // measure builds a chain of relays of kind, paces exchanges through it
 // and reads the relays' CPU over the window.
 func measure(ctx context.Context, o Options, kind string) (Result, error) {
-	res := Result{Relay: kind, SchedBatch: !o.NoSchedBatch, Hops: o.Hops, Size: o.Size, Offered: o.Rate}
+	res := Result{Relay: kind, RuntimeProfile: o.Profile.String(), SchedBatch: o.Profile.SchedBatch(), Hops: o.Hops, Size: o.Size, Offered: o.Rate}
 	relays := make([]*relay, o.Hops)
 	defer func() {
 		for _, r := range relays {
@@ -375,19 +383,22 @@ func pace(ctx context.Context, c net.Conn, buf []byte, gap, d time.Duration, h *
 // Serve is a relay process: it listens on loopback, prints its address on
 // out, takes one connection and passes each size-byte message to next
 // (dialled once) and its answer back, or answers it itself when next is
-// empty, until the connection ends or ctx does. batch puts its threads
-// under SCHED_BATCH first.
-func Serve(ctx context.Context, kind, next string, size int, batch bool, out io.Writer) error {
+// empty, until the connection ends or ctx does. Under the lab profile
+// its threads run under SCHED_BATCH (its parent sets GODEBUG).
+func Serve(ctx context.Context, kind, next string, size int, profile sched.Profile, out io.Writer) error {
 	if kind != RelayGo && kind != RelayRaw {
 		return fmt.Errorf("%w: --kind %q: want go or raw", ErrInput, kind)
 	}
 	if size < 1 || size > MaxSize {
 		return fmt.Errorf("%w: --size %d: want 1..%d", ErrInput, size, MaxSize)
 	}
+	if err := profile.Validate(); err != nil {
+		return fmt.Errorf("%w: --%s: %w", ErrInput, sched.FlagName, err)
+	}
 	runtime.GOMAXPROCS(1)
-	if batch {
+	if profile.SchedBatch() {
 		if err := sched.Batch(); err != nil {
-			return fmt.Errorf("cannot run the relay under SCHED_BATCH (--sched-batch=false runs it without): %w", err)
+			return fmt.Errorf("cannot run the relay under SCHED_BATCH (--runtime-profile production runs it without): %w", err)
 		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -509,11 +520,11 @@ func Write(w io.Writer, rs []Result) {
 		fmt.Fprintf(w, "%-6s %5d %10.0f %10.0f %7.3fms %7.3fms %14.1f %12.1f %12.1f %8.1f\n", r.Relay, r.Hops, r.Offered, r.Achieved, r.RTT.P50, r.RTT.P99, r.TotalUs, r.PerHopUs, r.ClientUs, r.StealPercent)
 	}
 	if len(rs) > 0 {
-		policy := "SCHED_BATCH"
-		if !rs[0].SchedBatch {
-			policy = "the kernel's default policy"
+		policy := "the kernel's default policy, Go's sysmon parking when idle"
+		if rs[0].SchedBatch {
+			policy = "SCHED_BATCH, Go's sysmon kept awake"
 		}
-		fmt.Fprintf(w, "relays under %s; CPU per exchange from /proc (10 ms ticks, over %d exchanges)\n", policy, rs[0].Exchanges)
+		fmt.Fprintf(w, "relays' runtime profile %s (%s); CPU per exchange from /proc (10 ms ticks, over %d exchanges)\n", orProduction(rs[0].RuntimeProfile), policy, rs[0].Exchanges)
 	}
 	for _, r := range rs {
 		parts := make([]string, len(r.RelayUs))
@@ -522,4 +533,13 @@ func Write(w io.Writer, rs []Result) {
 		}
 		fmt.Fprintf(w, "%s relays' CPU µs per exchange, first hop first: %s\n", r.Relay, strings.Join(parts, " "))
 	}
+}
+
+// orProduction is p, or production for a result written before the
+// profile was recorded.
+func orProduction(p string) string {
+	if p == "" {
+		return string(sched.Production)
+	}
+	return p
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chf-testbed/testbed/chassis/sched"
 )
 
 // TestMain lets the test binary serve as the relay binary: Measure starts
@@ -20,9 +22,10 @@ func TestMain(m *testing.M) {
 		kind := fs.String("kind", "", "")
 		next := fs.String("next", "", "")
 		size := fs.Int("size", 0, "")
-		batch := fs.Bool("sched-batch", false, "")
+		profile := sched.Production
+		fs.Var(&profile, sched.FlagName, "")
 		_ = fs.Parse(os.Args[3:])
-		if err := Serve(context.Background(), *kind, *next, *size, *batch, os.Stdout); err != nil {
+		if err := Serve(context.Background(), *kind, *next, *size, profile, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -57,6 +60,9 @@ func TestMeasureChain(t *testing.T) {
 		t.Fatalf("results %+v", rs)
 	}
 	for _, r := range rs {
+		if r.RuntimeProfile != "production" || r.SchedBatch {
+			t.Errorf("%s: runtime profile %q, SCHED_BATCH %v; want production by default", r.Relay, r.RuntimeProfile, r.SchedBatch)
+		}
 		if r.Exchanges < 300 || r.Achieved < 0.75*o.Rate || r.Achieved > 1.05*o.Rate {
 			t.Errorf("%s: %d exchanges at %.0f/s, offered %.0f/s", r.Relay, r.Exchanges, r.Achieved, o.Rate)
 		}
@@ -72,7 +78,7 @@ func TestMeasureChain(t *testing.T) {
 	}
 	var table strings.Builder
 	Write(&table, rs)
-	if !strings.Contains(table.String(), "CPU µs/exch") || !strings.Contains(table.String(), "raw relays' CPU µs per exchange, first hop first:") {
+	if !strings.Contains(table.String(), "CPU µs/exch") || !strings.Contains(table.String(), "runtime profile production") || !strings.Contains(table.String(), "raw relays' CPU µs per exchange, first hop first:") {
 		t.Errorf("table:\n%s", table.String())
 	}
 }
@@ -143,8 +149,12 @@ func TestOptionsValidate(t *testing.T) {
 	if err := Defaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}
-	if err := Serve(context.Background(), "fast", "", 10, true, nil); !errors.Is(err, ErrInput) {
+	f(func(o *Options) { o.Profile = "turbo" }, "--runtime-profile")
+	if err := Serve(context.Background(), "fast", "", 10, sched.Lab, nil); !errors.Is(err, ErrInput) {
 		t.Errorf("Serve with a bad kind: %v", err)
+	}
+	if err := Serve(context.Background(), RelayGo, "", 10, "turbo", nil); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "--runtime-profile") {
+		t.Errorf("Serve with a bad profile: %v", err)
 	}
 }
 
@@ -160,7 +170,7 @@ func TestRelayNextUnreachable(t *testing.T) {
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, RelayGo, ln, 8, false, w); w.Close() }()
+	go func() { done <- Serve(ctx, RelayGo, ln, 8, sched.Production, w); w.Close() }()
 	buf := make([]byte, 64)
 	n, _ := r.Read(buf)
 	addr := strings.TrimSpace(string(buf[:n]))

@@ -32,9 +32,9 @@ func (r *Report) HTML() string {
 	if k := r.kneeNote(); k != "" {
 		fmt.Fprintf(&b, ". %s", html.EscapeString(k))
 	}
-	fmt.Fprintf(&b, "; %.0f s per run; %d trial(s); MTU %d; wall time %.0f s.</li><li>Pinning: %s</li><li>GOMAXPROCS: %s</li>"+
+	fmt.Fprintf(&b, "; %.0f s per run; %d trial(s); MTU %d; wall time %.0f s.</li><li>Pinning: %s</li><li>GOMAXPROCS: %s</li><li>CHF runtime profile: %s</li>"+
 		"<li>Cells: median over trials (min–max); a difference inside the ranges is \"no measurable difference\".</li></ul>\n",
-		r.DurationS, r.Trials, r.MTU, r.WallS, html.EscapeString(r.PinNote), html.EscapeString(r.GOMAXPROCSNote))
+		r.DurationS, r.Trials, r.MTU, r.WallS, html.EscapeString(r.PinNote), html.EscapeString(r.GOMAXPROCSNote), html.EscapeString(orNA(r.RuntimeProfile)))
 	if r.Kind == "lab" {
 		head, rows := r.table()
 		htmlTable(&b, head, rows)
@@ -164,6 +164,14 @@ func (r *Report) barChart(title, figure, unit string) (svg string) {
 	s := buf.String()
 	if i := strings.Index(s, "<svg"); i > 0 {
 		s = s[i:]
+	}
+	return s
+}
+
+// orNA is s, or "n/a" when empty (a report written before the field).
+func orNA(s string) string {
+	if s == "" {
+		return "n/a"
 	}
 	return s
 }

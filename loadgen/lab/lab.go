@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/report"
 )
@@ -81,6 +82,10 @@ type Options struct {
 	// the store's pod instead of aslite; the role keeps its name,
 	// "aslite", in the report's columns.
 	AsdBinary string
+	// RuntimeProfile is every CHF service's --runtime-profile (the zero
+	// value: production, the services' default, not passed), recorded in
+	// every run's result and in the report.
+	RuntimeProfile sched.Profile
 }
 
 // Upper bounds of the options: the accounts are provisioned on every
@@ -95,6 +100,9 @@ const (
 
 // Validate reports the first bad option, naming its flag.
 func (o *Options) Validate() error {
+	if err := o.RuntimeProfile.Validate(); err != nil {
+		return fmt.Errorf("--%s: %w", sched.FlagName, err)
+	}
 	if len(o.Models) == 0 {
 		return errors.New("--models: at least one model")
 	}
@@ -461,6 +469,9 @@ func (l *Lab) startCHF(ctx context.Context, t *Topology, pinned bool) (*chf, err
 	p := t.Places
 	cpus := l.cpuSets(pinned)
 	spawn := func(role string, args ...string) error {
+		if rp := l.o.RuntimeProfile; rp != "" && rp != sched.Production {
+			args = append(args, "--"+sched.FlagName, string(rp))
+		}
 		pr, err := start(role, p[role].NS, cpus[role], l.env(role, pinned), l.o.Logs, append([]string{l.o.CHF, role}, args...)...)
 		if err != nil {
 			return err
@@ -615,6 +626,7 @@ func (l *Lab) loadArgs(c *chf, duration time.Duration) []string {
 		"--duration", duration.String(), "--warmup", l.o.Warmup.String(), "--ramp-up", "1s",
 		"--subscribers", strconv.Itoa(l.o.Accounts), "--initial-balance", strconv.Itoa(balance),
 		"--progress", "off", "--log-level", "warn", "--pacing", l.o.Pacing.String(),
+		"--" + sched.FlagName, l.o.RuntimeProfile.String(),
 	}
 	for _, role := range []string{"aslite", "abm", "ocp", "cgw"} {
 		args = append(args, "--cpu", role+"=pid:"+strconv.Itoa(c.procs[role].Pid()))

@@ -26,6 +26,8 @@ type Report struct {
 	// Store is the store's program in the "aslite" role: "aslite" or
 	// "asd (Aerospike server PATH)".
 	Store string `json:"store,omitempty"`
+	// RuntimeProfile is the CHF services' runtime profile (Options).
+	RuntimeProfile string `json:"runtime_profile"`
 	// GOMAXPROCSNote says what Go sized GOMAXPROCS from and what the lab did.
 	GOMAXPROCSNote string `json:"gomaxprocs_note"`
 	// GoDefaultGOMAXPROCS is what an unpinned Go process picks itself.
@@ -201,6 +203,7 @@ func (l *Lab) newReport() *Report {
 		RateTPS:   l.o.Rate,
 		DurationS: l.o.Duration.Seconds(), Trials: l.o.Trials, MTU: l.o.MTU,
 		Baseline: rowKey(l.o.Baseline, l.o.BaselinePinned), KneeRetries: l.retries(), KneeStealRetries: l.stealRetries(),
+		RuntimeProfile: l.o.RuntimeProfile.String(),
 	}
 }
 
@@ -552,6 +555,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "- Pinning: %s\n- GOMAXPROCS: %s\n", r.PinNote, r.GOMAXPROCSNote)
 	if r.Store != "" {
 		fmt.Fprintf(&b, "- Store (the aslite role's process): %s\n", r.Store)
+	}
+	if r.RuntimeProfile != "" {
+		fmt.Fprintf(&b, "- CHF runtime profile: %s\n", r.RuntimeProfile)
 	}
 	fmt.Fprintf(&b, "- Cells: median over trials, (min–max) when they differ; a difference to the baseline inside the trial ranges is \"no measurable difference\". Network columns: iperf3 TCP client pod → cgw pod, and a 64-byte TCP request/response probe on the same path.\n\n")
 	if r.Kind == "lab" {

@@ -3,10 +3,11 @@ package report
 import (
 	"errors"
 	"fmt"
-	"github.com/chf-testbed/testbed/loadgen/cpu"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
@@ -359,8 +360,30 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 	if startNote != "" {
 		out.Warnings = append(out.Warnings, startNote)
 	}
+	var profileNote string
+	out.Provenance.RuntimeProfile, profileNote = mergeRuntimeProfile(in)
+	if profileNote != "" {
+		out.Warnings = append(out.Warnings, profileNote)
+	}
 	out.CheckThresholds(in[0].thresholdList())
 	return out, nil
+}
+
+// mergeRuntimeProfile returns the CHF runtime profile the shards state:
+// the one they agree on (shards that state none do not disagree), else
+// each one stated, comma-separated, with a warning.
+func mergeRuntimeProfile(in []*Result) (profile, warning string) {
+	var list []string
+	for _, r := range in {
+		if p := r.Provenance.RuntimeProfile; p != "" && !slices.Contains(list, p) {
+			list = append(list, p)
+		}
+	}
+	profile = strings.Join(list, ",")
+	if len(list) > 1 {
+		warning = fmt.Sprintf("the shards state different CHF runtime profiles (%s): they measured one CHF, so all but one --runtime-profile are wrong", profile)
+	}
+	return profile, warning
 }
 
 // addCounts adds src into dst (allocated when needed) and returns dst.

@@ -270,3 +270,48 @@ func TestMergeChecksStartAt(t *testing.T) {
 		t.Errorf("a shard without --start-at: %v, warnings %q", err, m.Warnings)
 	}
 }
+
+// TestMergeRuntimeProfile: merged shards keep the CHF runtime profile
+// they agree on (a shard stating none does not disagree); different ones
+// are listed and warned about. The summary and the provenance table show
+// it.
+func TestMergeRuntimeProfile(t *testing.T) {
+	sc := scenario.Default()
+	mk := func(shard, profile string) *Result {
+		r, err := Build(statsOf([]sample{{op: engine.OpBalance, lat: time.Millisecond, svc: time.Millisecond}}, time.Second), sc, []string{"a:1"}, "h2c", nil, audit.Result{Skipped: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Shard, r.Provenance.ScenarioHash, r.Provenance.RuntimeProfile = shard, "h", profile
+		r.Provenance.Flags = map[string]string{StartAtFlag: "2026-12-01T10:00:00Z"}
+		return r
+	}
+	f := func(want string, warn bool, profiles ...string) {
+		t.Helper()
+		var in []*Result
+		for i, p := range profiles {
+			in = append(in, mk(fmt.Sprintf("%d/%d", i, len(profiles)), p))
+		}
+		m, err := Merge(MergeOptions{}, in...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := len(m.Warnings) == 1 && strings.Contains(m.Warnings[0], "different CHF runtime profiles")
+		if m.Provenance.RuntimeProfile != want || warned != warn || !warn && len(m.Warnings) != 0 {
+			t.Errorf("%q: merged %q, warnings %q; want %q, warning %v", profiles, m.Provenance.RuntimeProfile, m.Warnings, want, warn)
+		}
+		var sum, md strings.Builder
+		m.WriteSummary(&sum)
+		m.WriteProvenance(&md)
+		if want != "" && !strings.Contains(sum.String(), "chf runtime profile "+want+"\n") {
+			t.Errorf("summary lacks the profile %q:\n%s", want, sum.String())
+		}
+		if row := "| chf runtime profile | " + orNA(want) + " |"; !strings.Contains(md.String(), row) {
+			t.Errorf("provenance lacks %q:\n%s", row, md.String())
+		}
+	}
+	f("lab", false, "lab", "lab")
+	f("production", false, "production", "", "production")
+	f("", false, "", "")
+	f("production,lab", true, "production", "lab", "production")
+}

@@ -33,6 +33,12 @@ type Provenance struct {
 	// Store is the CHF's store when loadgen started the CHF (loadgen
 	// local, sweep --local, gate).
 	Store *Store `json:"store,omitempty"`
+	// RuntimeProfile is the CHF services' runtime profile (chf
+	// --runtime-profile: production or lab): the one loadgen started
+	// them with (loadgen local, sweep --local, gate, lab), else the one
+	// its --runtime-profile states; empty = not known. Merged shards that
+	// state different ones list them, comma-separated.
+	RuntimeProfile string `json:"runtime_profile,omitempty"`
 }
 
 // Store names the store of the system under test.

@@ -24,6 +24,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if p.Store != nil {
 		fmt.Fprintf(w, "store %s\n", p.Store)
 	}
+	if p.RuntimeProfile != "" {
+		fmt.Fprintf(w, "chf runtime profile %s\n", p.RuntimeProfile)
+	}
 	if c := p.Cluster; c != nil {
 		pods := make([]string, 0, len(c.Placement))
 		for pod, node := range c.Placement {
@@ -385,9 +388,9 @@ func cdrVerdict(c *audit.CDRResult) string {
 func (r *Result) WriteProvenance(w io.Writer) {
 	p := r.Provenance
 	fmt.Fprintf(w, "| provenance | |\n|---|---|\n")
-	fmt.Fprintf(w, "| label | %s |\n| loadgen / chf / Go | %s / %s / %s |\n| scenario | %s (hash %s) |\n| host | %s |\n| kernel | %s |\n| CPU | %s x%d |\n| store | %s |\n| command | `%s` |\n\n",
+	fmt.Fprintf(w, "| label | %s |\n| loadgen / chf / Go | %s / %s / %s |\n| scenario | %s (hash %s) |\n| host | %s |\n| kernel | %s |\n| CPU | %s x%d |\n| store | %s |\n| chf runtime profile | %s |\n| command | `%s` |\n\n",
 		orNA(r.Label), orNA(p.LoadgenVersion), orNA(p.CHFVersion), orNA(p.GoVersion), r.Scenario.Name, orNA(p.ScenarioHash), orNA(p.Host), orNA(p.Kernel), orNA(p.CPUModel), p.CPUs,
-		p.Store, strings.Join(p.CommandLine, " "))
+		p.Store, orNA(p.RuntimeProfile), strings.Join(p.CommandLine, " "))
 }
 
 // mdVerdict makes the verdict stand out (bold; red on the page when it

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/local"
 )
@@ -55,6 +56,9 @@ type Options struct {
 	// CDRDir is the OCPs' --cdr-dir (local.Config.CDRDir: a subdirectory
 	// per OCP when there are several); empty = no CDRs.
 	CDRDir string
+	// RuntimeProfile is every service's --runtime-profile
+	// (local.Config.RuntimeProfile; the zero value: production).
+	RuntimeProfile sched.Profile
 }
 
 // Testbed is a running local CHF.
@@ -126,7 +130,7 @@ func Start(ctx context.Context, o Options) (*Testbed, error) {
 		Exe: exe, Nchf: "127.0.0.1:0", Accounts: o.Accounts, Balance: o.Balance, First: o.First,
 		Logs: o.Logs, Logger: o.Log, Args: args, TLSDir: o.TLSDir,
 		Replicas: o.Replicas, AsliteDataDir: o.AsliteDataDir, AsliteCommit: o.AsliteCommit, Plans: o.Plans,
-		CDRDir: o.CDRDir, Store: o.Store,
+		CDRDir: o.CDRDir, Store: o.Store, RuntimeProfile: o.RuntimeProfile,
 	}
 	if o.Diameter {
 		cfg.Diameter = "127.0.0.1:0"
