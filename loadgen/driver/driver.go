@@ -141,6 +141,11 @@ type Outcome struct {
 	// failed MSCC's code): the engine counts such a refusal during an
 	// abort's bar as barred, not failed.
 	Barred bool
+	// RatingGroupRefused is set when the CHF answered the request as a
+	// whole but refused a rating group in it (Nchf multipleUnitInformation
+	// resultCode, Gy MSCC Result-Code): Class names that refusal ("rg_…"),
+	// and the answer still reports what it charged.
+	RatingGroupRefused bool
 	// RetryAfter is how long the CHF asked the client to wait before
 	// sending the request again (Nchf Retry-After on a 503); 0 when it
 	// did not say.

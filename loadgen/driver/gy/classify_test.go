@@ -1,6 +1,7 @@
 package gy
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
@@ -29,7 +30,7 @@ func TestClassifyOutcome(t *testing.T) {
 		e := exchange{ans: c.ans}
 		var o driver.Outcome
 		e.classify(driver.ChargeUpdate, &o)
-		if o.Class != c.class || o.Resolved != c.resolved || o.Shed != c.shed || o.Gone != c.gone || o.Barred != c.barred {
+		if o.Class != c.class || o.Resolved != c.resolved || o.Shed != c.shed || o.Gone != c.gone || o.Barred != c.barred || o.RatingGroupRefused != strings.HasPrefix(c.class, "rg_") {
 			t.Errorf("%s: outcome %+v", c.name, o)
 		}
 	}

@@ -297,6 +297,7 @@ func (e *exchange) classify(op driver.ChargeOp, o *driver.Outcome) {
 			if c := a.Grants[i].ResultCode; c != 0 && c != wire.ResultSuccess {
 				o.Class = class(rgClasses, "rg_other", c)
 				o.Barred = c == wire.ResultEndUserServiceDenied
+				o.RatingGroupRefused = true
 				break
 			}
 		}

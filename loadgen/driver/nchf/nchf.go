@@ -303,6 +303,7 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 		FailedResultCodes(m.rbody, func(code []byte) {
 			if o.Class == "" {
 				o.Class = "rg_" + string(code)
+				o.RatingGroupRefused = true
 			}
 		})
 	}

@@ -89,7 +89,7 @@ func TestClassify(t *testing.T) {
 		m.status, m.location, m.rbody = c.status, []byte(c.location), []byte(c.body)
 		classify(c.op, &m, &o)
 		barred := c.status == 403 // END_USER_REQUEST_DENIED: what an account bar answers
-		if o.Class != c.class || string(o.Ref) != c.ref || o.Resolved != c.resolved || o.Gone != c.gone || o.Barred != barred {
+		if o.Class != c.class || string(o.Ref) != c.ref || o.Resolved != c.resolved || o.Gone != c.gone || o.Barred != barred || o.RatingGroupRefused != strings.HasPrefix(c.class, "rg_") {
 			t.Errorf("op %d status %d: outcome %+v ref %q", c.op, c.status, o, o.Ref)
 		}
 	}
