@@ -419,184 +419,245 @@ func (a *account) openSessions() int {
 
 // apply runs one charging event on the decoded account at time now (unix
 // seconds) and fills resp. It reports whether the record must be written.
-// resp.Lines is reused.
+// resp.Lines is reused. The requests that do not charge (the sweep's
+// expiry, an inquiry, the session list, a top-up, an unbar) are answered
+// by their own methods; charge runs the rest.
 func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf.ChargeResponse) (write bool) {
 	write = a.expire(now)
 	resp.Result, resp.Detail, resp.Charged, resp.Replayed = chf.ResultSuccess, "", 0, false
 	resp.Lines = resp.Lines[:0]
 	resp.Offline = 0
 	resp.Buckets = resp.Buckets[:0]
-	defer func() {
-		resp.Balance, resp.Reserved, resp.Currency, resp.Debited, resp.Overage = a.balance, a.reserved, a.currency, a.debited, a.overage
-		resp.OfflineTotal, resp.Credited, resp.CreditLimit = a.offline, a.credited, a.creditLimit
-		resp.Barred = a.barred
-	}()
-	if req.Op == opExpire {
-		if req.Epoch != 0 && a.epoch != req.Epoch {
-			// The sweep queued the re-authorisation of the sessions
-			// granted under the older tariff.
-			a.epoch, write = req.Epoch, true
-		}
-		return write
-	}
-	if req.Op == chf.OpBalance {
+	defer a.fillTotals(resp)
+	switch req.Op {
+	case opExpire:
+		return a.noteSweepEpoch(req) || write
+	case chf.OpBalance:
 		// An inquiry never writes: expired reservations are left out of
 		// the answer and released by the next charging event or the sweep.
 		a.fillBuckets(resp, now)
 		return false
-	}
-	if req.Op == chf.OpSessions || req.Op == chf.OpAbortSessions {
-		resp.Targets = resp.Targets[:0]
-		marked := false
-		if req.Op == chf.OpAbortSessions && !a.barred {
-			// The account too: no new session or event until OpUnbar.
-			a.barred, marked = true, true
-		}
-		for i := range a.sessions {
-			if s := &a.sessions[i]; !s.closed {
-				resp.Targets = append(resp.Targets, chf.NotifyTarget{Session: string(s.id), URI: string(s.notify)})
-				if req.Op == chf.OpAbortSessions && !s.aborted {
-					s.aborted, marked = true, true
-					s.touch()
-				}
-			}
-		}
-		return marked
-	}
-	if req.Op == chf.OpTopUp {
-		if k := a.findRecent(req); k >= 0 {
-			// The same top-up again (the operator's retry with its
-			// idempotency key, a retry between the services, or the
-			// ABM's own after a write in doubt): credited once,
-			// answered with the balance now, marked as a replay.
-			if a.recent[k].digest != req.Digest {
-				resp.Result, resp.Detail = chf.ResultReplayMismatch, "a top-up with this idempotency key was answered with another amount or bucket"
-				return write
-			}
-			resp.Replayed = true
-			a.fillBuckets(resp, now)
-			return write
-		}
-		p := a.topUp(&req.TopUp, now)
-		if p == "" {
-			a.remember(req, nil, resp, now, lim)
-		}
+	case chf.OpSessions, chf.OpAbortSessions:
+		return a.listSessions(req, resp)
+	case chf.OpTopUp:
+		return a.topUpOnce(req, now, lim, resp) || write
+	case chf.OpUnbar:
 		a.fillBuckets(resp, now)
-		if p != "" {
-			resp.Result, resp.Detail, resp.Param = chf.ResultOverflow, topUpOverflowDetail(p), p
-			return write
-		}
-		return true
+		return a.unbar() || write
 	}
-	if req.Op == chf.OpUnbar {
-		a.fillBuckets(resp, now)
-		if !a.barred {
-			return write
-		}
-		a.barred = false
-		return true
-	}
+	return a.charge(req, now, lim, resp) || write
+}
 
+// fillTotals sets the account's totals in resp (every answer carries them).
+func (a *account) fillTotals(resp *chf.ChargeResponse) {
+	resp.Balance, resp.Reserved, resp.Currency, resp.Debited, resp.Overage = a.balance, a.reserved, a.currency, a.debited, a.overage
+	resp.OfflineTotal, resp.Credited, resp.CreditLimit = a.offline, a.credited, a.creditLimit
+	resp.Barred = a.barred
+}
+
+// noteSweepEpoch takes the tariff epoch of the sweep's expiry request:
+// the sweep queued the re-authorisation of the sessions granted under
+// the older tariff. It reports whether the account changed.
+func (a *account) noteSweepEpoch(req *chf.ApplyRequest) bool {
+	if req.Epoch == 0 || a.epoch == req.Epoch {
+		return false
+	}
+	a.epoch = req.Epoch
+	return true
+}
+
+// listSessions answers the open sessions' notification targets; an abort
+// (OpAbortSessions) also bars the account and marks each session
+// aborted. It reports whether it marked anything.
+func (a *account) listSessions(req *chf.ApplyRequest, resp *chf.ChargeResponse) (marked bool) {
+	resp.Targets = resp.Targets[:0]
+	abort := req.Op == chf.OpAbortSessions
+	if abort && !a.barred {
+		// The account too: no new session or event until OpUnbar.
+		a.barred, marked = true, true
+	}
+	for i := range a.sessions {
+		if s := &a.sessions[i]; !s.closed {
+			resp.Targets = append(resp.Targets, chf.NotifyTarget{Session: string(s.id), URI: string(s.notify)})
+			if abort && !s.aborted {
+				s.aborted, marked = true, true
+				s.touch()
+			}
+		}
+	}
+	return marked
+}
+
+// topUpOnce credits a top-up once: the same top-up again (the operator's
+// retry with its idempotency key, a retry between the services, or the
+// ABM's own after a write in doubt) is answered with the balance now,
+// marked as a replay. It reports whether it credited.
+func (a *account) topUpOnce(req *chf.ApplyRequest, now int64, lim *limits, resp *chf.ChargeResponse) bool {
+	if k := a.findRecent(req); k >= 0 {
+		if a.recent[k].digest != req.Digest {
+			resp.Result, resp.Detail = chf.ResultReplayMismatch, "a top-up with this idempotency key was answered with another amount or bucket"
+			return false
+		}
+		resp.Replayed = true
+		a.fillBuckets(resp, now)
+		return false
+	}
+	p := a.topUp(&req.TopUp, now)
+	if p == "" {
+		a.remember(req, nil, resp, now, lim)
+	}
+	a.fillBuckets(resp, now)
+	if p != "" {
+		resp.Result, resp.Detail, resp.Param = chf.ResultOverflow, topUpOverflowDetail(p), p
+		return false
+	}
+	return true
+}
+
+// unbar lifts an abort's bar; it reports whether the account was barred.
+func (a *account) unbar() bool {
+	if !a.barred {
+		return false
+	}
+	a.barred = false
+	return true
+}
+
+// charge runs a create, update, release or event: a replay is answered
+// as first answered, a request out of sequence or over the account's
+// limits is refused, and the rest is charged and remembered. It reports
+// whether it charged (the record must be written).
+func (a *account) charge(req *chf.ApplyRequest, now int64, lim *limits, resp *chf.ChargeResponse) bool {
 	resp.Session = ""
-	if req.Op == chf.OpCreate || req.Op == chf.OpEvent {
-		if k := a.findRecent(req); k >= 0 {
-			// The same create or event again (a retransmission, or a
-			// retry after a timeout): the first answer with what it
-			// charged, marked as a replay, charged once.
-			r := &a.recent[k]
-			if r.digest != req.Digest {
-				resp.Result, resp.Detail = chf.ResultReplayMismatch, "a request with this identity was answered with other content"
-				return write
-			}
-			resp.Result, resp.Detail = r.result, replayDetail(r.result)
-			resp.Charged, resp.Replayed = r.charged, true
-			resp.Lines = append(resp.Lines, r.lines...)
-			if req.Op == chf.OpCreate && len(r.session) > 0 {
-				resp.Session = string(r.session)
-			}
-			return write
-		}
+	if (req.Op == chf.OpCreate || req.Op == chf.OpEvent) && a.replayRecent(req, resp) {
+		return false
 	}
-
 	si := -1
 	if req.Session != "" {
 		si = a.find(req.Session)
 	}
-	if si >= 0 {
-		s := &a.sessions[si]
-		same := s.op == 0 || s.op == req.Op && s.digest == req.Digest
-		switch {
-		case s.closed && (req.Seq != s.lastSeq || !same):
-			// Anything but the very request that closed it.
-			resp.Result, resp.Detail = chf.ResultSessionUnknown, "charging session already released"
-			return write
-		case req.Seq == s.lastSeq && s.op != 0 && s.op != req.Op:
-			resp.Result, resp.Detail = chf.ResultSequenceReused, "invocation sequence number already answered for another operation"
-			return write
-		case req.Seq == s.lastSeq && !same:
-			resp.Result, resp.Detail = chf.ResultReplayMismatch, "a request with this sequence number was answered with other content"
-			return write
-		case req.Seq == s.lastSeq:
-			// A retry: answer what was answered with what it charged,
-			// marked as a replay; charge nothing.
-			resp.Result = s.result
-			resp.Charged, resp.Replayed = s.charged, true
-			resp.Lines = append(resp.Lines, s.lines...)
-			resp.Detail = replayDetail(s.result)
-			return write
-		case req.Seq < s.lastSeq:
-			resp.Result, resp.Detail = chf.ResultStaleSequence, "invocation sequence number older than the last one answered"
-			return write
-		}
+	if si >= 0 && a.sessions[si].answerAgain(req, resp) {
+		return false
 	}
-
 	if usageOverflows(a, req, resp) {
-		return write
+		return false
 	}
-	var s *session
+	s, ok := a.admit(req, si, lim, resp)
+	if !ok {
+		return false
+	}
+	if req.Op == chf.OpEvent {
+		a.applyEvent(req, resp)
+	} else {
+		a.applySession(req, s, now, lim, resp)
+	}
+	a.record(req, s, now, lim, resp)
+	a.noteEpoch(req)
+	return true
+}
+
+// replayRecent answers a create or event it answered before (a
+// retransmission, or a retry after a timeout) with the first answer and
+// what it charged, marked as a replay, charged once; other content under
+// the same identity is refused. It reports whether it answered.
+func (a *account) replayRecent(req *chf.ApplyRequest, resp *chf.ChargeResponse) bool {
+	k := a.findRecent(req)
+	if k < 0 {
+		return false
+	}
+	r := &a.recent[k]
+	if r.digest != req.Digest {
+		resp.Result, resp.Detail = chf.ResultReplayMismatch, "a request with this identity was answered with other content"
+		return true
+	}
+	resp.Result, resp.Detail = r.result, replayDetail(r.result)
+	resp.Charged, resp.Replayed = r.charged, true
+	resp.Lines = append(resp.Lines, r.lines...)
+	if req.Op == chf.OpCreate && len(r.session) > 0 {
+		resp.Session = string(r.session)
+	}
+	return true
+}
+
+// answerAgain answers a request of the session s that must not be charged:
+// one to a released session, a sequence number reused for other content
+// or another operation, an older one, or a retry (answered as first
+// answered, marked as a replay). It reports whether it answered.
+func (s *session) answerAgain(req *chf.ApplyRequest, resp *chf.ChargeResponse) bool {
+	same := s.op == 0 || s.op == req.Op && s.digest == req.Digest
+	switch {
+	case s.closed && (req.Seq != s.lastSeq || !same):
+		// Anything but the very request that closed it.
+		resp.Result, resp.Detail = chf.ResultSessionUnknown, "charging session already released"
+	case req.Seq == s.lastSeq && s.op != 0 && s.op != req.Op:
+		resp.Result, resp.Detail = chf.ResultSequenceReused, "invocation sequence number already answered for another operation"
+	case req.Seq == s.lastSeq && !same:
+		resp.Result, resp.Detail = chf.ResultReplayMismatch, "a request with this sequence number was answered with other content"
+	case req.Seq == s.lastSeq:
+		// A retry: answer what was answered with what it charged,
+		// marked as a replay; charge nothing.
+		resp.Result = s.result
+		resp.Charged, resp.Replayed = s.charged, true
+		resp.Lines = append(resp.Lines, s.lines...)
+		resp.Detail = replayDetail(s.result)
+	case req.Seq < s.lastSeq:
+		resp.Result, resp.Detail = chf.ResultStaleSequence, "invocation sequence number older than the last one answered"
+	default:
+		return false
+	}
+	return true
+}
+
+// admit returns the session req charges (nil for an event without one),
+// opening it for a create (or an event with a session), or refuses req
+// (ok false, resp filled): a session that exists already or does not,
+// a barred account, too many open sessions, an aborted session, an
+// unknown operation. si is req's session's index, -1 when none.
+func (a *account) admit(req *chf.ApplyRequest, si int, lim *limits, resp *chf.ChargeResponse) (s *session, ok bool) {
 	switch req.Op {
 	case chf.OpCreate, chf.OpEvent:
 		if si >= 0 {
 			resp.Result, resp.Detail = chf.ResultInvalid, "session already exists"
-			return write
+			return nil, false
 		}
 		if a.barred && !reportsOnly(req) {
-			// After the replays above: a create or event answered before
-			// the abort still gets its answer. An event that only reports
+			// After the replays: a create or event answered before the
+			// abort still gets its answer. An event that only reports
 			// delivered usage (PEC, offline) is charged: the service was
 			// given before the CHF could refuse it.
 			resp.Result, resp.Detail = chf.ResultEndUserServiceDenied, "account barred by the operator (abort): unbar it first"
-			return write
+			return nil, false
 		}
 		if req.Op == chf.OpCreate && a.openSessions() >= lim.maxSessions {
 			resp.Result, resp.Detail = chf.ResultEndUserServiceDenied, "too many open sessions on the account"
-			return write
+			return nil, false
 		}
 		if req.Op == chf.OpCreate || req.Session != "" {
 			s = a.newSession(req.Session)
 			s.notify = append(s.notify, req.Notify...)
 			s.touch()
 		}
+		return s, true
 	case chf.OpUpdate, chf.OpRelease:
 		if si < 0 || a.sessions[si].closed {
 			resp.Result, resp.Detail = chf.ResultSessionUnknown, "no such charging session"
-			return write
+			return nil, false
 		}
 		s = &a.sessions[si]
 		if req.Op == chf.OpUpdate && s.aborted {
 			resp.Result, resp.Detail = chf.ResultEndUserServiceDenied, "charging session aborted by the operator: release it"
-			return write
+			return nil, false
 		}
-	default:
-		resp.Result, resp.Detail = chf.ResultInvalid, "unknown operation"
-		return write
+		return s, true
 	}
+	resp.Result, resp.Detail = chf.ResultInvalid, "unknown operation"
+	return nil, false
+}
 
-	if req.Op == chf.OpEvent {
-		a.applyEvent(req, resp)
-	} else {
-		a.applySession(req, s, now, lim, resp)
-	}
+// record remembers what req was answered: a create's or event's identity
+// (replayRecent), and the session's last request and answer
+// (answerAgain); an event, a release or a refusal closes the session.
+func (a *account) record(req *chf.ApplyRequest, s *session, now int64, lim *limits, resp *chf.ChargeResponse) {
 	if req.Op == chf.OpCreate || req.Op == chf.OpEvent {
 		var id []byte
 		if s != nil && req.Op == chf.OpCreate {
@@ -604,20 +665,19 @@ func (a *account) apply(req *chf.ApplyRequest, now int64, lim *limits, resp *chf
 		}
 		a.remember(req, id, resp, now, lim)
 	}
-	if s != nil {
-		s.touch()
-		s.lastSeq = req.Seq
-		s.op, s.digest = req.Op, req.Digest
-		s.result, s.charged = resp.Result, resp.Charged
-		s.lines = append(s.lines[:0], resp.Lines...)
-		if req.Op == chf.OpEvent || req.Op == chf.OpRelease || resp.Result != chf.ResultSuccess {
-			a.closeSession(s, now, lim)
-		} else {
-			s.refresh(now, lim)
-		}
+	if s == nil {
+		return
 	}
-	a.noteEpoch(req)
-	return true
+	s.touch()
+	s.lastSeq = req.Seq
+	s.op, s.digest = req.Op, req.Digest
+	s.result, s.charged = resp.Result, resp.Charged
+	s.lines = append(s.lines[:0], resp.Lines...)
+	if req.Op == chf.OpEvent || req.Op == chf.OpRelease || resp.Result != chf.ResultSuccess {
+		a.closeSession(s, now, lim)
+	} else {
+		s.refresh(now, lim)
+	}
 }
 
 // reportsOnly reports whether req is an event whose every line reports

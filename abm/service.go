@@ -198,7 +198,24 @@ type Service struct {
 	epoch atomic.Uint32
 	notes *notifyQueue
 	sweep sweepStats
+	// pace is the clock that paces the sweep's passes (real time; a test
+	// injects one). Config.Now is the charging clock instead: a pass
+	// sleeps on pace, never on it.
+	pace passClock
 }
+
+// passClock is the time a sweep pass is paced on.
+type passClock interface {
+	Now() time.Time
+	// SleepUntil waits until t or ctx's end (then its error).
+	SleepUntil(ctx context.Context, t time.Time) error
+}
+
+// realTime is the passClock of the wall clock.
+type realTime struct{}
+
+func (realTime) Now() time.Time                                    { return time.Now() }
+func (realTime) SleepUntil(ctx context.Context, t time.Time) error { return sleepUntil(ctx, t) }
 
 // New returns a Service on client. The client stays owned by the caller.
 func New(client *as.Client, cfg Config) *Service {
@@ -244,6 +261,7 @@ func New(client *as.Client, cfg Config) *Service {
 		writePolicy:      *wp,
 		batchPolicy:      batchPolicy(),
 		batchWritePolicy: batchWritePolicy(),
+		pace:             realTime{},
 	}
 }
 
@@ -703,11 +721,11 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 	defer scratchPool.Put(sc)
 	var resp chf.ChargeResponse
 	var targets []chf.NotifyTarget
-	start := time.Now()
+	start := s.pace.Now()
 	changed, scanned := 0, 0
 	defer func() {
 		s.sweep.passes.Add(1)
-		s.sweep.lastNs.Store(int64(time.Since(start)))
+		s.sweep.lastNs.Store(int64(s.pace.Now().Sub(start)))
 		s.sweep.lastCount.Store(int64(scanned))
 	}()
 	// Every chunk divides 256, so p meets each multiple of 256.
@@ -716,7 +734,7 @@ func (s *Service) sweepPass(ctx context.Context, rate float64, spread time.Durat
 			count()
 		}
 		if spread > 0 {
-			if err := sleepUntil(ctx, start.Add(spread*time.Duration(p)/4096)); err != nil {
+			if err := s.pace.SleepUntil(ctx, start.Add(spread*time.Duration(p)/4096)); err != nil {
 				return changed, nil
 			}
 		}
@@ -815,7 +833,7 @@ func (s *Service) sweepRecords(ctx context.Context, rs *as.Recordset, sc *scratc
 		scanned++
 		s.sweep.scanned.Add(1)
 		if rate > 0 && scanned%sweepPaceStep == 0 {
-			if err := sleepUntil(ctx, start.Add(time.Duration(float64(scanned)/rate*float64(time.Second)))); err != nil {
+			if err := s.pace.SleepUntil(ctx, start.Add(time.Duration(float64(scanned)/rate*float64(time.Second)))); err != nil {
 				return changed, scanned, nil
 			}
 		}
@@ -907,12 +925,12 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 	}
 	rate := max(s.cfg.SweepRate, 0)
 	s.sweep.rate.Store(math.Float64bits(rate))
-	next := time.Now().Add(interval)
+	next := s.pace.Now().Add(interval)
 	for {
-		if sleepUntil(ctx, next) != nil {
+		if s.pace.SleepUntil(ctx, next) != nil {
 			return
 		}
-		start := time.Now()
+		start := s.pace.Now()
 		next = start.Add(interval)
 		n, err := s.sweepPass(ctx, rate, interval*9/10)
 		if ctx.Err() != nil {

@@ -2,6 +2,7 @@ package abm
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,34 +135,83 @@ func TestSweepChunkFor(t *testing.T) {
 
 // TestSweepRecounts: a capped pass counts the accounts again as it goes
 // (every 256 partitions), so accounts provisioned during the pass lengthen
-// its spread and shrink its scan commands.
+// its spread. The pass runs on an injected clock that holds it at its
+// first wait while the test provisions, whatever the machine's speed.
 func TestSweepRecounts(t *testing.T) {
 	cl := startStore(t)
 	svc := New(cl, Config{})
+	clk := newGatedClock()
+	svc.pace = clk
 	provision(t, cl, "imsi-001010000000001", 200, 1000)
+	start := clk.Now()
 	done := make(chan error, 1)
-	start := time.Now()
 	go func() {
-		// 200 accounts at 500 a second: a 0.4-s spread, whose last
-		// recount (partition 3840) is not before 375 ms.
+		// 200 accounts at 500 a second: a 0.4-s spread, until the
+		// recount at partition 256 sees the accounts added meanwhile.
 		_, err := svc.sweepPass(context.Background(), 500, 0)
 		done <- err
 	}()
-	provision(t, cl, "imsi-001010000000201", 400, 1000)
-	added := time.Since(start)
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	select {
+	case <-clk.waiting:
+	case err := <-done:
+		t.Fatalf("the pass ended (%v) without waiting once", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pass did not reach its first wait in 30 s")
 	}
-	el := time.Since(start)
-	if added > 300*time.Millisecond {
-		t.Skipf("provisioning 400 accounts took %v, longer than the pass's first recounts", added)
+	provision(t, cl, "imsi-001010000000201", 400, 1000)
+	close(clk.gate)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pass did not end in 30 s")
 	}
 	if got := svc.sweep.accounts.Load(); got != 600 {
 		t.Fatalf("accounts counted at the pass's end %d, want 600", got)
 	}
 	// 600 accounts at 500 a second spread what was left of the pass over
 	// up to 1.2 s.
-	if el < 800*time.Millisecond {
+	if el := clk.Now().Sub(start); el < 800*time.Millisecond || el > 1200*time.Millisecond {
 		t.Fatalf("pass took %v; the recounted accounts should have spread it over ~1.2 s", el)
 	}
+}
+
+// gatedClock is a passClock whose time moves only by the waits: each
+// SleepUntil moves it to its target at once, except the first wait into
+// the future, which first signals waiting and holds until gate is closed.
+type gatedClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	first   sync.Once
+	waiting chan struct{}
+	gate    chan struct{}
+}
+
+func newGatedClock() *gatedClock {
+	return &gatedClock{now: time.Unix(1_800_000_000, 0), waiting: make(chan struct{}), gate: make(chan struct{})}
+}
+
+func (c *gatedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *gatedClock) SleepUntil(ctx context.Context, t time.Time) error {
+	if !t.After(c.Now()) {
+		return ctx.Err()
+	}
+	c.first.Do(func() {
+		close(c.waiting)
+		select {
+		case <-c.gate:
+		case <-ctx.Done():
+		}
+	})
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+	return ctx.Err()
 }

@@ -1,7 +1,6 @@
 package cgw
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,11 +8,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/chassis/probe"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -76,7 +75,7 @@ func appendSegment(dst []byte, s string) []byte {
 	return dst
 }
 
-const contentText = "text/plain; charset=utf-8"
+const contentText = probe.ContentType
 
 // probe answers /healthz, /readyz and /metrics (the HTTP/1.1 front's
 // chassis answers GET ones itself, the same way).
@@ -85,19 +84,11 @@ func (h *Handler) probe(x *Exchange, rt routeKind) {
 	x.ContentType = contentText
 	switch rt {
 	case routeHealthz:
-		x.Body = append(x.Body[:0], "ok\n"...)
+		x.Body = append(x.Body[:0], probe.Healthy...)
 	case routeReadyz:
-		if h.ready != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err := h.ready(ctx)
-			cancel()
-			if err != nil {
-				x.Status = http.StatusServiceUnavailable
-				x.Body = append(append(append(x.Body[:0], "not ready: "...), err.Error()...), '\n')
-				return
-			}
-		}
-		x.Body = append(x.Body[:0], "ready\n"...)
+		status, body := probe.Ready(false, h.ready)
+		x.Status = status
+		x.Body = append(x.Body[:0], body...)
 	case routeMetrics:
 		mfs, err := telemetry.Registry().Gather()
 		if err != nil && len(mfs) == 0 {

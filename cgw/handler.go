@@ -27,6 +27,7 @@ import (
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/oauth2"
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/internal/decimal"
 )
 
 // Paths served by the Handler.
@@ -290,7 +291,7 @@ func (x *Exchange) reset() {
 // 504 before the caller gives up. It allocates nothing.
 func (x *Exchange) Context(parent context.Context, start time.Time, maxRspTime []byte) context.Context {
 	budget := DefaultBudget
-	if ms, ok := parseMillis(maxRspTime); ok {
+	if ms, ok := decimal.ParseUint(maxRspTime, 9); ok {
 		budget = min(budget, time.Duration(ms)*time.Millisecond)
 	}
 	if pd, ok := parent.Deadline(); ok {
@@ -299,21 +300,6 @@ func (x *Exchange) Context(parent context.Context, start time.Time, maxRspTime [
 	budget -= min(budget/10, maxMargin)
 	x.ctx.Reset(parent, start.Add(budget))
 	return &x.ctx
-}
-
-// parseMillis parses a non-empty decimal of at most 9 digits.
-func parseMillis(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 9 {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, true
 }
 
 // Acquire returns an Exchange from the pool.

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chf-testbed/testbed/chassis/telemetry"
+	"github.com/chf-testbed/testbed/internal/decimal"
 )
 
 type requestContextKeyType struct{}
@@ -52,13 +53,13 @@ func acquireRequestContext(ctx *fasthttp.RequestCtx, start time.Time, rs *routeS
 	rc := requestContextPool.Get().(*requestContext)
 	rc.rctx = ctx
 	if v := ctx.Request.Header.Peek(DeadlineHeader); len(v) > 0 {
-		if us, ok := parseUint(v); ok {
+		if us, ok := decimal.ParseUint(v, 18); ok {
 			rc.deadline = start.Add(time.Duration(us) * time.Microsecond)
 			rc.hasDeadline = true
 		}
 	}
 	if v := ctx.Request.Header.Peek(DeadlineAtHeader); len(v) > 0 {
-		if us, ok := parseUint(v); ok {
+		if us, ok := decimal.ParseUint(v, 18); ok {
 			if at := time.UnixMicro(int64(us)); !rc.hasDeadline || at.Before(rc.deadline) {
 				rc.deadline, rc.hasDeadline = at, true
 			}
@@ -155,19 +156,4 @@ func (rc *requestContext) Value(key any) any {
 		}
 	}
 	return rc.rctx.Value(key)
-}
-
-// parseUint parses a decimal number without allocating.
-func parseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, true
 }

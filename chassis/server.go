@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/chf-testbed/testbed/chassis/probe"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -235,8 +236,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	if path := rawPath(ctx); len(path) > 3 && path[0] == '/' && ctx.IsGet() {
 		switch string(path) {
 		case "/healthz":
-			ctx.SetContentType("text/plain; charset=utf-8")
-			ctx.SetBodyString("ok\n")
+			ctx.SetContentType(probe.ContentType)
+			ctx.SetBodyString(probe.Healthy)
 			return
 		case "/readyz":
 			s.serveReady(ctx)
@@ -286,23 +287,10 @@ func (s *Server) route(path []byte) *routeStats {
 }
 
 func (s *Server) serveReady(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/plain; charset=utf-8")
-	if s.draining.Load() {
-		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
-		ctx.SetBodyString("shutting down\n")
-		return
-	}
-	if s.cfg.Ready != nil {
-		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := s.cfg.Ready(rctx)
-		cancel()
-		if err != nil {
-			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
-			ctx.SetBodyString("not ready: " + err.Error() + "\n")
-			return
-		}
-	}
-	ctx.SetBodyString("ready\n")
+	status, body := probe.Ready(s.draining.Load(), s.cfg.Ready)
+	ctx.SetContentType(probe.ContentType)
+	ctx.SetStatusCode(status)
+	ctx.SetBodyString(body)
 }
 
 func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx) {

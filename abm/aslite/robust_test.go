@@ -5,11 +5,8 @@ import (
 	"compress/zlib"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -159,120 +156,6 @@ func FuzzMessage(f *testing.F) {
 		c.nc = &fakeConn{r: bytes.NewReader(nil)}
 		s.handleMsg(c, data)
 	})
-}
-
-// recordingListener records every byte clients send, per connection.
-type recordingListener struct {
-	net.Listener
-	mu    sync.Mutex
-	conns []*bytes.Buffer
-}
-
-func (l *recordingListener) Accept() (net.Conn, error) {
-	nc, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	buf := &bytes.Buffer{}
-	l.mu.Lock()
-	l.conns = append(l.conns, buf)
-	l.mu.Unlock()
-	return &recordingConn{Conn: nc, l: l, buf: buf}, nil
-}
-
-type recordingConn struct {
-	net.Conn
-	l   *recordingListener
-	buf *bytes.Buffer
-}
-
-func (c *recordingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.l.mu.Lock()
-	c.buf.Write(p[:n])
-	c.l.mu.Unlock()
-	return n, err
-}
-
-// TestWriteFuzzCorpus regenerates testdata/fuzz from real client traffic
-// when ASLITE_WRITE_CORPUS=1 (it is skipped otherwise).
-func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("ASLITE_WRITE_CORPUS") != "1" {
-		t.Skip("set ASLITE_WRITE_CORPUS=1 to regenerate the fuzz corpus")
-	}
-	s, err := New(Config{Namespaces: []string{"chf", "other"}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rl := &recordingListener{Listener: ln}
-	go s.Serve(rl)
-	defer s.Close()
-	c := newClient(t, ln.Addr().String())
-	k := key(t, "accounts", "corpus")
-	wpk := wp()
-	wpk.SendKey = true
-	c.Put(wpk, k, as.BinMap{"balance": 100, "currency": "EUR", "res": []byte{1, 2}, "f": 1.5, "b": true, "l": []any{1, "a"}, "m": map[any]any{"k": 1}})
-	c.Get(nil, k)
-	c.Get(nil, k, "balance")
-	c.GetHeader(nil, k)
-	gp := wp()
-	gp.GenerationPolicy = as.EXPECT_GEN_EQUAL
-	gp.Generation = 1
-	c.Put(gp, k, as.BinMap{"balance": 99})
-	c.Operate(wp(), k, as.AddOp(as.NewBin("balance", 1)), as.AppendOp(as.NewBin("currency", "x")), as.GetOp())
-	c.Touch(wp(), k)
-	c.BatchGet(nil, []*as.Key{k, key(t, "accounts", "x")})
-	c.BatchOperate(nil, []as.BatchRecordIfc{as.NewBatchWrite(nil, k, as.PutOp(as.NewBin("a", 1))), as.NewBatchDelete(nil, key(t, "accounts", "y"))})
-	rs, _ := c.ScanAll(nil, "chf", "accounts")
-	for range rs.Results() {
-	}
-	cp := wp()
-	cp.UseCompression = true
-	c.Put(cp, k, as.BinMap{"big": bytes.Repeat([]byte("z"), 300)})
-	c.Delete(wp(), k)
-	c.Truncate(nil, "chf", "accounts", nil)
-	time.Sleep(100 * time.Millisecond)
-	c.Close()
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	n := 0
-	seen := map[string]bool{}
-	for _, buf := range rl.conns {
-		b := buf.Bytes()
-		for len(b) >= 8 {
-			size := int(binary.BigEndian.Uint64(b) & 0xFFFFFFFFFFFF)
-			if 8+size > len(b) {
-				break
-			}
-			msg := b[:8+size]
-			b = b[8+size:]
-			if seen[string(msg)] {
-				continue
-			}
-			seen[string(msg)] = true
-			writeCorpus(t, "FuzzConn", n, msg)
-			if msg[1] == protoMsg {
-				writeCorpus(t, "FuzzMessage", n, msg[8:])
-			}
-			n++
-		}
-	}
-	t.Logf("wrote %d corpus entries", n)
-}
-
-func writeCorpus(t *testing.T, fuzz string, n int, b []byte) {
-	dir := filepath.Join("testdata", "fuzz", fuzz)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	name := filepath.Join(dir, fmt.Sprintf("client-%03d", n))
-	if err := os.WriteFile(name, []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestConnectionTimeouts: a client that connects and never sends, one that

@@ -6,6 +6,10 @@
 // See README.md for what it implements and what it answers UNSUPPORTED.
 package aslite
 
+// The fuzz seed corpus (testdata/fuzz/FuzzConn, FuzzMessage: client-*) is
+// the official client's own requests, recorded.
+//go:generate go run ./internal/corpusgen -dir testdata/fuzz
+
 import (
 	"bufio"
 	"compress/zlib"

@@ -2,12 +2,14 @@ package rpc
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/internal/fuzzcorpus"
 )
 
 // The batch decoders read a peer's bytes: the OCP decodes batches of
@@ -15,8 +17,7 @@ import (
 // OCP, and the CGW and OCP decode the batch replies. The fuzz targets
 // check that they never panic, and that what they accept encodes back to
 // bytes they decode to the same thing. Their seed corpus is kept in
-// testdata/fuzz (regenerate with RPC_WRITE_CORPUS=1 go test -run
-// TestWriteFuzzCorpus).
+// testdata/fuzz (regenerate with go generate ./chassis/rpc).
 
 func chargeSeeds() [][]byte {
 	reqs := []chf.ChargeRequest{
@@ -171,23 +172,32 @@ func FuzzBatchReply(f *testing.F) {
 	})
 }
 
-// TestWriteFuzzCorpus writes the seeds into testdata/fuzz when
-// RPC_WRITE_CORPUS=1 (it is skipped otherwise), so that the corpus is
-// kept with the code and `go test` runs it as regression tests.
-func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("RPC_WRITE_CORPUS") != "1" {
-		t.Skip("set RPC_WRITE_CORPUS=1 to regenerate the fuzz corpus")
-	}
-	for name, seeds := range map[string][][]byte{"FuzzChargeBatch": chargeSeeds(), "FuzzApplyBatch": applySeeds(), "FuzzBatchReply": replySeeds()} {
-		dir := filepath.Join("testdata", "fuzz", name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
+// writeCorpus turns the test binary into the corpus writer (go generate):
+// it writes the seeds into testdata/fuzz instead of testing.
+var writeCorpus = flag.Bool("write-corpus", false, "write the fuzz seeds into testdata/fuzz and exit instead of testing (go generate)")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if *writeCorpus {
+		if err := writeSeeds(filepath.Join("testdata", "fuzz")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
 		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// writeSeeds writes the fuzz tests' seeds as their corpus under dir, so
+// that the corpus is kept with the code and `go test` runs it as
+// regression tests.
+func writeSeeds(dir string) error {
+	for name, seeds := range map[string][][]byte{"FuzzChargeBatch": chargeSeeds(), "FuzzApplyBatch": applySeeds(), "FuzzBatchReply": replySeeds()} {
 		for i, s := range seeds {
-			data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%d", i)), []byte(data), 0o644); err != nil {
-				t.Fatal(err)
+			if err := fuzzcorpus.Write(dir, name, fmt.Sprintf("seed-%d", i), s); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
 }

@@ -8,6 +8,10 @@
 // of the transport.
 package rpc
 
+// The fuzz seed corpus (testdata/fuzz) is written by the test binary's
+// -write-corpus mode from the fuzz tests' seeds.
+//go:generate go test -count=1 -run ^$ . -args -write-corpus
+
 import (
 	"context"
 	"fmt"

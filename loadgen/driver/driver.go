@@ -135,6 +135,17 @@ type Outcome struct {
 	// Shed is set when the CHF refused the request for overload (Nchf
 	// 503, Gy 3004 DIAMETER_TOO_BUSY): not admitted.
 	Shed bool
+	// Barred is set when the CHF refused the request the way a barred
+	// account is refused (Nchf 403 END_USER_REQUEST_DENIED, Gy 4010
+	// DIAMETER_END_USER_SERVICE_DENIED, answer-wide or as the first
+	// failed MSCC's code): the engine counts such a refusal during an
+	// abort's bar as barred, not failed.
+	Barred bool
+	// RatingGroupRefused is set when the CHF answered the request as a
+	// whole but refused a rating group in it (Nchf multipleUnitInformation
+	// resultCode, Gy MSCC Result-Code): Class names that refusal ("rg_…"),
+	// and the answer still reports what it charged.
+	RatingGroupRefused bool
 	// RetryAfter is how long the CHF asked the client to wait before
 	// sending the request again (Nchf Retry-After on a 503); 0 when it
 	// did not say.

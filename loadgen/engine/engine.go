@@ -182,6 +182,32 @@ type OpStats struct {
 	Admitted *histogram.Histogram
 }
 
+// Add adds o's counts to s's and merges o's histograms into s's
+// exactly: a worker's figures into its run's, or a shard's into the
+// merged run's (report.Merge). A nil histogram of o is skipped; a nil
+// one of s is created when o has it.
+func (s *OpStats) Add(o *OpStats) {
+	s.Count += o.Count
+	s.Errors += o.Errors
+	s.Late += o.Late
+	s.Dropped += o.Dropped
+	s.Shed += o.Shed
+	mergeInto(&s.Latency, o.Latency)
+	mergeInto(&s.Service, o.Service)
+	mergeInto(&s.SchedLag, o.SchedLag)
+	mergeInto(&s.Admitted, o.Admitted)
+}
+
+func mergeInto(dst **histogram.Histogram, src *histogram.Histogram) {
+	if src == nil {
+		return
+	}
+	if *dst == nil {
+		*dst = histogram.New()
+	}
+	(*dst).Merge(src)
+}
+
 // Stats is the outcome of a run. Counts and histograms cover requests due
 // inside the measured window; Ledger covers the whole run.
 type Stats struct {
@@ -374,16 +400,7 @@ func Run(ctx context.Context, cfg Config) (*Stats, error) {
 	}
 	for i, w := range workers {
 		for o := range st.Ops {
-			a, b := &st.Ops[o], &w.ops[o]
-			a.Count += b.Count
-			a.Errors += b.Errors
-			a.Late += b.Late
-			a.Dropped += b.Dropped
-			a.Latency.Merge(b.Latency)
-			a.Service.Merge(b.Service)
-			a.SchedLag.Merge(b.SchedLag)
-			a.Shed += b.Shed
-			a.Admitted.Merge(b.Admitted)
+			st.Ops[o].Add(&w.ops[o])
 		}
 		for k, v := range w.errors {
 			st.Errors[k] += v

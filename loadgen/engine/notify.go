@@ -96,16 +96,13 @@ func (n *NoticeStats) Any() bool {
 	return s+n.Refused+n.TriggerRefused+n.Barred > 0
 }
 
-// barredClasses are the refusals an abort's bar causes: Nchf 403
-// END_USER_REQUEST_DENIED, Gy 4010 DIAMETER_END_USER_SERVICE_DENIED.
-func barredClass(c string) bool { return c == "http_403" || c == "gy_4010" || c == "rg_4010" }
-
 // refusedByAbort reports whether f's failed request was refused because
 // an abort of the run barred its account: a create, event or update
-// refused the way a bar refuses, whose span overlaps the account's bar
+// refused the way a bar refuses (the driver's driver.Outcome.Barred),
+// whose span overlaps the account's bar
 // window. Off the hot path: only for such failures.
 func (w *worker) refusedByAbort(f *flow) bool {
-	if w.cfg.Operator == nil || w.sc.Notifications.Abort == 0 || !barredClass(f.r.out.Class) {
+	if w.cfg.Operator == nil || w.sc.Notifications.Abort == 0 || !f.r.out.Barred {
 		return false
 	}
 	if f.op != OpCreate && f.op != OpEvent && f.op != OpUpdate {

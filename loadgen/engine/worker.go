@@ -5,7 +5,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/chf-testbed/testbed/chf"
@@ -1138,7 +1137,7 @@ func (w *worker) account(f *flow) {
 	o := &r.out
 	if o.HasCharged {
 		w.ledger.Add(f.sub, o.Charged)
-	} else if o.Class == "" || strings.HasPrefix(o.Class, "rg_") {
+	} else if o.Class == "" || o.RatingGroupRefused {
 		w.missingCharged++ // answered as a success without the charge
 	}
 	if o.Class == "" && w.timed != nil {

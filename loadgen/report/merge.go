@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/loadgen/cpu"
+	"github.com/chf-testbed/testbed/loadgen/engine"
 	"github.com/chf-testbed/testbed/loadgen/histogram"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 )
@@ -140,214 +141,16 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Result{
-		Provenance:    in[0].Provenance,
-		Incomplete:    notes,
-		SchemaVersion: SchemaVersion,
-		Label:         in[0].Label,
-		Started:       in[0].Started,
-		Proto:         in[0].Proto,
-		Scenario:      in[0].Scenario,
-		Shard:         fmt.Sprintf("merged %d", len(in)),
-		ErrorClasses:  map[string]int64{},
-		Ops:           map[string]Op{},
-		Histograms:    map[string]Hist{},
-		CPUSeconds:    map[string]float64{},
-	}
-	out.Scenario.Subscribers.Count = 0
-	out.Scenario.Load.TPS, out.Scenario.Load.SessionsPerSecond = 0, 0
-	lat := map[string][2]*histogram.Histogram{}
-	adm := map[string]*histogram.Histogram{} // admitted latency, when every shard has it
-	targets := map[string]bool{}
-	series := map[int]*Point{}
-	out.Audit.OK, out.Audit.Skipped = true, true
-	var reasons []string
-	hosts := map[string]bool{}
-	var hostList []string
+	m := newMerger(in[0], len(in), notes)
 	for _, r := range in {
-		if h := r.Provenance.Host; !hosts[h] {
-			hosts[h] = true
-			hostList = append(hostList, h)
-		}
-		if r.Interrupted {
-			out.Interrupted = true
-			out.InterruptedBy = r.InterruptedBy
-		}
-		for _, x := range r.Incomplete {
-			out.Incomplete = append(out.Incomplete, "shard "+r.Shard+": "+x)
-		}
-		if r.Started.Before(out.Started) {
-			out.Started = r.Started
-		}
-		if r.DurationS > out.DurationS {
-			out.DurationS = r.DurationS
-		}
-		for _, t := range r.Targets {
-			if !targets[t] {
-				targets[t] = true
-				out.Targets = append(out.Targets, t)
-			}
-		}
-		out.Scenario.Subscribers.Count += r.Scenario.Subscribers.Count
-		out.Scenario.Load.TPS += r.Scenario.Load.TPS
-		out.Scenario.Load.SessionsPerSecond += r.Scenario.Load.SessionsPerSecond
-		out.Offered += r.Offered
-		for k, v := range r.ErrorClasses {
-			out.ErrorClasses[k] += v
-		}
-		for name, o := range r.Ops {
-			m := out.Ops[name]
-			m.Count += o.Count
-			m.Errors += o.Errors
-			m.Late += o.Late
-			m.Dropped += o.Dropped
-			m.Shed += o.Shed
-			out.Ops[name] = m
-			if enc := r.Histograms[name].Admitted; enc != "" {
-				h, err := histogram.Decode(enc)
-				if err != nil {
-					return nil, fmt.Errorf("cannot decode admitted latency histogram of %s: %w", name, err)
-				}
-				if adm[name] == nil {
-					adm[name] = histogram.New()
-				}
-				adm[name].Merge(h)
-			}
-			h, err := r.decode(name)
-			if err != nil {
-				return nil, err
-			}
-			acc, ok := lat[name]
-			if !ok {
-				acc = [2]*histogram.Histogram{histogram.New(), histogram.New()}
-				lat[name] = acc
-			}
-			acc[0].Merge(h[0])
-			acc[1].Merge(h[1])
-		}
-		for k, v := range r.CPUSeconds {
-			if k == LoadgenComponent {
-				out.CPUSeconds[k] += v
-			} else if v > out.CPUSeconds[k] {
-				out.CPUSeconds[k] = v
-			}
-		}
-		if len(r.Hops) > 0 {
-			// Each shard scraped the same services over its own window:
-			// their quantiles do not add up.
-			out.HopsNote = "not merged: see each shard's result.json"
-		}
-		for k, v := range r.Memory {
-			if out.Memory == nil {
-				out.Memory = map[string]cpu.Memory{}
-			}
-			m := out.Memory[k]
-			if k == LoadgenComponent { // one loadgen per shard
-				m.RSS, m.Peak = m.RSS+v.RSS, m.Peak+v.Peak
-			} else { // every shard saw the same SUT
-				m.RSS, m.Peak = max(m.RSS, v.RSS), max(m.Peak, v.Peak)
-			}
-			out.Memory[k] = m
-		}
-		if s := r.Sessions; s != nil {
-			if out.Sessions == nil {
-				out.Sessions = &Sessions{FlowBytes: s.FlowBytes}
-			}
-			o := out.Sessions
-			o.OpenPeak += s.OpenPeak // an upper bound: the shards' peaks need not coincide
-			o.OpenEnd += s.OpenEnd
-			o.Limited += s.Limited
-			o.MaxOpenSessions += s.MaxOpenSessions
-			o.LoadgenHeapBytes += s.LoadgenHeapBytes
-			if o.OpenEnd > 0 {
-				o.BytesPerOpenSession = float64(o.LoadgenHeapBytes) / float64(o.OpenEnd)
-			}
-		}
-		for _, p := range r.Series {
-			m := series[p.Second]
-			if m == nil {
-				m = &Point{CPU: map[string]float64{}}
-				m.Second, m.Phase = p.Second, p.Phase
-				series[p.Second] = m
-			}
-			m.Offered += p.Offered
-			m.Completed += p.Completed
-			m.Errors += p.Errors
-			m.Late += p.Late
-			m.Dropped += p.Dropped
-			m.InFlight += p.InFlight
-			m.P50, m.P90, m.P99, m.P999, m.Max = max(m.P50, p.P50), max(m.P90, p.P90), max(m.P99, p.P99), max(m.P999, p.P999), max(m.Max, p.Max)
-			m.ServiceP50, m.ServiceP99, m.SchedLagP99 = max(m.ServiceP50, p.ServiceP50), max(m.ServiceP99, p.ServiceP99), max(m.SchedLagP99, p.SchedLagP99)
-			m.OpCompleted = addCounts(m.OpCompleted, p.OpCompleted)
-			m.OpErrors = addCounts(m.OpErrors, p.OpErrors)
-			m.ErrorClasses = addCounts(m.ErrorClasses, p.ErrorClasses)
-			for k, v := range p.CPU {
-				if k == LoadgenComponent {
-					m.CPU[k] += v
-				} else {
-					m.CPU[k] = max(m.CPU[k], v)
-				}
-			}
-		}
-		a := r.Audit
-		if !a.Skipped {
-			out.Audit.Skipped = false
-			out.Audit.OK = out.Audit.OK && a.OK
-		}
-		out.Audit.Touched += a.Touched
-		out.Audit.Checked += a.Checked
-		out.Audit.Charged += a.Charged
-		out.Audit.Debited += a.Debited
-		out.Audit.Mismatches += a.Mismatches
-		out.Audit.Negative += a.Negative
-		out.Audit.Reserved += a.Reserved
-		out.Audit.Unreadable += a.Unreadable
-		out.Audit.Unresolved += a.Unresolved
-		out.Retried += r.Retried
-		out.RetryResolved += r.RetryResolved
-		out.RetriesDropped += r.RetriesDropped
-		out.UsageLost.Add(r.UsageLost)
-		out.Audit.UsageLost += a.UsageLost
-		out.Audit.NoHeader += a.NoHeader
-		for _, e := range a.Examples {
-			if len(out.Audit.Examples) < 10 {
-				out.Audit.Examples = append(out.Audit.Examples, e)
-			}
-		}
-		if a.Reason != "" {
-			reasons = append(reasons, fmt.Sprintf("shard %s: %s", r.Shard, a.Reason))
-		}
-	}
-	if out.Audit.Skipped {
-		out.Audit.OK = false
-	}
-	out.Audit.Reason = strings.Join(reasons, "; ")
-	for name, h := range lat {
-		l, err := h[0].Encode()
-		if err != nil {
+		if err := m.add(r); err != nil {
 			return nil, err
 		}
-		s, err := h[1].Encode()
-		if err != nil {
-			return nil, err
-		}
-		a := ""
-		if h := adm[name]; h != nil {
-			if a, err = h.Encode(); err != nil {
-				return nil, err
-			}
-		}
-		out.Histograms[name] = Hist{Latency: l, Service: s, Admitted: a}
 	}
-	for sec := 0; len(series) > 0; sec++ {
-		if p, ok := series[sec]; ok {
-			q := *p
-			q.HostBusy, q.HostSteal, q.HostFreezeMs = 0, 0, nil // the shards' machines differ (as out.Host)
-			out.Series = append(out.Series, q)
-			delete(series, sec)
-		}
+	out, err := m.result()
+	if err != nil {
+		return nil, err
 	}
-	out.Provenance.Host = strings.Join(hostList, ",")
 	nt, ntNotes, err := mergeNotifications(in)
 	if err != nil {
 		return nil, err
@@ -366,6 +169,263 @@ func Merge(o MergeOptions, in ...*Result) (*Result, error) {
 		out.Warnings = append(out.Warnings, profileNote)
 	}
 	out.CheckThresholds(in[0].thresholdList())
+	return out, nil
+}
+
+// merger accumulates the shards' results into one (Merge): out holds
+// what adds up as it goes, the rest (histograms, series, hosts, audit
+// reasons) waits in the merger until result.
+type merger struct {
+	out      *Result
+	ops      map[string]*engine.OpStats // counts and decoded histograms per operation
+	targets  map[string]bool
+	series   map[int]*Point
+	hosts    map[string]bool
+	hostList []string
+	reasons  []string // the shards' audit reasons
+}
+
+// newMerger starts the merge of n shards from the first shard's identity
+// (provenance, label, scenario, protocol).
+func newMerger(first *Result, n int, notes []string) *merger {
+	out := &Result{
+		Provenance:    first.Provenance,
+		Incomplete:    notes,
+		SchemaVersion: SchemaVersion,
+		Label:         first.Label,
+		Started:       first.Started,
+		Proto:         first.Proto,
+		Scenario:      first.Scenario,
+		Shard:         fmt.Sprintf("merged %d", n),
+		ErrorClasses:  map[string]int64{},
+		Ops:           map[string]Op{},
+		Histograms:    map[string]Hist{},
+		CPUSeconds:    map[string]float64{},
+	}
+	out.Scenario.Subscribers.Count = 0
+	out.Scenario.Load.TPS, out.Scenario.Load.SessionsPerSecond = 0, 0
+	out.Audit.OK, out.Audit.Skipped = true, true
+	return &merger{out: out, ops: map[string]*engine.OpStats{}, targets: map[string]bool{}, series: map[int]*Point{}, hosts: map[string]bool{}}
+}
+
+// add merges one shard's result.
+func (m *merger) add(r *Result) error {
+	m.addRun(r)
+	if err := m.addOps(r); err != nil {
+		return err
+	}
+	m.addResources(r)
+	m.addSeries(r)
+	m.addAudit(r)
+	return nil
+}
+
+// addRun merges the run's extent, load and outcome counts.
+func (m *merger) addRun(r *Result) {
+	out := m.out
+	if h := r.Provenance.Host; !m.hosts[h] {
+		m.hosts[h] = true
+		m.hostList = append(m.hostList, h)
+	}
+	if r.Interrupted {
+		out.Interrupted = true
+		out.InterruptedBy = r.InterruptedBy
+	}
+	for _, x := range r.Incomplete {
+		out.Incomplete = append(out.Incomplete, "shard "+r.Shard+": "+x)
+	}
+	if r.Started.Before(out.Started) {
+		out.Started = r.Started
+	}
+	if r.DurationS > out.DurationS {
+		out.DurationS = r.DurationS
+	}
+	for _, t := range r.Targets {
+		if !m.targets[t] {
+			m.targets[t] = true
+			out.Targets = append(out.Targets, t)
+		}
+	}
+	out.Scenario.Subscribers.Count += r.Scenario.Subscribers.Count
+	out.Scenario.Load.TPS += r.Scenario.Load.TPS
+	out.Scenario.Load.SessionsPerSecond += r.Scenario.Load.SessionsPerSecond
+	out.Offered += r.Offered
+	for k, v := range r.ErrorClasses {
+		out.ErrorClasses[k] += v
+	}
+	out.Retried += r.Retried
+	out.RetryResolved += r.RetryResolved
+	out.RetriesDropped += r.RetriesDropped
+	out.UsageLost.Add(r.UsageLost)
+}
+
+// addOps merges every operation's counts and histograms the way the
+// engine merges its workers' (engine.OpStats.Add); the admitted latency
+// only where the shard has it.
+func (m *merger) addOps(r *Result) error {
+	for name, o := range r.Ops {
+		shard := engine.OpStats{Count: o.Count, Errors: o.Errors, Late: o.Late, Dropped: o.Dropped, Shed: o.Shed}
+		if enc := r.Histograms[name].Admitted; enc != "" {
+			h, err := histogram.Decode(enc)
+			if err != nil {
+				return fmt.Errorf("cannot decode admitted latency histogram of %s: %w", name, err)
+			}
+			shard.Admitted = h
+		}
+		h, err := r.decode(name)
+		if err != nil {
+			return err
+		}
+		shard.Latency, shard.Service = h[0], h[1]
+		acc := m.ops[name]
+		if acc == nil {
+			acc = &engine.OpStats{Latency: histogram.New(), Service: histogram.New()}
+			m.ops[name] = acc
+		}
+		acc.Add(&shard)
+	}
+	return nil
+}
+
+// addResources merges CPU, memory, sessions and the per-hop note.
+func (m *merger) addResources(r *Result) {
+	out := m.out
+	for k, v := range r.CPUSeconds {
+		if k == LoadgenComponent {
+			out.CPUSeconds[k] += v
+		} else if v > out.CPUSeconds[k] {
+			out.CPUSeconds[k] = v
+		}
+	}
+	if len(r.Hops) > 0 {
+		// Each shard scraped the same services over its own window:
+		// their quantiles do not add up.
+		out.HopsNote = "not merged: see each shard's result.json"
+	}
+	for k, v := range r.Memory {
+		if out.Memory == nil {
+			out.Memory = map[string]cpu.Memory{}
+		}
+		mm := out.Memory[k]
+		if k == LoadgenComponent { // one loadgen per shard
+			mm.RSS, mm.Peak = mm.RSS+v.RSS, mm.Peak+v.Peak
+		} else { // every shard saw the same SUT
+			mm.RSS, mm.Peak = max(mm.RSS, v.RSS), max(mm.Peak, v.Peak)
+		}
+		out.Memory[k] = mm
+	}
+	if s := r.Sessions; s != nil {
+		if out.Sessions == nil {
+			out.Sessions = &Sessions{FlowBytes: s.FlowBytes}
+		}
+		o := out.Sessions
+		o.OpenPeak += s.OpenPeak // an upper bound: the shards' peaks need not coincide
+		o.OpenEnd += s.OpenEnd
+		o.Limited += s.Limited
+		o.MaxOpenSessions += s.MaxOpenSessions
+		o.LoadgenHeapBytes += s.LoadgenHeapBytes
+		if o.OpenEnd > 0 {
+			o.BytesPerOpenSession = float64(o.LoadgenHeapBytes) / float64(o.OpenEnd)
+		}
+	}
+}
+
+// addSeries merges the per-second series: counts add up, percentiles
+// take the worst shard's.
+func (m *merger) addSeries(r *Result) {
+	for _, p := range r.Series {
+		s := m.series[p.Second]
+		if s == nil {
+			s = &Point{CPU: map[string]float64{}}
+			s.Second, s.Phase = p.Second, p.Phase
+			m.series[p.Second] = s
+		}
+		s.Offered += p.Offered
+		s.Completed += p.Completed
+		s.Errors += p.Errors
+		s.Late += p.Late
+		s.Dropped += p.Dropped
+		s.InFlight += p.InFlight
+		s.P50, s.P90, s.P99, s.P999, s.Max = max(s.P50, p.P50), max(s.P90, p.P90), max(s.P99, p.P99), max(s.P999, p.P999), max(s.Max, p.Max)
+		s.ServiceP50, s.ServiceP99, s.SchedLagP99 = max(s.ServiceP50, p.ServiceP50), max(s.ServiceP99, p.ServiceP99), max(s.SchedLagP99, p.SchedLagP99)
+		s.OpCompleted = addCounts(s.OpCompleted, p.OpCompleted)
+		s.OpErrors = addCounts(s.OpErrors, p.OpErrors)
+		s.ErrorClasses = addCounts(s.ErrorClasses, p.ErrorClasses)
+		for k, v := range p.CPU {
+			if k == LoadgenComponent {
+				s.CPU[k] += v
+			} else {
+				s.CPU[k] = max(s.CPU[k], v)
+			}
+		}
+	}
+}
+
+// addAudit merges the shard's audit: the merged audit is OK when every
+// shard's that ran is, skipped when all were.
+func (m *merger) addAudit(r *Result) {
+	o, a := &m.out.Audit, r.Audit
+	if !a.Skipped {
+		o.Skipped = false
+		o.OK = o.OK && a.OK
+	}
+	o.Touched += a.Touched
+	o.Checked += a.Checked
+	o.Charged += a.Charged
+	o.Debited += a.Debited
+	o.Mismatches += a.Mismatches
+	o.Negative += a.Negative
+	o.Reserved += a.Reserved
+	o.Unreadable += a.Unreadable
+	o.Unresolved += a.Unresolved
+	o.UsageLost += a.UsageLost
+	o.NoHeader += a.NoHeader
+	for _, e := range a.Examples {
+		if len(o.Examples) < 10 {
+			o.Examples = append(o.Examples, e)
+		}
+	}
+	if a.Reason != "" {
+		m.reasons = append(m.reasons, fmt.Sprintf("shard %s: %s", r.Shard, a.Reason))
+	}
+}
+
+// result completes the merged result: the audit's verdict, the
+// operations' counts and encoded histograms, the series in order and the
+// hosts.
+func (m *merger) result() (*Result, error) {
+	out := m.out
+	if out.Audit.Skipped {
+		out.Audit.OK = false
+	}
+	out.Audit.Reason = strings.Join(m.reasons, "; ")
+	for name, s := range m.ops {
+		out.Ops[name] = Op{Count: s.Count, Errors: s.Errors, Late: s.Late, Dropped: s.Dropped, Shed: s.Shed}
+		l, err := s.Latency.Encode()
+		if err != nil {
+			return nil, err
+		}
+		sv, err := s.Service.Encode()
+		if err != nil {
+			return nil, err
+		}
+		a := ""
+		if s.Admitted != nil {
+			if a, err = s.Admitted.Encode(); err != nil {
+				return nil, err
+			}
+		}
+		out.Histograms[name] = Hist{Latency: l, Service: sv, Admitted: a}
+	}
+	for sec := 0; len(m.series) > 0; sec++ {
+		if p, ok := m.series[sec]; ok {
+			q := *p
+			q.HostBusy, q.HostSteal, q.HostFreezeMs = 0, 0, nil // the shards' machines differ (as out.Host)
+			out.Series = append(out.Series, q)
+			delete(m.series, sec)
+		}
+	}
+	out.Provenance.Host = strings.Join(m.hostList, ",")
 	return out, nil
 }
 

@@ -186,104 +186,36 @@ func CheckProto(sc *scenario.Scenario, proto string) error {
 }
 
 // Execute performs the run. A failed audit returns the result together
-// with an error wrapping ErrAudit.
+// with an error wrapping ErrAudit. Its phases: check the options, set up
+// the drivers (and the operator client of the scenario's notifications),
+// read the initial balances, start the CPU sampling, progress and live
+// metrics, run the engine (the window's edges measured by window), then
+// read the final balances and build the result.
 func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
 	sc := o.Scenario
-	if err := sc.Validate(); err != nil {
+	if err := checkOptions(&sc, o); err != nil {
 		return nil, err
 	}
-	if err := CheckProto(&sc, o.Proto); err != nil {
+	dcfg := driverConfig(o)
+	op, err := newOperator(o, &dcfg)
+	if err != nil {
 		return nil, err
 	}
-	if len(o.Faults) > 0 && o.Injector == nil {
-		return nil, fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
-	}
-	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: sc.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS,
-		NotifyListen: o.NotifyListen, OnTime: o.Pacing == 0, OperatorToken: o.OperatorToken}
-	if o.TariffChange != nil && dcfg.NotifyListen == "" && o.Proto != "gy" {
-		// The sessions the change re-authorises are notified.
-		dcfg.NotifyListen = "127.0.0.1:0"
-	}
-	var op *operator.Client
-	if sc.Notifications.Enabled() {
-		if dcfg.NotifyListen == "" && o.Proto != "gy" {
-			dcfg.NotifyListen = "127.0.0.1:0"
-		}
-		targets := o.OperatorTargets
-		if len(targets) == 0 {
-			targets = o.Targets
-			if o.Proto == "gy" {
-				targets = o.BalanceTargets
-			}
-		}
-		if len(targets) == 0 {
-			return nil, fmt.Errorf("cannot trigger the scenario's notifications over %s: no HTTP endpoint for the operator API (--balance-url)", protoName(o.Proto))
-		}
-		var err error
-		if op, err = operator.New(operator.Config{Targets: targets, Token: o.OperatorToken, TLS: o.TLS}); err != nil {
-			return nil, err
-		}
+	if op != nil {
 		defer op.Close(0)
 	}
-	var d driver.Driver
-	var err error
-	// Balances are read over Nchf's HTTP API: through the load driver, or
-	// for Gy through an HTTP/1.1 Nchf driver of their own.
-	var reader *nchf.Driver
-	charging := o.Proto == "gy"
-	if charging {
-		d, err = gy.New(dcfg)
-	} else {
-		reader, err = nchf.New(dcfg)
-		d = reader
-	}
+	d, reader, err := newDriver(dcfg)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	first, _ := scenario.ParseSUPI(sc.Subscribers.First)
-
-	mode := o.Audit
-	if mode == "" {
-		mode = AuditAuto
-	}
-	var initial *audit.Snapshot
-	auditRes := audit.Result{Skipped: true}
-	doAudit := mode != AuditOff
-	if mode == AuditAuto && sc.Subscribers.Count > FullAuditMax && o.InitialBalance <= 0 {
-		doAudit = false
-		auditRes.Reason = fmt.Sprintf("range of %d subscribers is above %d and no --initial-balance given", sc.Subscribers.Count, FullAuditMax)
-	}
-	if mode == AuditOff {
-		auditRes.Reason = "disabled"
-	}
-	if doAudit && charging {
-		if len(o.BalanceTargets) == 0 {
-			if mode == AuditFull {
-				return nil, fmt.Errorf("cannot audit a %s run: no HTTP endpoint to read balances from (--balance-url)", protoName(o.Proto))
-			}
-			doAudit = false
-			auditRes.Reason = "no HTTP endpoint to read balances from over " + protoName(o.Proto) + " (--balance-url)"
-		} else {
-			hd, err := nchf.New(driver.Config{Proto: "http1", Targets: o.BalanceTargets, Timeout: sc.Timeout.D(), TLS: o.TLS,
-				OperatorToken: o.OperatorToken})
-			if err != nil {
-				return nil, fmt.Errorf("cannot create the balance reader: %w", err)
-			}
-			defer hd.Close()
-			reader = hd
-		}
-	}
-	if doAudit && o.InitialBalance <= 0 {
-		t0 := time.Now()
-		initial, err = audit.Read(ctx, reader, first, audit.AllIndexes(sc.Subscribers.Count), o.AuditConcurrency)
-		if err != nil {
-			return nil, fmt.Errorf("cannot read initial balances: %w", err)
-		}
-		o.Log.Info("initial balances read", "accounts", sc.Subscribers.Count, "took", time.Since(t0).Round(time.Millisecond))
+	au := newAuditor(o, &sc, reader)
+	defer au.close()
+	if err := au.start(ctx); err != nil {
+		return nil, err
 	}
 
 	sampler := cpu.NewSampler(o.CPU...)
@@ -297,47 +229,16 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	hp := startHostProbe(ctx, o)
 	defer hp.stop()
 	prog := newProgress(o, sampler, hp)
-	tick, livePhase := prog.tick, func(string) {}
-	var observe func(engine.Op, time.Duration, string) // nil: the engine skips it
-	if o.MetricsListen != "" {
-		lm := live.New()
-		if err := lm.Serve(o.MetricsListen); err != nil {
-			return nil, err
-		}
-		defer lm.Close(context.Background())
-		o.Log.Info("serving live metrics", "addr", "http://"+lm.Addr()+"/metrics")
-		tick = func(t engine.Tick) { prog.tick(t); lm.Tick(t) }
-		observe, livePhase = lm.Observe, lm.Phase
+	hooks, closeLive, err := startLive(o, prog)
+	if err != nil {
+		return nil, err
 	}
-
-	var mu sync.Mutex
-	var mem map[string]cpu.Memory
-	var heapLive int64
-	var cpuA, cpuB cpu.Sample
-	var haveA, haveB bool
-	var hopsA, hopsB hops.Snapshot
-	var haveHopsA, haveHopsB bool
-	snapHops := func(into *hops.Snapshot, have *bool) {
-		if o.Hops == nil {
-			return
-		}
-		h := o.Hops.Snapshot(context.Background())
-		mu.Lock()
-		*into, *have = h, true
-		mu.Unlock()
+	defer closeLive()
+	tariff, rater, err := raterOf(o)
+	if err != nil {
+		return nil, err
 	}
-	tariff := o.Tariff
-	if tariff == nil {
-		if tariff, err = audit.LoadTariff(""); err != nil {
-			return nil, fmt.Errorf("cannot load the built-in tariff: %w", err)
-		}
-	}
-	var rater engine.Rater = tariff
-	if o.TariffChange != nil {
-		rater = o.TariffChange
-	}
-	var measureStart time.Time
-	waitFaults := func() []faultRun { return nil }
+	win := &window{ctx: ctx, o: &o, sampler: sampler, hp: hp, waitFaults: func() []faultRun { return nil }}
 	cfg := engine.Config{
 		Scenario: sc,
 		Driver:   d,
@@ -345,34 +246,11 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 		Rater:    rater,
 		Workers:  o.Workers,
 		Pacing:   o.Pacing,
-		Tick:     tick,
-		Observe:  observe,
+		Tick:     hooks.tick,
+		Observe:  hooks.observe,
 		Phase: func(name string) {
-			livePhase(name)
-			switch name {
-			case "measure":
-				mu.Lock()
-				measureStart = time.Now()
-				if len(o.Faults) > 0 {
-					waitFaults = injectFaults(ctx, o.Injector, o.Faults, measureStart)
-				}
-				mu.Unlock()
-				s := sampler.Sample(context.Background())
-				mu.Lock()
-				cpuA, haveA = s, true
-				mu.Unlock()
-				hp.open()
-				snapHops(&hopsA, &haveHopsA)
-			case "drain":
-				hp.shut()
-				snapHops(&hopsB, &haveHopsB)
-				s := sampler.Sample(context.Background())
-				m, h := sampler.Memory(context.Background(), nil), liveHeap()
-				mu.Lock()
-				cpuB, haveB = s, true
-				mem, heapLive = m, h
-				mu.Unlock()
-			}
+			hooks.phase(name)
+			win.phase(name)
 			prog.phase(name)
 		},
 	}
@@ -383,78 +261,12 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opStats *operator.Stats
-	if op != nil {
-		op.Close(operator.DefaultTimeout) // the calls still queued or in flight, bounded
-		s := op.Stats()
-		opStats = &s
-	}
-	mu.Lock()
-	wait := waitFaults
-	mu.Unlock()
-	faultRuns := wait() // every instance back before the audit
+	opStats := closeOperator(op)
+	faultRuns := win.faults() // every instance back before the audit
 	interrupted := ctx.Err() != nil
 	prog.finish()
-	mu.Lock()
-	if !haveB {
-		cpuB = sampler.Sample(context.Background())
-	}
-	var cpuSecs map[string]float64
-	var host *report.HostCPU
-	if haveA {
-		cpuSecs = cpu.Delta(cpuA, cpuB)
-		h, hostOK := cpu.HostDelta(cpuA, cpuB)
-		// The window may have been cut short by ctx; CPU covers the same span.
-		if dt := cpuB.At.Sub(cpuA.At).Seconds(); dt > 0 {
-			want := st.MeasureEnd.Sub(st.MeasureStart).Seconds()
-			for k, v := range cpuSecs {
-				cpuSecs[k] = v * want / dt
-			}
-			h.Busy, h.Steal = h.Busy*want/dt, h.Steal*want/dt
-		}
-		if hostOK {
-			host = &report.HostCPU{Cores: h.Cores, BusySeconds: h.Busy, StealSeconds: h.Steal, Local: sampler.Local()}
-		}
-	}
-	mu.Unlock()
-
-	if doAudit && interrupted {
-		// In-flight requests were abandoned: the balances cannot reconcile
-		// exactly, and the user asked to stop now.
-		doAudit = false
-		auditRes = audit.Result{Skipped: true, Reason: "run interrupted"}
-	}
-	if doAudit {
-		// Reservations of sessions that ended are freed synchronously by the
-		// CHF, so the final read can follow at once.
-		// auto: the subscribers the run touched (untouched balances cannot
-		// have moved); full: the whole range, which also proves that.
-		idx := st.Ledger.TouchedList()
-		if mode == AuditFull {
-			idx = audit.AllIndexes(sc.Subscribers.Count)
-		}
-		t0 := time.Now()
-		settle := time.Now().Add(o.ReservationSettle)
-		for {
-			final, err := audit.Read(context.Background(), reader, first, idx, o.AuditConcurrency)
-			if err != nil {
-				auditRes = audit.Result{Reason: err.Error()}
-				break
-			}
-			auditRes = audit.Check(audit.Input{
-				First: first, Initial: initial, InitialBalance: o.InitialBalance, Final: final,
-				Ledger: st.Ledger, Expected: st.Ledger, Unresolved: st.Unresolved, NoHeader: st.MissingCharged,
-				UsageLost: st.UsageLost, InitialOf: o.InitialOf, Tariff: tariff,
-			})
-			o.Log.Info("final balances read", "accounts", len(idx), "took", time.Since(t0).Round(time.Millisecond))
-			// Only reservations can still change; mismatches cannot.
-			if auditRes.Reserved == 0 || len(faultRuns) == 0 || time.Now().After(settle) || ctx.Err() != nil {
-				break
-			}
-			o.Log.Info("waiting for the reservations of sessions cut by a fault to expire", "accounts_with_reservations", auditRes.Reserved, "until", settle.Format(time.TimeOnly))
-			time.Sleep(time.Second)
-		}
-	}
+	cpuSecs, host := win.cpu(st)
+	auditRes := au.final(ctx, st, interrupted, len(faultRuns) > 0, tariff)
 
 	res, err := report.Build(st, sc, o.Targets, protoName(o.Proto), cpuSecs, auditRes, prog.points())
 	if err != nil {
@@ -464,32 +276,153 @@ func Execute(ctx context.Context, o Options) (*report.Result, error) {
 	if opStats != nil {
 		res.Notifications = report.BuildNotifications(&st.Notices, opStats)
 	}
-	mu.Lock()
-	if mem == nil { // interrupted before the drain: what it holds now
-		mem, heapLive = sampler.Memory(context.Background(), nil), liveHeap()
-	}
-	res.Memory = mem
-	res.Hops, res.HopsNote = hopsOf(hopsA, hopsB, haveHopsA && haveHopsB, o)
-	mu.Unlock()
+	heapLive := win.memory(res)
 	res.Host = host
 	res.HostFreezes, res.HostFreezesNote = hp.stop()
-	res.Sessions = &report.Sessions{
-		OpenPeak: st.OpenSessionsPeak, OpenEnd: st.OpenSessionsEnd, Limited: st.SessionLimited,
-		MaxOpenSessions: sc.MaxOpenSessions, LoadgenHeapBytes: heapLive, FlowBytes: engine.FlowBytes,
-	}
-	if st.OpenSessionsEnd > 0 {
-		res.Sessions.BytesPerOpenSession = float64(heapLive) / float64(st.OpenSessionsEnd)
-	}
+	res.Sessions = sessionsOf(st, sc, heapLive)
 	if err := res.Recompute(); err != nil { // the warnings of the sessions' figures
 		return nil, err
 	}
 	if len(faultRuns) > 0 {
-		res.Faults = faultResults(faultRuns, res.Series, st.Started, measureStart)
-		res.StoreFaults = storeFaultResults(faultRuns, res.Series, st.Started, measureStart)
+		res.Faults = faultResults(faultRuns, res.Series, st.Started, win.measureStart())
+		res.StoreFaults = storeFaultResults(faultRuns, res.Series, st.Started, win.measureStart())
 	}
 	res.Interrupted = interrupted
-	cpuErr := lostCPU(sampler, cpuA, cpuB, haveA, o, interrupted, &incomplete)
+	cpuErr := lostCPU(sampler, win.cpuA, win.cpuB, win.haveA, o, interrupted, &incomplete)
 	return finish(res, o, incomplete, cpuErr)
+}
+
+// checkOptions refuses a run the scenario, the protocol or the faults
+// asked cannot make.
+func checkOptions(sc *scenario.Scenario, o Options) error {
+	if err := sc.Validate(); err != nil {
+		return err
+	}
+	if err := CheckProto(sc, o.Proto); err != nil {
+		return err
+	}
+	if len(o.Faults) > 0 && o.Injector == nil {
+		return fmt.Errorf("%w: faults need a system under test this loadgen started (loadgen local)", ErrFaultSpec)
+	}
+	return nil
+}
+
+// driverConfig is the load driver's configuration of o. A tariff change
+// needs the Nchf notifyUri served (the sessions it re-authorises are
+// notified).
+func driverConfig(o Options) driver.Config {
+	dcfg := driver.Config{Proto: o.Proto, Targets: o.Targets, Conns: o.Conns, Timeout: o.Scenario.Timeout.D(), Blocking: o.NoAsync, TLS: o.TLS,
+		NotifyListen: o.NotifyListen, OnTime: o.Pacing == 0, OperatorToken: o.OperatorToken}
+	if o.TariffChange != nil && dcfg.NotifyListen == "" && o.Proto != "gy" {
+		dcfg.NotifyListen = "127.0.0.1:0"
+	}
+	return dcfg
+}
+
+// newOperator returns the operator API client that triggers the
+// scenario's notifications (nil when it has none), and makes dcfg serve
+// the Nchf notifyUri they arrive on.
+func newOperator(o Options, dcfg *driver.Config) (*operator.Client, error) {
+	if !o.Scenario.Notifications.Enabled() {
+		return nil, nil
+	}
+	if dcfg.NotifyListen == "" && o.Proto != "gy" {
+		dcfg.NotifyListen = "127.0.0.1:0"
+	}
+	targets := o.OperatorTargets
+	if len(targets) == 0 {
+		targets = o.Targets
+		if o.Proto == "gy" {
+			targets = o.BalanceTargets
+		}
+	}
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("cannot trigger the scenario's notifications over %s: no HTTP endpoint for the operator API (--balance-url)", protoName(o.Proto))
+	}
+	return operator.New(operator.Config{Targets: targets, Token: o.OperatorToken, TLS: o.TLS})
+}
+
+// closeOperator waits (bounded) for the operator calls still queued or in
+// flight and returns their figures; nil without an operator.
+func closeOperator(op *operator.Client) *operator.Stats {
+	if op == nil {
+		return nil
+	}
+	op.Close(operator.DefaultTimeout)
+	s := op.Stats()
+	return &s
+}
+
+// newDriver returns the load driver of dcfg and, for the Nchf
+// protocols, the same driver as the balance reader (nil for Gy, whose
+// balances are read over an HTTP driver of the auditor's own).
+func newDriver(dcfg driver.Config) (driver.Driver, *nchf.Driver, error) {
+	if dcfg.Proto == "gy" {
+		d, err := gy.New(dcfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return d, nil, nil
+	}
+	d, err := nchf.New(dcfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, d, nil
+}
+
+// liveHooks are the engine's callbacks of progress and live metrics.
+type liveHooks struct {
+	tick    func(engine.Tick)
+	observe func(engine.Op, time.Duration, string) // nil: the engine skips it
+	phase   func(string)
+}
+
+// startLive serves the live Prometheus metrics when o.MetricsListen is
+// set and returns the hooks that feed them and prog, and what stops the
+// server.
+func startLive(o Options, prog *progress) (liveHooks, func(), error) {
+	h := liveHooks{tick: prog.tick, phase: func(string) {}}
+	if o.MetricsListen == "" {
+		return h, func() {}, nil
+	}
+	lm := live.New()
+	if err := lm.Serve(o.MetricsListen); err != nil {
+		return h, nil, err
+	}
+	o.Log.Info("serving live metrics", "addr", "http://"+lm.Addr()+"/metrics")
+	h.tick = func(t engine.Tick) { prog.tick(t); lm.Tick(t) }
+	h.observe, h.phase = lm.Observe, lm.Phase
+	return h, func() { lm.Close(context.Background()) }, nil
+}
+
+// raterOf returns the tariff the audit checks charges against (the
+// built-in one unless o.Tariff) and the engine's rater: the tariff, or
+// the tariff change when the run has one.
+func raterOf(o Options) (*audit.Tariff, engine.Rater, error) {
+	tariff := o.Tariff
+	if tariff == nil {
+		var err error
+		if tariff, err = audit.LoadTariff(""); err != nil {
+			return nil, nil, fmt.Errorf("cannot load the built-in tariff: %w", err)
+		}
+	}
+	if o.TariffChange != nil {
+		return tariff, o.TariffChange, nil
+	}
+	return tariff, tariff, nil
+}
+
+// sessionsOf is the result's open-session figures of st.
+func sessionsOf(st *engine.Stats, sc scenario.Scenario, heapLive int64) *report.Sessions {
+	s := &report.Sessions{
+		OpenPeak: st.OpenSessionsPeak, OpenEnd: st.OpenSessionsEnd, Limited: st.SessionLimited,
+		MaxOpenSessions: sc.MaxOpenSessions, LoadgenHeapBytes: heapLive, FlowBytes: engine.FlowBytes,
+	}
+	if st.OpenSessionsEnd > 0 {
+		s.BytesPerOpenSession = float64(heapLive) / float64(st.OpenSessionsEnd)
+	}
+	return s
 }
 
 // hopsOf is the report's per-hop latency from the two snapshots, and a

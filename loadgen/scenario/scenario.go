@@ -385,158 +385,228 @@ const (
 	maxInFlight            = 1 << 20
 )
 
-// Validate checks every field; the error (a *FieldError) names the first
-// offending one.
+// Validate checks every field, section by section; the error (a
+// *FieldError) names the first offending one.
 func (s *Scenario) Validate() error {
-	bad := func(field, format string, a ...any) error {
-		return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
+	for _, check := range []func() error{
+		s.Mix.validate,
+		func() error { return s.Data.validate("data", s.Mix.Data) },
+		func() error { return s.Voice.validate("voice", s.Mix.Voice) },
+		func() error { return s.SMS.validate("sms", s.Mix.SMS) },
+		s.validateRetries,
+		s.Subscribers.validate,
+		s.validateLoad,
+		func() error { return s.Phases.validate(s.steadyThinkTime()) },
+		s.validateLimits,
+		s.validateThresholds,
+		func() error { return s.Notifications.validate(invalid) },
+		func() error { return s.Accounts.validate(invalid) },
+	} {
+		if err := check(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// invalid is the *FieldError of field.
+func invalid(field, format string, a ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// validate checks the shares: finite, not negative, one positive.
+func (m Mix) validate() error {
 	shares := []struct {
 		f string
 		v float64
-	}{{"mix.data", s.Mix.Data}, {"mix.voice", s.Mix.Voice}, {"mix.sms", s.Mix.SMS}, {"mix.balance", s.Mix.Balance}}
+	}{{"mix.data", m.Data}, {"mix.voice", m.Voice}, {"mix.sms", m.SMS}, {"mix.balance", m.Balance}}
 	var sum float64
 	for _, sh := range shares {
 		if sh.v < 0 || !finite(sh.v) {
-			return bad(sh.f, "share must be a finite number >= 0, got %v", sh.v)
+			return invalid(sh.f, "share must be a finite number >= 0, got %v", sh.v)
 		}
 		sum += sh.v
 	}
 	if sum <= 0 {
-		return bad("mix", "at least one share must be positive")
+		return invalid("mix", "at least one share must be positive")
 	}
-	for _, ss := range []struct {
-		f   string
-		v   Session
-		use float64
-	}{{"data", s.Data, s.Mix.Data}, {"voice", s.Voice, s.Mix.Voice}} {
-		if ss.use == 0 {
-			continue
-		}
-		if ss.v.RatingGroup == 0 {
-			return bad(ss.f+".rating_group", "must be set")
-		}
-		if ss.v.Updates < 0 || ss.v.Updates > 10000 {
-			return bad(ss.f+".updates", "must be 0..10000, got %d", ss.v.Updates)
-		}
-		if ss.v.Requested.IsZero() {
-			return bad(ss.f+".requested", "at least one unit must be set")
-		}
-		if ss.v.ThinkTime < 0 || ss.v.ThinkTime.D() > time.Hour {
-			return bad(ss.f+".think_time", "must be 0..1h, got %s", ss.v.ThinkTime.D())
-		}
-		if err := ss.v.validateUsage(ss.f, bad); err != nil {
-			return err
-		}
-		if l := ss.v.Length; l != nil {
-			switch {
-			case l.Dist != "" && l.Dist != "uniform" && l.Dist != "exponential":
-				return bad(ss.f+".length.dist", "must be uniform or exponential, got %q", l.Dist)
-			case l.Min <= 0 || l.Max.D() > 24*time.Hour || l.Max < l.Min:
-				return bad(ss.f+".length", "want 0 < min <= max <= 24h, got min %s max %s", l.Min.D(), l.Max.D())
-			case l.Dist == "exponential" && (l.Mean <= l.Min || l.Mean > l.Max):
-				return bad(ss.f+".length.mean", "must be in (min, max], got %s", l.Mean.D())
-			case l.Dist != "exponential" && l.Mean != 0:
-				return bad(ss.f+".length.mean", "only with dist: exponential")
-			case ss.v.ThinkTime <= 0:
-				return bad(ss.f+".think_time", "must be positive with a length")
-			case ss.v.Length.Max.D()/ss.v.ThinkTime.D() > 10000:
-				return bad(ss.f+".length.max", "at most 10000 updates per session (think_time %s)", ss.v.ThinkTime.D())
-			}
-		}
+	return nil
+}
+
+// validate checks the session section field when the mix uses it
+// (share > 0).
+func (ss *Session) validate(field string, share float64) error {
+	if share == 0 {
+		return nil
 	}
-	if s.Mix.SMS > 0 {
-		if s.SMS.RatingGroup == 0 {
-			return bad("sms.rating_group", "must be set")
-		}
-		if s.SMS.Units.IsZero() {
-			return bad("sms.units", "at least one unit must be set")
-		}
+	if ss.RatingGroup == 0 {
+		return invalid(field+".rating_group", "must be set")
 	}
+	if ss.Updates < 0 || ss.Updates > 10000 {
+		return invalid(field+".updates", "must be 0..10000, got %d", ss.Updates)
+	}
+	if ss.Requested.IsZero() {
+		return invalid(field+".requested", "at least one unit must be set")
+	}
+	if ss.ThinkTime < 0 || ss.ThinkTime.D() > time.Hour {
+		return invalid(field+".think_time", "must be 0..1h, got %s", ss.ThinkTime.D())
+	}
+	if err := ss.validateUsage(field, invalid); err != nil {
+		return err
+	}
+	if ss.Length != nil {
+		return ss.Length.validate(field, ss.ThinkTime)
+	}
+	return nil
+}
+
+// validate checks the length of the sessions of section field, whose
+// think time is think.
+func (l *Length) validate(field string, think Duration) error {
+	switch {
+	case l.Dist != "" && l.Dist != "uniform" && l.Dist != "exponential":
+		return invalid(field+".length.dist", "must be uniform or exponential, got %q", l.Dist)
+	case l.Min <= 0 || l.Max.D() > 24*time.Hour || l.Max < l.Min:
+		return invalid(field+".length", "want 0 < min <= max <= 24h, got min %s max %s", l.Min.D(), l.Max.D())
+	case l.Dist == "exponential" && (l.Mean <= l.Min || l.Mean > l.Max):
+		return invalid(field+".length.mean", "must be in (min, max], got %s", l.Mean.D())
+	case l.Dist != "exponential" && l.Mean != 0:
+		return invalid(field+".length.mean", "only with dist: exponential")
+	case think <= 0:
+		return invalid(field+".think_time", "must be positive with a length")
+	case l.Max.D()/think.D() > 10000:
+		return invalid(field+".length.max", "at most 10000 updates per session (think_time %s)", think.D())
+	}
+	return nil
+}
+
+// validate checks the event section field when the mix uses it.
+func (e *Event) validate(field string, share float64) error {
+	if share <= 0 {
+		return nil
+	}
+	if e.RatingGroup == 0 {
+		return invalid(field+".rating_group", "must be set")
+	}
+	if e.Units.IsZero() {
+		return invalid(field+".units", "at least one unit must be set")
+	}
+	return nil
+}
+
+// validateRetries checks retransmit, retry_errors and retry_backoff.
+func (s *Scenario) validateRetries() error {
 	if s.Retransmit < 0 || s.Retransmit > 1 || math.IsNaN(s.Retransmit) {
-		return bad("retransmit", "must be a share 0..1, got %v", s.Retransmit)
+		return invalid("retransmit", "must be a share 0..1, got %v", s.Retransmit)
 	}
 	if s.RetryErrors < 0 || s.RetryErrors > MaxRetryErrors {
-		return bad("retry_errors", "must be 0..%d, got %d", MaxRetryErrors, s.RetryErrors)
+		return invalid("retry_errors", "must be 0..%d, got %d", MaxRetryErrors, s.RetryErrors)
 	}
 	if s.RetryErrors > 0 && (s.RetryBackoff <= 0 || s.RetryBackoff > Duration(10*time.Second)) {
-		return bad("retry_backoff", "must be above 0 and at most 10s with retry_errors set, got %v", time.Duration(s.RetryBackoff))
+		return invalid("retry_backoff", "must be above 0 and at most 10s with retry_errors set, got %v", time.Duration(s.RetryBackoff))
 	}
-	if _, err := ParseSUPI(s.Subscribers.First); err != nil {
-		return bad("subscribers.first", "%v", err)
+	return nil
+}
+
+// validate checks the range (its first SUPI, its size, that it fits the
+// SUPI's digits) and the popularity.
+func (sub *Subscribers) validate() error {
+	first, err := ParseSUPI(sub.First)
+	if err != nil {
+		return invalid("subscribers.first", "%v", err)
 	}
-	if s.Subscribers.Count <= 0 || s.Subscribers.Count > maxSubscribers {
-		return bad("subscribers.count", "must be 1..%d, got %d", maxSubscribers, s.Subscribers.Count)
+	if sub.Count <= 0 || sub.Count > maxSubscribers {
+		return invalid("subscribers.count", "must be 1..%d, got %d", maxSubscribers, sub.Count)
 	}
-	if first, _ := ParseSUPI(s.Subscribers.First); !rangeFits(first, s.Subscribers.Count) {
-		return bad("subscribers.count", "%d subscribers from %s overflow its %d digits", s.Subscribers.Count, s.Subscribers.First, first.Width)
+	if !rangeFits(first, sub.Count) {
+		return invalid("subscribers.count", "%d subscribers from %s overflow its %d digits", sub.Count, sub.First, first.Width)
 	}
-	switch s.Subscribers.Popularity {
+	switch sub.Popularity {
 	case "", "uniform":
-		if s.Subscribers.ZipfS != 0 {
-			return bad("subscribers.zipf_s", "only with popularity: zipf")
+		if sub.ZipfS != 0 {
+			return invalid("subscribers.zipf_s", "only with popularity: zipf")
 		}
 	case "zipf":
-		if !(s.Subscribers.ZipfS > 0 && s.Subscribers.ZipfS <= 5) {
-			return bad("subscribers.zipf_s", "must be in (0, 5], got %v", s.Subscribers.ZipfS)
+		if !(sub.ZipfS > 0 && sub.ZipfS <= 5) {
+			return invalid("subscribers.zipf_s", "must be in (0, 5], got %v", sub.ZipfS)
 		}
 	default:
-		return bad("subscribers.popularity", "must be uniform or zipf, got %q", s.Subscribers.Popularity)
+		return invalid("subscribers.popularity", "must be uniform or zipf, got %q", sub.Popularity)
 	}
+	return nil
+}
+
+// validateLoad checks max_open_sessions and the offered load (exactly one
+// of tps and sessions_per_second).
+func (s *Scenario) validateLoad() error {
 	if s.MaxOpenSessions <= 0 || s.MaxOpenSessions > maxOpenSessions {
-		return bad("max_open_sessions", "must be 1..%d, got %d", maxOpenSessions, s.MaxOpenSessions)
+		return invalid("max_open_sessions", "must be 1..%d, got %d", maxOpenSessions, s.MaxOpenSessions)
 	}
-	switch {
-	case s.Load.TPS < 0 || !finite(s.Load.TPS):
-		return bad("load.tps", "must be a positive number, got %v", s.Load.TPS)
-	case s.Load.SessionsPerSecond < 0 || !finite(s.Load.SessionsPerSecond):
-		return bad("load.sessions_per_second", "must be a positive number, got %v", s.Load.SessionsPerSecond)
-	case s.Load.TPS > 0 && s.Load.SessionsPerSecond > 0:
-		return bad("load", "set only one of tps and sessions_per_second")
-	case s.Load.TPS == 0 && s.Load.SessionsPerSecond == 0:
-		return bad("load.tps", "set tps or sessions_per_second")
+	switch l := s.Load; {
+	case l.TPS < 0 || !finite(l.TPS):
+		return invalid("load.tps", "must be a positive number, got %v", l.TPS)
+	case l.SessionsPerSecond < 0 || !finite(l.SessionsPerSecond):
+		return invalid("load.sessions_per_second", "must be a positive number, got %v", l.SessionsPerSecond)
+	case l.TPS > 0 && l.SessionsPerSecond > 0:
+		return invalid("load", "set only one of tps and sessions_per_second")
+	case l.TPS == 0 && l.SessionsPerSecond == 0:
+		return invalid("load.tps", "set tps or sessions_per_second")
 	}
-	if s.Phases.RampUp < 0 {
-		return bad("phases.ramp_up", "must not be negative, got %s", s.Phases.RampUp.D())
+	return nil
+}
+
+// validate checks the time line; steadyThink is the sessions' think time
+// a steady start's ramp-up must cover.
+func (p *Phases) validate(steadyThink Duration) error {
+	if p.RampUp < 0 {
+		return invalid("phases.ramp_up", "must not be negative, got %s", p.RampUp.D())
 	}
-	if s.Phases.SteadyStart && s.Phases.RampUp <= 0 {
-		return bad("phases.steady_start", "needs a ramp-up (phases.ramp_up) to open the sessions in")
+	if p.SteadyStart && p.RampUp <= 0 {
+		return invalid("phases.steady_start", "needs a ramp-up (phases.ramp_up) to open the sessions in")
 	}
 	// The steady state's sessions are opened over the ramp-up and update
 	// one think time after their create: a shorter ramp-up bunches every
 	// update into one band per think time, so the window would not see
 	// the steady rate (busy-hour with a 5 s ramp-up offered 149 of 1,000
 	// TPS in a 10 s window).
-	if t := s.steadyThinkTime(); s.Phases.SteadyStart && s.Phases.RampUp < t {
-		return bad("phases.ramp_up", "must be at least the sessions' think time (%s) with phases.steady_start, got %s", t.D(), s.Phases.RampUp.D())
+	if p.SteadyStart && p.RampUp < steadyThink {
+		return invalid("phases.ramp_up", "must be at least the sessions' think time (%s) with phases.steady_start, got %s", steadyThink.D(), p.RampUp.D())
 	}
-	if s.Phases.WarmUp < 0 {
-		return bad("phases.warm_up", "must not be negative, got %s", s.Phases.WarmUp.D())
+	if p.WarmUp < 0 {
+		return invalid("phases.warm_up", "must not be negative, got %s", p.WarmUp.D())
 	}
-	if s.Phases.Duration <= 0 {
-		return bad("phases.duration", "must be positive, got %s", s.Phases.Duration.D())
+	if p.Duration <= 0 {
+		return invalid("phases.duration", "must be positive, got %s", p.Duration.D())
 	}
+	return nil
+}
+
+// validateLimits checks timeout, max_in_flight, late_threshold and
+// late_drop.
+func (s *Scenario) validateLimits() error {
 	if s.Timeout <= 0 {
-		return bad("timeout", "must be positive, got %s", s.Timeout.D())
+		return invalid("timeout", "must be positive, got %s", s.Timeout.D())
 	}
 	if s.MaxInFlight <= 0 || s.MaxInFlight > maxInFlight {
-		return bad("max_in_flight", "must be 1..%d, got %d", maxInFlight, s.MaxInFlight)
+		return invalid("max_in_flight", "must be 1..%d, got %d", maxInFlight, s.MaxInFlight)
 	}
 	if s.LateThreshold <= 0 {
-		return bad("late_threshold", "must be positive")
+		return invalid("late_threshold", "must be positive")
 	}
 	if s.LateDrop < s.LateThreshold {
-		return bad("late_drop", "must be at least late_threshold")
+		return invalid("late_drop", "must be at least late_threshold")
 	}
+	return nil
+}
+
+// validateThresholds checks that every threshold parses.
+func (s *Scenario) validateThresholds() error {
 	for i, t := range s.Thresholds {
 		if _, err := ParseThreshold(t); err != nil {
-			return bad(fmt.Sprintf("thresholds[%d]", i), "%v", err)
+			return invalid(fmt.Sprintf("thresholds[%d]", i), "%v", err)
 		}
 	}
-	if err := s.Notifications.validate(bad); err != nil {
-		return err
-	}
-	return s.Accounts.validate(bad)
+	return nil
 }
 
 // Shares returns the normalised mix, indexed by Kind.

@@ -296,6 +296,8 @@ func (e *exchange) classify(op driver.ChargeOp, o *driver.Outcome) {
 		for i := range a.Grants {
 			if c := a.Grants[i].ResultCode; c != 0 && c != wire.ResultSuccess {
 				o.Class = class(rgClasses, "rg_other", c)
+				o.Barred = c == wire.ResultEndUserServiceDenied
+				o.RatingGroupRefused = true
 				break
 			}
 		}
@@ -303,6 +305,8 @@ func (e *exchange) classify(op driver.ChargeOp, o *driver.Outcome) {
 	}
 	o.Class = class(resultClasses, "gy_other", a.ResultCode)
 	switch a.ResultCode {
+	case wire.ResultEndUserServiceDenied:
+		o.Barred = true
 	case wire.ResultTooBusy:
 		o.Resolved = false // the charge may or may not have been applied
 		o.Shed = true

@@ -284,6 +284,7 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 			o.Class = "http_other"
 		}
 		o.Gone = m.status == http.StatusNotFound
+		o.Barred = m.status == http.StatusForbidden
 		o.Shed = m.status == http.StatusServiceUnavailable
 		if o.Shed && len(m.retryAfter) > 0 {
 			o.RetryAfter, _ = ParseRetryAfter(m.retryAfter, time.Now())
@@ -302,6 +303,7 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 		FailedResultCodes(m.rbody, func(code []byte) {
 			if o.Class == "" {
 				o.Class = "rg_" + string(code)
+				o.RatingGroupRefused = true
 			}
 		})
 	}

@@ -79,6 +79,7 @@ func TestClassify(t *testing.T) {
 		{driver.ChargeCreate, 201, "", `{}`, "no_location", "", true, false},
 		{driver.ChargeCreate, 201, "/nchf-convergedcharging/v3/chargingdata/r1", `{"resultCode":"QUOTA_LIMIT_REACHED"}`, "rg_QUOTA_LIMIT_REACHED", "r1", true, false},
 		{driver.ChargeUpdate, 404, "", ``, "http_404", "", true, true},
+		{driver.ChargeUpdate, 403, "", ``, "http_403", "", true, false}, // barred
 		{driver.ChargeUpdate, 503, "", ``, "http_503", "", true, false}, // refused: not charged
 		{driver.ChargeUpdate, 504, "", ``, "http_504", "", false, false},
 		{driver.ChargeUpdate, 500, "", ``, "http_500", "", false, false},
@@ -87,7 +88,8 @@ func TestClassify(t *testing.T) {
 		m.resetAnswer()
 		m.status, m.location, m.rbody = c.status, []byte(c.location), []byte(c.body)
 		classify(c.op, &m, &o)
-		if o.Class != c.class || string(o.Ref) != c.ref || o.Resolved != c.resolved || o.Gone != c.gone {
+		barred := c.status == 403 // END_USER_REQUEST_DENIED: what an account bar answers
+		if o.Class != c.class || string(o.Ref) != c.ref || o.Resolved != c.resolved || o.Gone != c.gone || o.Barred != barred || o.RatingGroupRefused != strings.HasPrefix(c.class, "rg_") {
 			t.Errorf("op %d status %d: outcome %+v ref %q", c.op, c.status, o, o.Ref)
 		}
 	}
