@@ -14,6 +14,7 @@ import (
 
 	as "github.com/aerospike/aerospike-client-go/v7"
 
+	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
@@ -69,7 +70,7 @@ func DefaultServiceConfig() ServiceConfig {
 
 // RegisterFlags registers the abm flags, c's values as defaults.
 func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
-	c.Base.RegisterFlags(fs, "host:port serving the ABM API (POST "+ApplyPath+", msgp), /healthz, /readyz and /metrics")
+	c.Base.RegisterFlags(fs, "host:port serving the ABM API (POST "+abmclient.ApplyPath+", msgp), /healthz, /readyz and /metrics")
 	RegisterAerospikeFlags(fs, &c.Aerospike, &c.Namespace)
 	fs.DurationVar(&c.ReservationSweep, "reservation-sweep", c.ReservationSweep, "interval of the background scan releasing expired reservations and sessions and finding the open sessions to re-authorise (granted under an older tariff, or holding units of an expired bucket); each pass is spread over 90% of it; 0 = off (expired reservations are still released on the account's next access, nobody is re-authorised)")
 	fs.Float64Var(&c.SweepRate, "sweep-rate", c.SweepRate, "most account records the sweep scans per second (a pass over more than interval × rate records takes longer than --reservation-sweep); 0 = no cap")

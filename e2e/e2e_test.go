@@ -29,6 +29,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter"
@@ -36,6 +37,7 @@ import (
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/discovery"
 	"github.com/chf-testbed/testbed/ocp"
+	"github.com/chf-testbed/testbed/ocp/ocpclient"
 )
 
 // Subscribers provisioned by startCHF: first..first+accounts-1.
@@ -56,7 +58,7 @@ type env struct {
 	clock *clock
 	as    *as.Client
 	abm   *gate // the ABM's requests pass through it (stall tests)
-	core  *ocp.Client
+	core  *ocpclient.Client
 	gy    *gyRef // the Diameter server startGy starts, for RAR/ASR
 	// The services themselves (sweep, tariff reload, notification poll).
 	svc  *abm.Service
@@ -98,10 +100,10 @@ func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
 	g := newGate(t, svc.Handler())
 	abmSrv := startService(t, "abm", g.serve)
 	abmCl := newClient(t, "abm", abmSrv.Addr())
-	proc := ocp.NewProcessor(tariff, abm.NewClient(abmCl, chassis.BatchConfig{}))
+	proc := ocp.NewProcessor(tariff, abmclient.New(abmCl, chassis.BatchConfig{}))
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
-	core := ocp.NewClient(ocpCl, chassis.BatchConfig{})
+	core := ocpclient.New(ocpCl, chassis.BatchConfig{})
 	gy := &gyRef{}
 	notifier := cgw.NewNotifier(cgw.NotifierConfig{Timeout: 200 * time.Millisecond, Backoff: 10 * time.Millisecond, PerDestination: 2})
 	t.Cleanup(notifier.Close)

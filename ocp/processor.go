@@ -16,14 +16,14 @@ import (
 )
 
 // Accounts is what the OCP needs of the ABM: apply one rated event to an
-// account. abm.Client (over the chassis) and abm.Service (in process)
+// account. abmclient.Client (over the chassis) and abm.Service (in process)
 // implement it.
 type Accounts interface {
 	Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.ChargeResponse) error
 }
 
 // BatchAccounts is implemented by Accounts that apply several events in
-// one call (abm.Client merges them into one round trip, abm.Service into
+// one call (abmclient.Client merges them into one round trip, abm.Service into
 // batched database commands). errs[i] is what Apply would have returned
 // for reqs[i].
 type BatchAccounts interface {

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/cdr"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
+	"github.com/chf-testbed/testbed/ocp/ocpclient"
 )
 
 // About is the help text of the ocp command.
@@ -45,7 +46,7 @@ func DefaultServiceConfig() ServiceConfig {
 
 // RegisterFlags registers the ocp flags, c's values as defaults.
 func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
-	c.Base.RegisterFlags(fs, "host:port serving the OCP API (POST "+ChargePath+", msgp), /healthz, /readyz and /metrics")
+	c.Base.RegisterFlags(fs, "host:port serving the OCP API (POST "+ocpclient.ChargePath+", msgp), /healthz, /readyz and /metrics")
 	c.ABM.RegisterFlags(fs)
 	rpc.RegisterBatchFlags(fs, &c.Batch, "abm")
 	fs.StringVar(&c.Tariff, "tariff", c.Tariff, "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md). Reloaded when it is replaced or its mtime or size changes, and on SIGHUP; an invalid file keeps the old tariff (logged)")
@@ -131,7 +132,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	var srv *chassis.Server
 	var proc *Processor
 	g.Add("OCP server", func() error {
-		proc = NewProcessor(tariff, abm.NewClient(client, c.Batch))
+		proc = NewProcessor(tariff, abmclient.New(client, c.Batch))
 		if rec != nil {
 			proc.SetSink(rec)
 		}
