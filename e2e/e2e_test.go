@@ -38,6 +38,7 @@ import (
 	"github.com/chf-testbed/testbed/chassis/discovery"
 	"github.com/chf-testbed/testbed/ocp"
 	"github.com/chf-testbed/testbed/ocp/ocpclient"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // Subscribers provisioned by startCHF: first..first+accounts-1.
@@ -89,7 +90,7 @@ func startCHF(t *testing.T) *env {
 
 // startCHFTariff is startCHF with the OCP rating on tariff (nil = the
 // default).
-func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
+func startCHFTariff(t *testing.T, tf *tariff.Tariff) *env {
 	t.Helper()
 	asc := aslitetest.Start(t)
 	if _, err := abm.Provision(context.Background(), asc, abm.ProvisionConfig{First: first, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
@@ -100,7 +101,7 @@ func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
 	g := newGate(t, svc.Handler())
 	abmSrv := startService(t, "abm", g.serve)
 	abmCl := newClient(t, "abm", abmSrv.Addr())
-	proc := ocp.NewProcessor(tariff, abmclient.New(abmCl, chassis.BatchConfig{}))
+	proc := ocp.NewProcessor(tf, abmclient.New(abmCl, chassis.BatchConfig{}))
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
 	core := ocpclient.New(ocpCl, chassis.BatchConfig{})

@@ -13,6 +13,7 @@ import (
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/ocp/ocpclient"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // About is the help text of the ocp command.
@@ -63,7 +64,7 @@ func (c *ServiceConfig) Validate() error {
 	if c.MaxInFlight <= 0 {
 		return fmt.Errorf("cannot use --max-inflight %d: must be positive", c.MaxInFlight)
 	}
-	if _, err := LoadTariff(c.Tariff); err != nil {
+	if _, err := tariff.Load(c.Tariff); err != nil {
 		return err
 	}
 	if err := c.CDR.Validate(); err != nil {
@@ -86,7 +87,7 @@ func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
 
 // AddTo adds the OCP's components to g: the ABM client and the server.
 func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
-	tariff, err := LoadTariff(c.Tariff)
+	t, err := tariff.Load(c.Tariff)
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	var srv *chassis.Server
 	var proc *Processor
 	g.Add("OCP server", func() error {
-		proc = NewProcessor(tariff, abmclient.New(client, c.Batch))
+		proc = NewProcessor(t, abmclient.New(client, c.Batch))
 		if rec != nil {
 			proc.SetSink(rec)
 		}
