@@ -16,7 +16,7 @@ import (
 func TestHandler(t *testing.T) {
 	cl := startStore(t)
 	const supi = "imsi-001010000000001"
-	provision(t, cl, supi, 1, 42)
+	provisionAccounts(t, cl, supi, 1, 42)
 	h := New(cl, Config{}).Handler()
 	f := func(method, path string, body []byte, status int) *fasthttp.RequestCtx {
 		t.Helper()

@@ -6,15 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	as "github.com/aerospike/aerospike-client-go/v7"
 
 	"github.com/chf-testbed/testbed/abm/abmclient"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
@@ -95,7 +93,7 @@ func (c *ServiceConfig) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if _, err := ParseHosts(c.Aerospike); err != nil {
+	if _, err := provision.ParseHosts(c.Aerospike); err != nil {
 		return err
 	}
 	if c.Namespace == "" {
@@ -146,7 +144,7 @@ func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
 // AddTo adds the ABM's components to g: the Aerospike client, the server
 // and the reservation sweeper.
 func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
-	hosts, err := ParseHosts(c.Aerospike)
+	hosts, err := provision.ParseHosts(c.Aerospike)
 	if err != nil {
 		return err
 	}
@@ -182,30 +180,6 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
 	g.Background("reservation sweeper", func(ctx context.Context) { svc.RunSweeper(ctx, c.ReservationSweep) })
 	return nil
-}
-
-// ParseHosts parses an --aerospike list of host:port seeds.
-func ParseHosts(list string) ([]*as.Host, error) {
-	var hosts []*as.Host
-	for _, a := range strings.Split(list, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		h, p, err := net.SplitHostPort(a)
-		if err != nil {
-			return nil, fmt.Errorf("cannot parse --aerospike %q: %w", a, err)
-		}
-		port, err := strconv.Atoi(p)
-		if err != nil || port <= 0 || port > 65535 {
-			return nil, fmt.Errorf("cannot parse --aerospike %q: bad port", a)
-		}
-		hosts = append(hosts, as.NewHost(h, port))
-	}
-	if len(hosts) == 0 {
-		return nil, errors.New("cannot use --aerospike: no host:port given")
-	}
-	return hosts, nil
 }
 
 // connBuffer is the least buffer the official client's connections keep

@@ -59,7 +59,7 @@ func TestSweepReadsOnlyDue(t *testing.T) {
 	clk := newFakeClock()
 	svc := New(cl, Config{Now: clk.Now})
 	const n = 20
-	provision(t, cl, "imsi-001010000000001", n, 1000)
+	provisionAccounts(t, cl, "imsi-001010000000001", n, 1000)
 	ctx := context.Background()
 	due := func(supi string) any {
 		t.Helper()
@@ -138,7 +138,7 @@ func TestSweepChunkFor(t *testing.T) {
 func TestSweepRecounts(t *testing.T) {
 	cl := startStore(t)
 	svc := New(cl, Config{})
-	provision(t, cl, "imsi-001010000000001", 200, 1000)
+	provisionAccounts(t, cl, "imsi-001010000000001", 200, 1000)
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
@@ -147,7 +147,7 @@ func TestSweepRecounts(t *testing.T) {
 		_, err := svc.sweepPass(context.Background(), 500, 0)
 		done <- err
 	}()
-	provision(t, cl, "imsi-001010000000201", 400, 1000)
+	provisionAccounts(t, cl, "imsi-001010000000201", 400, 1000)
 	added := time.Since(start)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/cgw/nchfspec"
@@ -93,7 +94,7 @@ func startCHF(t *testing.T) *env {
 func startCHFTariff(t *testing.T, tf *tariff.Tariff) *env {
 	t.Helper()
 	asc := aslitetest.Start(t)
-	if _, err := abm.Provision(context.Background(), asc, abm.ProvisionConfig{First: first, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), asc, provision.Config{First: first, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	clk := &clock{}
@@ -324,7 +325,7 @@ func (c *client) balance(supi string) bal {
 }
 
 func supi(i int) string {
-	s, err := abm.SUPI(first, i)
+	s, err := provision.SUPI(first, i)
 	if err != nil {
 		panic(err)
 	}
@@ -452,7 +453,7 @@ func TestSMSEvent(t *testing.T) {
 // setBalance overwrites one account with a fresh balance.
 func setBalance(t *testing.T, e *env, s string, b int64) {
 	t.Helper()
-	if _, err := abm.Provision(context.Background(), e.as, abm.ProvisionConfig{First: s, Count: 1, Balance: b, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), e.as, provision.Config{First: s, Count: 1, Balance: b, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/abmclient"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/discovery"
 	"github.com/chf-testbed/testbed/chassis/rpc"
@@ -53,7 +54,7 @@ func newChassisClient(t *testing.T, peer, addr string) *chassis.Client {
 // aslite.
 func TestThroughHTTP(t *testing.T) {
 	cl := startStore(t)
-	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{First: supi, Count: 1, Balance: 1000, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), cl, provision.Config{First: supi, Count: 1, Balance: 1000, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	abmAddr := startServer(t, "abm", abm.New(cl, abm.Config{}).Handler())
@@ -154,7 +155,7 @@ func TestHandlerRejects(t *testing.T) {
 func TestBatchesThroughHTTP(t *testing.T) {
 	cl := startStore(t)
 	const accounts = 8
-	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{First: supi, Count: accounts, Balance: 100_000, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), cl, provision.Config{First: supi, Count: accounts, Balance: 100_000, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var abmBatches, ocpBatches atomic.Int64
