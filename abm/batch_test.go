@@ -57,8 +57,8 @@ func TestApplyBatchAnswersWhatApplyAnswers(t *testing.T) {
 			const first = "imsi-001010000000001"
 			clk := newFakeClock()
 			clA, clB := startStore(t), startStore(t)
-			provision(t, clA, first, accounts, 1_000)
-			provision(t, clB, first, accounts, 1_000)
+			provisionAccounts(t, clA, first, accounts, 1_000)
+			provisionAccounts(t, clB, first, accounts, 1_000)
 			batched := New(clA, Config{Now: clk.Now, AccountCache: cache})
 			single := New(clB, Config{Now: clk.Now})
 			ctx := context.Background()
@@ -119,7 +119,7 @@ func TestApplyBatchConflicts(t *testing.T) {
 	cl := startStore(t)
 	const accounts = 4
 	const first = "imsi-001010000000001"
-	provision(t, cl, first, accounts, 10_000)
+	provisionAccounts(t, cl, first, accounts, 10_000)
 	// The cache is sharded 64 ways with entries/64 per shard: 100 entries
 	// kept one per shard, and two of the 4 accounts shared a shard (and
 	// evicted each other) about once in 11 runs, whatever the code did.

@@ -25,7 +25,7 @@ func TestAccountCacheSkipsReadsAndStaysExact(t *testing.T) {
 	cl := startStore(t)
 	const first = "imsi-001010000000001"
 	const accounts, perWorker, workers = 3, 40, 4
-	provision(t, cl, first, accounts, 1_000_000)
+	provisionAccounts(t, cl, first, accounts, 1_000_000)
 	a := New(cl, Config{})
 	b := New(cl, Config{})
 	ctx := context.Background()
@@ -221,7 +221,7 @@ func TestCacheKeepsEachAccountsKey(t *testing.T) {
 	}
 	supis := []string{"imsi-001010000000011", "imsi-001010000000012", "imsi-001010000000013"}
 	for _, s := range supis {
-		provision(t, cl, s, 1, 1_000_000)
+		provisionAccounts(t, cl, s, 1, 1_000_000)
 	}
 	ctx := context.Background()
 	reqs := make([]*chf.ApplyRequest, 0, 2*len(supis))

@@ -9,13 +9,14 @@ import (
 	as "github.com/aerospike/aerospike-client-go/v7"
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/chf"
 )
 
 func TestHandler(t *testing.T) {
 	cl := startStore(t)
 	const supi = "imsi-001010000000001"
-	provision(t, cl, supi, 1, 42)
+	provisionAccounts(t, cl, supi, 1, 42)
 	h := New(cl, Config{}).Handler()
 	f := func(method, path string, body []byte, status int) *fasthttp.RequestCtx {
 		t.Helper()
@@ -29,11 +30,11 @@ func TestHandler(t *testing.T) {
 		}
 		return ctx
 	}
-	f("POST", ApplyPath, []byte{0xc1}, fasthttp.StatusBadRequest)
-	f("GET", ApplyPath, nil, fasthttp.StatusMethodNotAllowed)
+	f("POST", abmclient.ApplyPath, []byte{0xc1}, fasthttp.StatusBadRequest)
+	f("GET", abmclient.ApplyPath, nil, fasthttp.StatusMethodNotAllowed)
 	f("POST", "/abm/v1/other", nil, fasthttp.StatusNotFound)
 	body, _ := (&chf.ApplyRequest{Op: chf.OpBalance, SUPI: supi}).MarshalMsg(nil)
-	ctx := f("POST", ApplyPath, body, fasthttp.StatusOK)
+	ctx := f("POST", abmclient.ApplyPath, body, fasthttp.StatusOK)
 	var resp chf.ChargeResponse
 	if _, err := resp.UnmarshalMsg(ctx.Response.Body()); err != nil {
 		t.Fatal(err)

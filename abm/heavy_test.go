@@ -179,8 +179,8 @@ func TestHeavyAccountCacheIsExact(t *testing.T) {
 	clk := newFakeClock()
 	clk.sec.Store(1_800_000_000)
 	clA, clB := startStore(t), startStore(t)
-	provision(t, clA, supi, 1, 50_000)
-	provision(t, clB, supi, 1, 50_000)
+	provisionAccounts(t, clA, supi, 1, 50_000)
+	provisionAccounts(t, clB, supi, 1, 50_000)
 	cached := New(clA, Config{Now: clk.Now, MaxSessions: 150})
 	plain := New(clB, Config{Now: clk.Now, MaxSessions: 150, AccountCache: -1})
 	ctx := context.Background()
@@ -272,7 +272,7 @@ func TestHeavyAccountCacheIsExact(t *testing.T) {
 func TestHeavyAccountConcurrentEvents(t *testing.T) {
 	const supi = "imsi-001010000000001"
 	cl := startStore(t)
-	provision(t, cl, supi, 1, 10_000_000)
+	provisionAccounts(t, cl, supi, 1, 10_000_000)
 	svc := New(cl, Config{MaxSessions: 1024})
 	ctx := context.Background()
 	for i := range heavySessions + 8 {

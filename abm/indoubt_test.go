@@ -188,7 +188,7 @@ func TestWriteInDoubtIsSettled(t *testing.T) {
 	cl, p := startCutStore(t)
 	const first = "imsi-001010000000001"
 	const balance = 1000
-	provision(t, cl, first, 4, balance)
+	provisionAccounts(t, cl, first, 4, balance)
 	for _, tc := range []struct {
 		name  string
 		mode  cutMode

@@ -20,7 +20,7 @@ import (
 func TestSweepReauthorizesOlderTariff(t *testing.T) {
 	cl := startStore(t)
 	svc := New(cl, Config{NotifyQueue: 2})
-	provision(t, cl, "imsi-001010000000001", 3, 1000)
+	provisionAccounts(t, cl, "imsi-001010000000001", 3, 1000)
 	ctx := context.Background()
 	var resp chf.ChargeResponse
 	apply := func(req chf.ApplyRequest) {
@@ -89,7 +89,7 @@ func TestSweepReauthorizesExpiredBucket(t *testing.T) {
 	cl := startStore(t)
 	clk := newFakeClock()
 	svc := New(cl, Config{Now: clk.Now})
-	provision(t, cl, "imsi-001010000000001", 2, 1000)
+	provisionAccounts(t, cl, "imsi-001010000000001", 2, 1000)
 	ctx := context.Background()
 	var resp chf.ChargeResponse
 	apply := func(req chf.ApplyRequest) {
@@ -127,7 +127,7 @@ func TestSweepPaced(t *testing.T) {
 	cl := startStore(t)
 	svc := New(cl, Config{})
 	const n = 3000
-	provision(t, cl, "imsi-001010000000001", n, 1000)
+	provisionAccounts(t, cl, "imsi-001010000000001", n, 1000)
 	ctx := context.Background()
 	pass := func(rate float64, spread time.Duration, wantRead int64, least time.Duration) {
 		t.Helper()

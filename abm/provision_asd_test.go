@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/abm/asd"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -36,7 +37,7 @@ func TestProvisionThroughStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	hosts, err := ParseHosts(strings.Join(c.Hosts(), ","))
+	hosts, err := provision.ParseHosts(strings.Join(c.Hosts(), ","))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestProvisionThroughStall(t *testing.T) {
 		count, batch int
 	}{{"imsi-001010000000001", n, 256}, {"imsi-001010000100001", n / 8, 1}}
 	for _, r := range runs {
-		res, err := Provision(ctx, cl, ProvisionConfig{First: r.first, Count: r.count, Balance: 700, Batch: r.batch}, nil)
+		res, err := provision.Run(ctx, cl, provision.Config{First: r.first, Count: r.count, Balance: 700, Batch: r.batch}, nil)
 		if err != nil {
 			t.Fatalf("batch %d: %v", r.batch, err)
 		}
@@ -88,7 +89,7 @@ func TestProvisionThroughStall(t *testing.T) {
 		svc := New(cl, Config{})
 		var resp chf.ChargeResponse
 		for i := 0; i < r.count; i += r.count / 100 {
-			supi, _ := SUPI(r.first, i)
+			supi, _ := provision.SUPI(r.first, i)
 			if err := svc.Apply(ctx, &chf.ApplyRequest{Op: chf.OpBalance, SUPI: supi}, &resp); err != nil || resp.Balance != 700 {
 				t.Errorf("%s: %+v %v", supi, resp, err)
 			}

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 
+	"github.com/chf-testbed/testbed/abm/record"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -13,34 +13,28 @@ import (
 // decoded.
 var ErrCorruptRecord = errors.New("abm: corrupt account session blob")
 
-// blobVersion is the first byte of every session blob written; older
-// blobs are read (version 1: no overage, operations, digests or recent
-// identities; before 4: no charge of the last answers, replayed as 0;
-// before 5: no account flags, so not barred; before 6: a second, looser
-// key per recent identity, skipped).
-const blobVersion = 6
+// blobVersion is the first byte of every session blob written
+// (record.BlobVersion); older blobs are read (version 1: no overage,
+// operations, digests or recent identities; before 4: no charge of the
+// last answers, replayed as 0; before 5: no account flags, so not barred;
+// before 6: a second, looser key per recent identity, skipped).
+const blobVersion = record.BlobVersion
 
-// Bin names of an account record (Aerospike limits them to 15 bytes).
+// Bin names of an account record: package abm/record's, which
+// provisioning shares without linking the ABM.
 const (
-	BinBalance  = "bal"  // int: balance in minor units, reservations not subtracted
-	BinCurrency = "cur"  // string: ISO 4217 code
-	BinDebited  = "deb"  // int: total debited since provisioning, minor units
-	BinSessions = "sess" // blob: overage, sessions, reservations, last answers, recent identities
-	// BinEpoch is the tariff epoch the account's open sessions were
-	// granted under (int, chf.ApplyRequest.Epoch; absent = unknown),
-	// written only when it changes (abm/README.md, Notifications).
-	BinEpoch = "te"
-	// BinDue is when the sweep next has work on the account (int, Unix
-	// seconds, account.sweepDue), set by every write; absent when nothing
-	// will expire. The sweep's scan asks the store for only the records
-	// due (abm/README.md, The sweep).
-	BinDue = "due"
+	BinBalance  = record.BinBalance
+	BinCurrency = record.BinCurrency
+	BinDebited  = record.BinDebited
+	BinSessions = record.BinSessions
+	BinEpoch    = record.BinEpoch
+	BinDue      = record.BinDue
 )
 
 // DueNever is account.sweepDue of an account on which nothing will
-// expire: no reservation, session, answer kept for retries or bucket with
-// a validity. Its record has no BinDue.
-const DueNever = math.MaxInt64
+// expire (record.DueNever): no reservation, session, answer kept for
+// retries or bucket with a validity. Its record has no BinDue.
+const DueNever = record.DueNever
 
 // reservation is balance held for one rating group of one session.
 type reservation struct {
@@ -596,5 +590,5 @@ func (r *blobReader) lines(dst []chf.GrantLine) []chf.GrantLine {
 const (
 	DefaultMaxSessions = 1024
 	MaxSessionsLimit   = 8192
-	SessionRecordBytes = 56
+	SessionRecordBytes = record.SessionRecordBytes
 )

@@ -195,7 +195,7 @@ func TestApplyInMemory(t *testing.T) {
 func BenchmarkApplyAslite(b *testing.B) {
 	cl := startStore(b)
 	const supi = "imsi-001010000000001"
-	provision(b, cl, supi, 1, 1<<60)
+	provisionAccounts(b, cl, supi, 1, 1<<60)
 	svc := New(cl, Config{})
 	ctx := context.Background()
 	var resp chf.ChargeResponse
@@ -221,7 +221,7 @@ func BenchmarkApplyAslite(b *testing.B) {
 func BenchmarkApplyBatchAslite(b *testing.B) {
 	cl := startStore(b)
 	const n = 64
-	provision(b, cl, "imsi-001010000000001", n, 1<<60)
+	provisionAccounts(b, cl, "imsi-001010000000001", n, 1<<60)
 	svc := New(cl, Config{})
 	ctx := context.Background()
 	reqs := make([]*chf.ApplyRequest, n)

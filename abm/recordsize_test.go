@@ -127,7 +127,7 @@ func BenchmarkApplyHeavyAslite(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			cl := startStore(b)
 			const supi = "imsi-001010000000001"
-			provision(b, cl, supi, 1, 1<<60)
+			provisionAccounts(b, cl, supi, 1, 1<<60)
 			svc := New(cl, Config{MaxSessions: MaxSessionsLimit})
 			ctx := context.Background()
 			var resp chf.ChargeResponse

@@ -24,7 +24,7 @@ func TestReplayReportsTheFirstCharge(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := New(cl, Config{AccountCache: tc.cache})
 			const supi = "imsi-001010000000077"
-			provision(t, cl, supi, 1, 1000)
+			provisionAccounts(t, cl, supi, 1, 1000)
 			apply := func(req *chf.ApplyRequest) chf.ChargeResponse {
 				t.Helper()
 				var resp chf.ChargeResponse

@@ -6,14 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	as "github.com/aerospike/aerospike-client-go/v7"
 
+	"github.com/chf-testbed/testbed/abm/abmclient"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
@@ -69,7 +68,7 @@ func DefaultServiceConfig() ServiceConfig {
 
 // RegisterFlags registers the abm flags, c's values as defaults.
 func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
-	c.Base.RegisterFlags(fs, "host:port serving the ABM API (POST "+ApplyPath+", msgp), /healthz, /readyz and /metrics")
+	c.Base.RegisterFlags(fs, "host:port serving the ABM API (POST "+abmclient.ApplyPath+", msgp), /healthz, /readyz and /metrics")
 	RegisterAerospikeFlags(fs, &c.Aerospike, &c.Namespace)
 	fs.DurationVar(&c.ReservationSweep, "reservation-sweep", c.ReservationSweep, "interval of the background scan releasing expired reservations and sessions and finding the open sessions to re-authorise (granted under an older tariff, or holding units of an expired bucket); each pass is spread over 90% of it; 0 = off (expired reservations are still released on the account's next access, nobody is re-authorised)")
 	fs.Float64Var(&c.SweepRate, "sweep-rate", c.SweepRate, "most account records the sweep scans per second (a pass over more than interval × rate records takes longer than --reservation-sweep); 0 = no cap")
@@ -94,7 +93,7 @@ func (c *ServiceConfig) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if _, err := ParseHosts(c.Aerospike); err != nil {
+	if _, err := provision.ParseHosts(c.Aerospike); err != nil {
 		return err
 	}
 	if c.Namespace == "" {
@@ -145,7 +144,7 @@ func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
 // AddTo adds the ABM's components to g: the Aerospike client, the server
 // and the reservation sweeper.
 func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
-	hosts, err := ParseHosts(c.Aerospike)
+	hosts, err := provision.ParseHosts(c.Aerospike)
 	if err != nil {
 		return err
 	}
@@ -181,30 +180,6 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	}, func(ctx context.Context) error { return srv.Shutdown(ctx) })
 	g.Background("reservation sweeper", func(ctx context.Context) { svc.RunSweeper(ctx, c.ReservationSweep) })
 	return nil
-}
-
-// ParseHosts parses an --aerospike list of host:port seeds.
-func ParseHosts(list string) ([]*as.Host, error) {
-	var hosts []*as.Host
-	for _, a := range strings.Split(list, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		h, p, err := net.SplitHostPort(a)
-		if err != nil {
-			return nil, fmt.Errorf("cannot parse --aerospike %q: %w", a, err)
-		}
-		port, err := strconv.Atoi(p)
-		if err != nil || port <= 0 || port > 65535 {
-			return nil, fmt.Errorf("cannot parse --aerospike %q: bad port", a)
-		}
-		hosts = append(hosts, as.NewHost(h, port))
-	}
-	if len(hosts) == 0 {
-		return nil, errors.New("cannot use --aerospike: no host:port given")
-	}
-	return hosts, nil
 }
 
 // connBuffer is the least buffer the official client's connections keep

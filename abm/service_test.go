@@ -9,6 +9,7 @@ import (
 	as "github.com/aerospike/aerospike-client-go/v7"
 
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -27,9 +28,9 @@ func (c *fakeClock) AdvanceSeconds(s int64) { c.sec.Add(s) }
 // connected to it; both are closed at the end of the test.
 func startStore(t testing.TB) *as.Client { return aslitetest.Start(t) }
 
-func provision(t testing.TB, cl *as.Client, first string, n int, balance int64) {
+func provisionAccounts(t testing.TB, cl *as.Client, first string, n int, balance int64) {
 	t.Helper()
-	if _, err := Provision(context.Background(), cl, ProvisionConfig{First: first, Count: n, Balance: balance, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), cl, provision.Config{First: first, Count: n, Balance: balance, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -49,7 +50,7 @@ func TestApplySessionExpiryAndSweep(t *testing.T) {
 	clk := newFakeClock()
 	svc := New(cl, Config{Now: clk.Now, SessionIdle: 10 * time.Second})
 	const supi = "imsi-001010000000001"
-	provision(t, cl, supi, 1, 1000)
+	provisionAccounts(t, cl, supi, 1, 1000)
 	ctx := context.Background()
 	var resp chf.ChargeResponse
 
@@ -104,7 +105,7 @@ func TestProvision(t *testing.T) {
 	ctx := context.Background()
 	var calls atomic.Int32
 	var last int
-	res, err := Provision(ctx, cl, ProvisionConfig{First: "imsi-001010000000001", Count: 2000, Balance: 500, Currency: "USD"},
+	res, err := provision.Run(ctx, cl, provision.Config{First: "imsi-001010000000001", Count: 2000, Balance: 500, Currency: "USD"},
 		func(done, total int) { calls.Add(1); last = done })
 	if err != nil {
 		t.Fatal(err)
@@ -125,29 +126,13 @@ func TestProvision(t *testing.T) {
 	if err := svc.Apply(ctx, &chf.ApplyRequest{Op: chf.OpBalance, SUPI: "imsi-001010000002001"}, &resp); err != nil || resp.Result != chf.ResultUserUnknown {
 		t.Fatalf("past the range: %+v %v", resp, err)
 	}
-	res, err = Provision(ctx, cl, ProvisionConfig{First: "imsi-001010000000001", Count: 2000, Balance: 1}, nil)
+	res, err = provision.Run(ctx, cl, provision.Config{First: "imsi-001010000000001", Count: 2000, Balance: 1}, nil)
 	if err != nil || res.Skipped != 2000 || res.Created != 0 {
 		t.Fatalf("re-provision without overwrite: %+v %v", res, err)
 	}
 	// One request per account, overlapping the existing range by 10.
-	res, err = Provision(ctx, cl, ProvisionConfig{First: "imsi-001010000001991", Count: 100, Balance: 1, Batch: 1, Workers: 4}, nil)
+	res, err = provision.Run(ctx, cl, provision.Config{First: "imsi-001010000001991", Count: 100, Balance: 1, Batch: 1, Workers: 4}, nil)
 	if err != nil || res.Skipped != 10 || res.Created != 90 {
 		t.Fatalf("unbatched provision: %+v %v", res, err)
 	}
-}
-
-func TestSUPI(t *testing.T) {
-	f := func(first string, i int, want string, wantErr bool) {
-		t.Helper()
-		got, err := SUPI(first, i)
-		if (err != nil) != wantErr || got != want {
-			t.Fatalf("SUPI(%q, %d) = %q, %v; want %q (error %v)", first, i, got, err, want, wantErr)
-		}
-	}
-	f("imsi-001010000000001", 0, "imsi-001010000000001", false)
-	f("imsi-001010000000001", 99999, "imsi-001010000100000", false)
-	f("imsi-999", 1, "", true)
-	f("msisdn-1", 0, "", true)
-	f("imsi-", 0, "", true)
-	f("imsi-12a", 0, "", true)
 }

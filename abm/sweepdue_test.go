@@ -60,7 +60,7 @@ func TestSweepReadsOnlyDue(t *testing.T) {
 	clk := newFakeClock()
 	svc := New(cl, Config{Now: clk.Now})
 	const n = 20
-	provision(t, cl, "imsi-001010000000001", n, 1000)
+	provisionAccounts(t, cl, "imsi-001010000000001", n, 1000)
 	ctx := context.Background()
 	due := func(supi string) any {
 		t.Helper()
@@ -142,7 +142,7 @@ func TestSweepRecounts(t *testing.T) {
 	svc := New(cl, Config{})
 	clk := newGatedClock()
 	svc.pace = clk
-	provision(t, cl, "imsi-001010000000001", 200, 1000)
+	provisionAccounts(t, cl, "imsi-001010000000001", 200, 1000)
 	start := clk.Now()
 	done := make(chan error, 1)
 	go func() {
@@ -158,7 +158,7 @@ func TestSweepRecounts(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the pass did not reach its first wait in 30 s")
 	}
-	provision(t, cl, "imsi-001010000000201", 400, 1000)
+	provisionAccounts(t, cl, "imsi-001010000000201", 400, 1000)
 	close(clk.gate)
 	select {
 	case err := <-done:

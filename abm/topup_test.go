@@ -141,7 +141,7 @@ func (p *lateProxy) relay(c, s net.Conn) {
 func TestTopUpInDoubtLandingLateCreditsOnce(t *testing.T) {
 	cl, p := startLateStore(t)
 	const first = "imsi-001010000000001"
-	provision(t, cl, first, 2, 1000)
+	provisionAccounts(t, cl, first, 2, 1000)
 	for i, key := range []uint64{0, 77} {
 		supi := "imsi-00101000000000" + strconv.Itoa(i+1)
 		t.Run("key="+strconv.FormatUint(key, 10), func(t *testing.T) {
@@ -182,7 +182,7 @@ func TestTopUpInDoubtLandingLateCreditsOnce(t *testing.T) {
 func TestTopUpIdempotencyKey(t *testing.T) {
 	cl := startStore(t)
 	const supi = "imsi-001010000000001"
-	provision(t, cl, supi, 1, 1000)
+	provisionAccounts(t, cl, supi, 1, 1000)
 	svc := New(cl, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -26,7 +26,7 @@ import (
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/internal/readfile"
-	"github.com/chf-testbed/testbed/ocp"
+	"github.com/chf-testbed/testbed/ocp/ocpclient"
 )
 
 // About is the help text of the cgw command.
@@ -253,7 +253,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	}
 	peerTLS := c.TLS.Client(files)
 	var client *chassis.Client
-	var charger *ocp.Client
+	var charger *ocpclient.Client
 	g.Add("OCP client", func() error {
 		src, err := c.OCP.Source()
 		if err != nil {
@@ -270,7 +270,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			Retry: chassis.RetryConfig{MinBudget: retryBurst}}); err != nil {
 			return fmt.Errorf("cannot create OCP client: %w", err)
 		}
-		charger = ocp.NewClient(client, c.Batch)
+		charger = ocpclient.New(client, c.Batch)
 		return nil
 	}, func(context.Context) error { client.Close(); return nil })
 	var lim *admission.Limiter

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
 	"github.com/chf-testbed/testbed/chf"
@@ -20,13 +20,13 @@ import (
 const operatorToken = "e2e-operator-token-0123456789"
 
 // provision overwrites one account with a plan.
-func provision(t *testing.T, e *env, s string, cfg abm.ProvisionConfig) {
+func provisionAccounts(t *testing.T, e *env, s string, cfg provision.Config) {
 	t.Helper()
 	cfg.First, cfg.Count, cfg.Overwrite = s, 1, true
 	if cfg.Now == nil {
 		cfg.Now = e.clock.now
 	}
-	if _, err := abm.Provision(context.Background(), e.as, cfg, nil); err != nil {
+	if _, err := provision.Run(context.Background(), e.as, cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -73,7 +73,7 @@ func TestPostpaidAccount(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.t = t
 			s := supi(2 + i)
-			provision(t, e, s, abm.ProvisionConfig{Balance: 100, CreditLimit: 1000})
+			provisionAccounts(t, e, s, provision.Config{Balance: 100, CreditLimit: 1000})
 			ref, r := c.create(req(s, 0, `{"ratingGroup":20,"requestedUnit":{}}`))
 			if g := grants(t, r); len(g) != 1 || g[0].GrantedUnit["time"] != 300 || g[0].FUI != nil {
 				t.Fatalf("create %s", r.body)
@@ -139,7 +139,7 @@ func TestBucketsConsumedFirstAndExpire(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.t = t
 			s := supi(6 + i)
-			provision(t, e, s, abm.ProvisionConfig{Balance: 100, Buckets: []chf.Bucket{{Service: chf.ServiceData, Units: 20_000_000, Expires: 3600}}})
+			provisionAccounts(t, e, s, provision.Config{Balance: 100, Buckets: []chf.Bucket{{Service: chf.ServiceData, Units: 20_000_000, Expires: 3600}}})
 			ref, r := c.create(req(s, 0, `{"ratingGroup":10,"requestedUnit":{}}`))
 			if g := grants(t, r); r.charged != 0 || g[0].GrantedUnit["totalVolume"] != 10_000_000 {
 				t.Fatalf("create %s", r.body)
@@ -167,7 +167,7 @@ func TestBucketsConsumedFirstAndExpire(t *testing.T) {
 			// Expiry under the injected clock: an hour-long bucket is
 			// gone two hours later.
 			s2 := supi(16 + i)
-			provision(t, e, s2, abm.ProvisionConfig{Balance: 100, Buckets: []chf.Bucket{{Service: chf.ServiceVoice, Units: 600, Expires: 3600}}})
+			provisionAccounts(t, e, s2, provision.Config{Balance: 100, Buckets: []chf.Bucket{{Service: chf.ServiceVoice, Units: 600, Expires: 3600}}})
 			if b := c.balance(s2); len(b.Buckets) != 1 || b.Buckets[0].Units != 600 || b.Buckets[0].Service != "voice" {
 				t.Fatalf("provisioned %+v", b)
 			}
@@ -204,7 +204,7 @@ func TestGyBucketsAndPostpaid(t *testing.T) {
 	e := startCHF(t)
 	c := startGy(t, e)
 	cl := clients(t, e)[1]
-	provision(t, e, supi(8), abm.ProvisionConfig{Balance: 0, CreditLimit: 50, Buckets: []chf.Bucket{{Service: chf.ServiceData, Units: 5_000_000}}})
+	provisionAccounts(t, e, supi(8), provision.Config{Balance: 0, CreditLimit: 50, Buckets: []chf.Bucket{{Service: chf.ServiceData, Units: 5_000_000}}})
 	sid := c.NewSessionID()
 	imsi := imsiOf(8)
 	a := gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestInitial, IMSI: imsi, Services: []gy.Service{{RatingGroup: 10, Request: true}}}, wire.ResultSuccess)

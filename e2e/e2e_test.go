@@ -29,13 +29,17 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/cgw/nchfspec"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/discovery"
 	"github.com/chf-testbed/testbed/ocp"
+	"github.com/chf-testbed/testbed/ocp/ocpclient"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // Subscribers provisioned by startCHF: first..first+accounts-1.
@@ -56,7 +60,7 @@ type env struct {
 	clock *clock
 	as    *as.Client
 	abm   *gate // the ABM's requests pass through it (stall tests)
-	core  *ocp.Client
+	core  *ocpclient.Client
 	gy    *gyRef // the Diameter server startGy starts, for RAR/ASR
 	// The services themselves (sweep, tariff reload, notification poll).
 	svc  *abm.Service
@@ -87,10 +91,10 @@ func startCHF(t *testing.T) *env {
 
 // startCHFTariff is startCHF with the OCP rating on tariff (nil = the
 // default).
-func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
+func startCHFTariff(t *testing.T, tf *tariff.Tariff) *env {
 	t.Helper()
 	asc := aslitetest.Start(t)
-	if _, err := abm.Provision(context.Background(), asc, abm.ProvisionConfig{First: first, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), asc, provision.Config{First: first, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	clk := &clock{}
@@ -98,10 +102,10 @@ func startCHFTariff(t *testing.T, tariff *ocp.Tariff) *env {
 	g := newGate(t, svc.Handler())
 	abmSrv := startService(t, "abm", g.serve)
 	abmCl := newClient(t, "abm", abmSrv.Addr())
-	proc := ocp.NewProcessor(tariff, abm.NewClient(abmCl, chassis.BatchConfig{}))
+	proc := ocp.NewProcessor(tf, abmclient.New(abmCl, chassis.BatchConfig{}))
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
-	core := ocp.NewClient(ocpCl, chassis.BatchConfig{})
+	core := ocpclient.New(ocpCl, chassis.BatchConfig{})
 	gy := &gyRef{}
 	notifier := cgw.NewNotifier(cgw.NotifierConfig{Timeout: 200 * time.Millisecond, Backoff: 10 * time.Millisecond, PerDestination: 2})
 	t.Cleanup(notifier.Close)
@@ -321,7 +325,7 @@ func (c *client) balance(supi string) bal {
 }
 
 func supi(i int) string {
-	s, err := abm.SUPI(first, i)
+	s, err := provision.SUPI(first, i)
 	if err != nil {
 		panic(err)
 	}
@@ -449,7 +453,7 @@ func TestSMSEvent(t *testing.T) {
 // setBalance overwrites one account with a fresh balance.
 func setBalance(t *testing.T, e *env, s string, b int64) {
 	t.Helper()
-	if _, err := abm.Provision(context.Background(), e.as, abm.ProvisionConfig{First: s, Count: 1, Balance: b, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), e.as, provision.Config{First: s, Count: 1, Balance: b, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 }

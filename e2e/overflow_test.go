@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
 	"github.com/chf-testbed/testbed/chf"
@@ -54,18 +54,18 @@ func TestTopUpOverflowRefused(t *testing.T) {
 			}
 			for _, tc := range []struct {
 				name string
-				plan abm.ProvisionConfig
+				plan provision.Config
 				body string
 				want string // the param named
 			}{
-				{"balance wraps", abm.ProvisionConfig{Balance: math.MaxInt64 - 10}, `{"amount":11}`, "/amount"},
-				{"balance + credit limit wraps", abm.ProvisionConfig{Balance: 10, CreditLimit: 1000}, `{"amount":` + strconv.FormatInt(math.MaxInt64-1005, 10) + `}`, "/amount"},
-				{"validity wraps", abm.ProvisionConfig{Balance: 100}, `{"bucket":{"service":"data","units":5,"validity":` + strconv.FormatInt(math.MaxInt64, 10) + `}}`, "/bucket/validity"},
-				{"validity wraps with money", abm.ProvisionConfig{Balance: 100}, `{"amount":5,"bucket":{"service":"voice","units":5,"validity":` + strconv.FormatInt(math.MaxInt64-1000, 10) + `}}`, "/bucket/validity"},
-				{"bucket units wrap", abm.ProvisionConfig{Balance: 100, Buckets: []chf.Bucket{{Service: chf.ServiceData, Units: 1 << 63}}}, `{"bucket":{"service":"data","units":` + strconv.FormatUint(1<<63, 10) + `}}`, "/bucket/units"},
+				{"balance wraps", provision.Config{Balance: math.MaxInt64 - 10}, `{"amount":11}`, "/amount"},
+				{"balance + credit limit wraps", provision.Config{Balance: 10, CreditLimit: 1000}, `{"amount":` + strconv.FormatInt(math.MaxInt64-1005, 10) + `}`, "/amount"},
+				{"validity wraps", provision.Config{Balance: 100}, `{"bucket":{"service":"data","units":5,"validity":` + strconv.FormatInt(math.MaxInt64, 10) + `}}`, "/bucket/validity"},
+				{"validity wraps with money", provision.Config{Balance: 100}, `{"amount":5,"bucket":{"service":"voice","units":5,"validity":` + strconv.FormatInt(math.MaxInt64-1000, 10) + `}}`, "/bucket/validity"},
+				{"bucket units wrap", provision.Config{Balance: 100, Buckets: []chf.Bucket{{Service: chf.ServiceData, Units: 1 << 63}}}, `{"bucket":{"service":"data","units":` + strconv.FormatUint(1<<63, 10) + `}}`, "/bucket/units"},
 			} {
 				s := supi(3 + i)
-				provision(t, e, s, tc.plan)
+				provisionAccounts(t, e, s, tc.plan)
 				before := c.balance(s)
 				if st, p := topUp(s, tc.body); st != 400 || p != tc.want {
 					t.Fatalf("%s: top-up %s answered %d %s, want 400 naming %s", tc.name, tc.body, st, p, tc.want)
@@ -75,7 +75,7 @@ func TestTopUpOverflowRefused(t *testing.T) {
 			// What fits is credited: up to the last minor unit, and a
 			// validity that ends before int64 Unix seconds do.
 			s := supi(3 + i)
-			provision(t, e, s, abm.ProvisionConfig{Balance: math.MaxInt64 - 10})
+			provisionAccounts(t, e, s, provision.Config{Balance: math.MaxInt64 - 10})
 			if st, b := c.topUp(s, operatorToken, `{"amount":10}`); st != 200 || b.Balance != math.MaxInt64 || b.Credited != 10 {
 				t.Fatalf("top-up to the limit: %d %+v", st, b)
 			}
@@ -89,13 +89,13 @@ func TestTopUpOverflowRefused(t *testing.T) {
 
 func TestProvisionOverflowRefused(t *testing.T) {
 	e := startCHF(t)
-	for _, cfg := range []abm.ProvisionConfig{
+	for _, cfg := range []provision.Config{
 		{Balance: math.MaxInt64, CreditLimit: 1},
 		{Balance: 1, Buckets: []chf.Bucket{{Service: chf.ServiceData, Units: 1, Expires: math.MaxInt64}}},
 		{Balance: 1, Buckets: []chf.Bucket{{Service: chf.ServiceSMS, Units: 1 << 63}, {Service: chf.ServiceSMS, Units: 1 << 63}}},
 	} {
 		cfg.First, cfg.Count, cfg.Overwrite, cfg.Now = supi(5), 1, true, e.clock.now
-		if _, err := abm.Provision(t.Context(), e.as, cfg, nil); err == nil {
+		if _, err := provision.Run(t.Context(), e.as, cfg, nil); err == nil {
 			t.Errorf("Provision(%+v) succeeded, want an overflow error", cfg)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/gy"
 	"github.com/chf-testbed/testbed/ocp"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // pollNotifications runs the CGW's notification poller for the test.
@@ -50,14 +51,14 @@ func waitHits(t *testing.T, sm *smf, n int32) {
 func TestTariffChangeReauthorizes(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tariff.yaml")
-	if err := os.WriteFile(path, []byte(ocp.DefaultTariff), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(tariff.DefaultFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tariff, err := ocp.LoadTariff(path)
+	tf, err := tariff.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := startCHFTariff(t, tariff)
+	e := startCHFTariff(t, tf)
 	e.pollNotifications(t)
 	w := ocp.NewTariffWatcher(e.proc, path, slog.New(slog.DiscardHandler))
 	sm := startSMF(t)
@@ -83,7 +84,7 @@ func TestTariffChangeReauthorizes(t *testing.T) {
 		t.Fatalf("invalid tariff: err %v, epoch %d (was %d)", err, e.proc.Tariff().Epoch(), old)
 	}
 	// Data at 3 per MB.
-	changed := strings.Replace(ocp.DefaultTariff, "price: 1                # per MB", "price: 3                # per MB", 1)
+	changed := strings.Replace(tariff.DefaultFile, "price: 1                # per MB", "price: 3                # per MB", 1)
 	if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -164,21 +165,21 @@ func TestBucketExpiryReauthorizes(t *testing.T) {
 // tariff.
 func TestGyTariffChangeRAR(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tariff.yaml")
-	if err := os.WriteFile(path, []byte(ocp.DefaultTariff), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(tariff.DefaultFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tariff, err := ocp.LoadTariff(path)
+	tf, err := tariff.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := startCHFTariff(t, tariff)
+	e := startCHFTariff(t, tf)
 	e.pollNotifications(t)
 	got := make(chan bool, 4)
 	c := startGyConfig(t, e, gy.Config{OnServerRequest: func(abort bool, sid string) { got <- abort }})
 	sid := c.NewSessionID()
 	imsi := imsiOf(11)
 	gyDo(t, c, &gy.Request{SessionID: sid, Type: wire.RequestInitial, IMSI: imsi, Services: []gy.Service{{RatingGroup: 10, Request: true}}}, wire.ResultSuccess)
-	changed := strings.Replace(ocp.DefaultTariff, "price: 1                # per MB", "price: 3                # per MB", 1)
+	changed := strings.Replace(tariff.DefaultFile, "price: 1                # per MB", "price: 3                # per MB", 1)
 	if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
 		t.Fatal(err)
 	}

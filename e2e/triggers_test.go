@@ -7,7 +7,7 @@ import (
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/gy"
-	"github.com/chf-testbed/testbed/ocp"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // A tariff whose data grants redirect and whose voice grants restrict
@@ -65,9 +65,9 @@ func fullGrants(t *testing.T, r reply) map[uint32]fullGrant {
 	return m
 }
 
-func loadFUITariff(t *testing.T) *ocp.Tariff {
+func loadFUITariff(t *testing.T) *tariff.Tariff {
 	t.Helper()
-	tf, err := ocp.ParseTariff([]byte(fuiTariff))
+	tf, err := tariff.Parse([]byte(fuiTariff))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/sched"
 )
@@ -138,7 +138,7 @@ func CheckStoreFlags(aerospike, namespace, store, asdBinary string, nodes int) (
 		return "", errors.New("invalid --as-namespace: empty")
 	}
 	if aerospike != "" {
-		if _, err := abm.ParseHosts(aerospike); err != nil {
+		if _, err := provision.ParseHosts(aerospike); err != nil {
 			return "", fmt.Errorf("invalid --aerospike: %w", err)
 		}
 	}

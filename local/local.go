@@ -30,8 +30,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/asd"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -467,7 +467,7 @@ func (c *CHF) provision(ctx context.Context) error {
 			c.log.Info("provisioning", "done", done, "of", total, "rate_per_s", int(float64(done)/max(time.Since(start).Seconds(), 1e-9)))
 		}
 	}
-	res, err := abm.Provision(ctx, cl, abm.ProvisionConfig{
+	res, err := provision.Run(ctx, cl, provision.Config{
 		First: c.cfg.First, Count: c.cfg.Accounts, Balance: c.cfg.Balance, Overwrite: true, Namespace: c.cfg.Store.Namespace,
 	}, progress)
 	if err != nil {
@@ -498,11 +498,11 @@ func (c *CHF) provisionPlans(ctx context.Context) error {
 		if pl.Count <= 0 {
 			continue
 		}
-		first, err := abm.SUPI(c.cfg.First, pl.Offset)
+		first, err := provision.SUPI(c.cfg.First, pl.Offset)
 		if err != nil {
 			return fmt.Errorf("cannot provision a plan at %d: %w", pl.Offset, err)
 		}
-		res, err := abm.Provision(ctx, cl, abm.ProvisionConfig{First: first, Count: pl.Count, Balance: pl.Balance, Overwrite: true,
+		res, err := provision.Run(ctx, cl, provision.Config{First: first, Count: pl.Count, Balance: pl.Balance, Overwrite: true,
 			Namespace: c.cfg.Store.Namespace, CreditLimit: pl.CreditLimit, Buckets: pl.Buckets}, nil)
 		if err != nil {
 			return fmt.Errorf("cannot provision %d accounts of a plan: %w", pl.Count, err)

@@ -12,8 +12,8 @@ import (
 
 	as "github.com/aerospike/aerospike-client-go/v7"
 
-	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/asd"
+	"github.com/chf-testbed/testbed/abm/provision"
 )
 
 // Store kinds (StoreConfig.Kind, StoreInfo.Kind).
@@ -94,7 +94,7 @@ func (s *StoreConfig) validate() error {
 		return fmt.Errorf("%w: the asd store needs a directory", ErrConfig)
 	}
 	if s.External != "" {
-		if _, err := abm.ParseHosts(s.External); err != nil {
+		if _, err := provision.ParseHosts(s.External); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
@@ -159,7 +159,7 @@ func (c *CHF) startStore(ctx context.Context) error {
 // dialStore connects the official client to the store's seeds, within
 // ctx's deadline (at most 10 s).
 func (c *CHF) dialStore(ctx context.Context) (*as.Client, error) {
-	hosts, err := abm.ParseHosts(strings.Join(c.seeds, ","))
+	hosts, err := provision.ParseHosts(strings.Join(c.seeds, ","))
 	if err != nil {
 		return nil, err
 	}

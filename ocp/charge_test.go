@@ -14,6 +14,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/ocp"
 )
@@ -39,7 +40,7 @@ func newEnv(t testing.TB, cfg abm.Config) *env {
 
 func (e *env) provision(supi string, balance int64) {
 	e.t.Helper()
-	if _, err := abm.Provision(context.Background(), e.cl, abm.ProvisionConfig{First: supi, Count: 1, Balance: balance, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), e.cl, provision.Config{First: supi, Count: 1, Balance: balance, Overwrite: true}, nil); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -2,23 +2,15 @@ package ocp
 
 import (
 	"context"
+	"errors"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/ocp/ocpclient"
 )
-
-// ChargePath is the OCP's API: POST a msgp chf.ChargeRequest, get a msgp
-// chf.ChargeResponse (200). 400 for an undecodable body, 503 when the ABM
-// is unavailable or contended, 502 for other ABM failures.
-const ChargePath = "/ocp/v1/charge"
-
-// ChargeBatchPath takes a batch of ChargeRequests (see rpc.AppendBatchHeader)
-// and answers 200 with one item per request, each with the status
-// ChargePath would have answered it with. 400 when the batch cannot be
-// decoded.
-const ChargeBatchPath = "/ocp/v1/charge-batch"
 
 // BatchCharger is a chf.Charger that also runs batches (*Processor).
 type BatchCharger interface {
@@ -26,13 +18,35 @@ type BatchCharger interface {
 	ChargeBatch(ctx context.Context, reqs []*chf.ChargeRequest, resps []*chf.ChargeResponse, errs []error)
 }
 
-// Handler returns the fasthttp handler serving ChargePath with c (usually a
-// *Processor) and, when c is a BatchCharger, ChargeBatchPath. Other paths
+// Handler returns the fasthttp handler serving ocpclient.ChargePath with c
+// (usually a *Processor) and, when c is a BatchCharger,
+// ocpclient.ChargeBatchPath. Other paths
 // answer 404, other methods 405.
 func Handler(c chf.Charger) fasthttp.RequestHandler {
 	var many func(context.Context, []*chf.ChargeRequest, []*chf.ChargeResponse, []error)
 	if bc, ok := c.(BatchCharger); ok {
 		many = bc.ChargeBatch
 	}
-	return rpc.BatchHandler[chf.ChargeRequest, chf.ChargeResponse](ChargePath, ChargeBatchPath, "charge", c.Charge, many, statusFor)
+	return rpc.BatchHandler[chf.ChargeRequest, chf.ChargeResponse](ocpclient.ChargePath, ocpclient.ChargeBatchPath, "charge", c.Charge, many, statusFor)
+}
+
+// statusFor maps a charging failure to the HTTP status the OCP answers:
+// the upstream's 503 (overload, contention) and 504 pass through, a missed
+// deadline is 504, anything else 502.
+func statusFor(err error) int {
+	var se *chassis.StatusError
+	switch {
+	case errors.As(err, &se) && (se.Code == fasthttp.StatusServiceUnavailable || se.Code == fasthttp.StatusGatewayTimeout):
+		return se.Code
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		// The connection pool to the ABM is exhausted: overload.
+		return fasthttp.StatusServiceUnavailable
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, fasthttp.ErrTimeout):
+		// The ABM (or the database behind it) did not answer within the
+		// caller's deadline.
+		return fasthttp.StatusGatewayTimeout
+	case errors.Is(err, chassis.ErrNoEndpoints):
+		return fasthttp.StatusServiceUnavailable
+	}
+	return fasthttp.StatusBadGateway
 }

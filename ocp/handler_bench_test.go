@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/ocp/ocpclient"
 )
 
 // echoAccounts answers every apply with one grant per line, like an ABM
@@ -42,7 +43,7 @@ func TestHandlerAllocations(t *testing.T) {
 	body := handlerRequest(t)
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.SetMethod("POST")
-	ctx.Request.SetRequestURI(ChargePath)
+	ctx.Request.SetRequestURI(ocpclient.ChargePath)
 	ctx.Request.SetBody(body)
 	h(&ctx)
 	var resp chf.ChargeResponse
@@ -63,7 +64,7 @@ func BenchmarkHandler(b *testing.B) {
 	h := Handler(NewProcessor(nil, echoAccounts{}))
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.SetMethod("POST")
-	ctx.Request.SetRequestURI(ChargePath)
+	ctx.Request.SetRequestURI(ocpclient.ChargePath)
 	ctx.Request.SetBody(handlerRequest(b))
 	b.ReportAllocs()
 	for b.Loop() {

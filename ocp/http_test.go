@@ -12,11 +12,14 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/abmclient"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/discovery"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/ocp"
+	"github.com/chf-testbed/testbed/ocp/ocpclient"
 )
 
 func startServer(t *testing.T, service string, h fasthttp.RequestHandler) string {
@@ -46,18 +49,18 @@ func newChassisClient(t *testing.T, peer, addr string) *chassis.Client {
 	return c
 }
 
-// TestThroughHTTP runs the charging core as the services do: ocp.Client →
-// chassis → ocp.Handler → Processor → abm.Client → chassis → ABM handler →
+// TestThroughHTTP runs the charging core as the services do: ocpclient.Client →
+// chassis → ocp.Handler → Processor → abmclient.Client → chassis → ABM handler →
 // aslite.
 func TestThroughHTTP(t *testing.T) {
 	cl := startStore(t)
-	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{First: supi, Count: 1, Balance: 1000, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), cl, provision.Config{First: supi, Count: 1, Balance: 1000, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	abmAddr := startServer(t, "abm", abm.New(cl, abm.Config{}).Handler())
-	proc := ocp.NewProcessor(nil, abm.NewClient(newChassisClient(t, "abm", abmAddr), chassis.BatchConfig{}))
+	proc := ocp.NewProcessor(nil, abmclient.New(newChassisClient(t, "abm", abmAddr), chassis.BatchConfig{}))
 	ocpAddr := startServer(t, "ocp", ocp.Handler(proc))
-	var charger chf.Charger = ocp.NewClient(newChassisClient(t, "ocp", ocpAddr), chassis.BatchConfig{})
+	var charger chf.Charger = ocpclient.New(newChassisClient(t, "ocp", ocpAddr), chassis.BatchConfig{})
 
 	ctx := context.Background()
 	charge := func(req chf.ChargeRequest) chf.ChargeResponse {
@@ -137,12 +140,12 @@ func TestHandlerRejects(t *testing.T) {
 			t.Fatalf("%s %s: %d, want %d", method, path, got, status)
 		}
 	}
-	f("POST", ocp.ChargePath, []byte{0xc1}, fasthttp.StatusBadRequest)
-	f("GET", ocp.ChargePath, nil, fasthttp.StatusMethodNotAllowed)
+	f("POST", ocpclient.ChargePath, []byte{0xc1}, fasthttp.StatusBadRequest)
+	f("GET", ocpclient.ChargePath, nil, fasthttp.StatusMethodNotAllowed)
 	f("POST", "/ocp/v1/other", nil, fasthttp.StatusNotFound)
 	// A semantically invalid request is answered 200 with ResultInvalid.
 	body, _ := (&chf.ChargeRequest{Op: chf.OpCreate}).MarshalMsg(nil)
-	f("POST", ocp.ChargePath, body, fasthttp.StatusOK)
+	f("POST", ocpclient.ChargePath, body, fasthttp.StatusOK)
 }
 
 // TestBatchesThroughHTTP: with one batch in flight per hop, a burst of
@@ -152,7 +155,7 @@ func TestHandlerRejects(t *testing.T) {
 func TestBatchesThroughHTTP(t *testing.T) {
 	cl := startStore(t)
 	const accounts = 8
-	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{First: supi, Count: accounts, Balance: 100_000, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), cl, provision.Config{First: supi, Count: accounts, Balance: 100_000, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var abmBatches, ocpBatches atomic.Int64
@@ -165,10 +168,10 @@ func TestBatchesThroughHTTP(t *testing.T) {
 		}
 	}
 	one := chassis.BatchConfig{MaxInFlight: 1}
-	abmAddr := startServer(t, "abm", counting(abm.ApplyBatchPath, &abmBatches, abm.New(cl, abm.Config{AccountCache: 100}).Handler()))
-	proc := ocp.NewProcessor(nil, abm.NewClient(newChassisClient(t, "abm", abmAddr), one))
-	ocpAddr := startServer(t, "ocp", counting(ocp.ChargeBatchPath, &ocpBatches, ocp.Handler(proc)))
-	charger := ocp.NewClient(newChassisClient(t, "ocp", ocpAddr), one)
+	abmAddr := startServer(t, "abm", counting(abmclient.ApplyBatchPath, &abmBatches, abm.New(cl, abm.Config{AccountCache: 100}).Handler()))
+	proc := ocp.NewProcessor(nil, abmclient.New(newChassisClient(t, "abm", abmAddr), one))
+	ocpAddr := startServer(t, "ocp", counting(ocpclient.ChargeBatchPath, &ocpBatches, ocp.Handler(proc)))
+	charger := ocpclient.New(newChassisClient(t, "ocp", ocpAddr), one)
 
 	ctx := context.Background()
 	const workers, each = 32, 20
@@ -240,7 +243,7 @@ func TestBatchHandlerRejects(t *testing.T) {
 	post := func(body []byte) *fasthttp.RequestCtx {
 		var ctx fasthttp.RequestCtx
 		ctx.Request.Header.SetMethod("POST")
-		ctx.Request.SetRequestURI(ocp.ChargeBatchPath)
+		ctx.Request.SetRequestURI(ocpclient.ChargeBatchPath)
 		ctx.Request.SetBody(body)
 		h(&ctx)
 		return &ctx

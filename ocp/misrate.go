@@ -2,5 +2,7 @@
 
 package ocp
 
+import "github.com/chf-testbed/testbed/tariff"
+
 // misrate is the identity outside the audit_misrate build.
-func misrate(r *Rate) *Rate { return r }
+func misrate(r *tariff.Rate) *tariff.Rate { return r }

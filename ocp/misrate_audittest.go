@@ -11,17 +11,18 @@ import (
 	"sync"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 var (
-	misrated   = map[*Rate]*Rate{}
+	misrated   = map[*tariff.Rate]*tariff.Rate{}
 	misratedMu sync.Mutex
 )
 
 // misrate returns a copy of a data rate priced one minor unit per MB
 // higher.
-func misrate(r *Rate) *Rate {
-	if r == nil || r.service != chf.ServiceData {
+func misrate(r *tariff.Rate) *tariff.Rate {
+	if r == nil || r.ServiceOf() != chf.ServiceData {
 		return r
 	}
 	misratedMu.Lock()

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -105,7 +106,7 @@ func TestUsageNeverDropped(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, abm.Config{})
-			if _, err := abm.Provision(context.Background(), e.cl, abm.ProvisionConfig{First: supi, Count: 1, Balance: tc.balance,
+			if _, err := provision.Run(context.Background(), e.cl, provision.Config{First: supi, Count: 1, Balance: tc.balance,
 				CreditLimit: tc.creditLimit, Buckets: tc.buckets, Overwrite: true}, nil); err != nil {
 				t.Fatal(err)
 			}

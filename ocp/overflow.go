@@ -4,13 +4,14 @@ import (
 	"strconv"
 
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // rateUsed sets out's used units, n, and their price on r. A price that
 // does not fit an int64 marks the line chf.ResultOverflow: the request is
 // then refused whole (refuseOverflow), never charged a saturated amount.
-func rateUsed(out *chf.RatedLine, r *Rate, n uint64) {
-	c, ok := chf.CheckedCost(n, r.Price, r.unitSize)
+func rateUsed(out *chf.RatedLine, r *tariff.Rate, n uint64) {
+	c, ok := chf.CheckedCost(n, r.Price, r.UnitSize())
 	if !ok {
 		out.Result = chf.ResultOverflow
 	}

@@ -13,17 +13,18 @@ import (
 
 	"github.com/chf-testbed/testbed/cdr"
 	"github.com/chf-testbed/testbed/chf"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // Accounts is what the OCP needs of the ABM: apply one rated event to an
-// account. abm.Client (over the chassis) and abm.Service (in process)
+// account. abmclient.Client (over the chassis) and abm.Service (in process)
 // implement it.
 type Accounts interface {
 	Apply(ctx context.Context, req *chf.ApplyRequest, resp *chf.ChargeResponse) error
 }
 
 // BatchAccounts is implemented by Accounts that apply several events in
-// one call (abm.Client merges them into one round trip, abm.Service into
+// one call (abmclient.Client merges them into one round trip, abm.Service into
 // batched database commands). errs[i] is what Apply would have returned
 // for reqs[i].
 type BatchAccounts interface {
@@ -33,16 +34,16 @@ type BatchAccounts interface {
 // Processor rates charging requests and applies them through Accounts. It
 // implements chf.Charger and is safe for concurrent use.
 type Processor struct {
-	tariff   atomic.Pointer[Tariff] // replaced whole by SetTariff
+	tariff   atomic.Pointer[tariff.Tariff] // replaced whole by SetTariff
 	accounts Accounts
 	sink     cdr.Sink // nil = no charging data records
 }
 
 // NewProcessor returns a Processor rating with t (nil = the default
 // tariff) against accounts.
-func NewProcessor(t *Tariff, accounts Accounts) *Processor {
+func NewProcessor(t *tariff.Tariff, accounts Accounts) *Processor {
 	if t == nil {
-		t = Default()
+		t = tariff.Default()
 	}
 	p := &Processor{accounts: accounts}
 	p.tariff.Store(t)
@@ -50,12 +51,12 @@ func NewProcessor(t *Tariff, accounts Accounts) *Processor {
 }
 
 // Tariff returns the tariff p rates with now.
-func (p *Processor) Tariff() *Tariff { return p.tariff.Load() }
+func (p *Processor) Tariff() *tariff.Tariff { return p.tariff.Load() }
 
 // SetTariff makes p rate every later request with t (a reload, see
 // WatchTariff). Requests being rated finish on the tariff they started
 // with. Safe for concurrent use.
-func (p *Processor) SetTariff(t *Tariff) { p.tariff.Store(t) }
+func (p *Processor) SetTariff(t *tariff.Tariff) { p.tariff.Store(t) }
 
 // SetSink makes p hand every request the ABM answered to s (the CDR
 // recorder). Call it before p serves.
@@ -206,7 +207,7 @@ func validate(req *chf.ChargeRequest) (chf.Result, string) {
 
 // rate is t's rate of rg (misrate_audittest.go skews it in the
 // audit_misrate build).
-func rate(t *Tariff, rg uint32) *Rate {
+func rate(t *tariff.Tariff, rg uint32) *tariff.Rate {
 	return misrate(t.Rate(rg))
 }
 
@@ -241,8 +242,8 @@ func (p *Processor) Rate(req *chf.ChargeRequest, ar *chf.ApplyRequest) {
 			ar.Lines = append(ar.Lines, out)
 			continue
 		}
-		svc := r.service
-		out.Service, out.Price, out.UnitSize = svc, r.Price, r.unitSize
+		svc := r.ServiceOf()
+		out.Service, out.Price, out.UnitSize = svc, r.Price, r.UnitSize()
 		out.ValidityTime, out.QuotaHoldingTime = uint32(r.ValidityTime), uint32(r.QuotaHoldingTime)
 		switch req.Op {
 		case chf.OpEvent:

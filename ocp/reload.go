@@ -10,6 +10,7 @@ import (
 
 	"github.com/chf-testbed/testbed/chassis/sighup"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // TariffCheck is how often WatchTariff looks at the tariff file's
@@ -89,7 +90,7 @@ func (w *TariffWatcher) Reload(why string) error {
 	if fi, err := os.Stat(w.path); err == nil {
 		w.last = fi
 	}
-	t, err := LoadTariff(w.path)
+	t, err := tariff.Load(w.path)
 	if err != nil {
 		tariffReloads.WithLabelValues("invalid").Inc()
 		w.log.Error("cannot reload tariff: keeping the old one", "why", why, "err", err, "epoch", w.proc.Tariff().Epoch())

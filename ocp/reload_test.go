@@ -13,6 +13,7 @@ import (
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/ocp"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // TestTariffWatcher: a changed file is reloaded (new epoch, changed
@@ -31,13 +32,13 @@ func TestTariffWatcher(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(ocp.DefaultTariff)
-	first, err := ocp.LoadTariff(path)
+	write(tariff.DefaultFile)
+	first, err := tariff.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Epoch() != ocp.Default().Epoch() || first.Epoch() == 0 {
-		t.Fatalf("epoch %d, default %d", first.Epoch(), ocp.Default().Epoch())
+	if first.Epoch() != tariff.Default().Epoch() || first.Epoch() == 0 {
+		t.Fatalf("epoch %d, default %d", first.Epoch(), tariff.Default().Epoch())
 	}
 	e := newEnv(t, abm.Config{})
 	p := ocp.NewProcessor(first, e.abm)
@@ -47,7 +48,7 @@ func TestTariffWatcher(t *testing.T) {
 		t.Fatal("an unchanged file was reloaded")
 	}
 	// Voice at 2 per second: another epoch, RG 20 changed.
-	voice2 := strings.Replace(ocp.DefaultTariff, "price: 1                # per second", "price: 2                # per second", 1)
+	voice2 := strings.Replace(tariff.DefaultFile, "price: 1                # per second", "price: 2                # per second", 1)
 	write(voice2)
 	w.Check()
 	if p.Tariff() == first || p.Tariff().Rate(20).Price != 2 || p.Tariff().Epoch() == first.Epoch() {
@@ -69,7 +70,7 @@ func TestTariffWatcher(t *testing.T) {
 		t.Fatalf("same rates: %v, epoch %d want %d", err, p.Tariff().Epoch(), second.Epoch())
 	}
 	// SIGHUP reloads while Run runs.
-	write(ocp.DefaultTariff)
+	write(tariff.DefaultFile)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx) }()

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/cdr"
 	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
+	"github.com/chf-testbed/testbed/ocp/ocpclient"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // About is the help text of the ocp command.
@@ -45,7 +47,7 @@ func DefaultServiceConfig() ServiceConfig {
 
 // RegisterFlags registers the ocp flags, c's values as defaults.
 func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
-	c.Base.RegisterFlags(fs, "host:port serving the OCP API (POST "+ChargePath+", msgp), /healthz, /readyz and /metrics")
+	c.Base.RegisterFlags(fs, "host:port serving the OCP API (POST "+ocpclient.ChargePath+", msgp), /healthz, /readyz and /metrics")
 	c.ABM.RegisterFlags(fs)
 	rpc.RegisterBatchFlags(fs, &c.Batch, "abm")
 	fs.StringVar(&c.Tariff, "tariff", c.Tariff, "tariff file (YAML or JSON: rating group → service, price, grant, validity); empty = the built-in default (ocp/README.md). Reloaded when it is replaced or its mtime or size changes, and on SIGHUP; an invalid file keeps the old tariff (logged)")
@@ -62,7 +64,7 @@ func (c *ServiceConfig) Validate() error {
 	if c.MaxInFlight <= 0 {
 		return fmt.Errorf("cannot use --max-inflight %d: must be positive", c.MaxInFlight)
 	}
-	if _, err := LoadTariff(c.Tariff); err != nil {
+	if _, err := tariff.Load(c.Tariff); err != nil {
 		return err
 	}
 	if err := c.CDR.Validate(); err != nil {
@@ -85,7 +87,7 @@ func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
 
 // AddTo adds the OCP's components to g: the ABM client and the server.
 func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
-	tariff, err := LoadTariff(c.Tariff)
+	t, err := tariff.Load(c.Tariff)
 	if err != nil {
 		return err
 	}
@@ -131,7 +133,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	var srv *chassis.Server
 	var proc *Processor
 	g.Add("OCP server", func() error {
-		proc = NewProcessor(tariff, abm.NewClient(client, c.Batch))
+		proc = NewProcessor(t, abmclient.New(client, c.Batch))
 		if rec != nil {
 			proc.SetSink(rec)
 		}

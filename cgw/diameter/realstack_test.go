@@ -9,6 +9,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/loadgen/gy"
 	"github.com/chf-testbed/testbed/loadgen/gy/gytest"
@@ -20,7 +21,7 @@ import (
 func realCore(t testing.TB, accounts int, balance int64) chf.Charger {
 	t.Helper()
 	cl := aslitetest.Start(t)
-	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{First: supi1, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), cl, provision.Config{First: supi1, Count: accounts, Balance: balance, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ocp.NewProcessor(nil, abm.New(cl, abm.Config{}))

@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/chf-testbed/testbed/abm/aslite"
+	"github.com/chf-testbed/testbed/abm/aslite/aslitecmd"
 	"github.com/chf-testbed/testbed/chassis"
 )
 
@@ -25,8 +25,8 @@ func main() {
 		fmt.Println("aslite", version)
 		return
 	}
-	cfg := aslite.DefaultServiceConfig()
-	err := chassis.RunServiceCommand("aslite", "aslite", aslite.About, &cfg, os.Args[1:])
+	cfg := aslitecmd.DefaultServiceConfig()
+	err := chassis.RunServiceCommand("aslite", "aslite", aslitecmd.About, &cfg, os.Args[1:])
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, chassis.ErrUsage):

@@ -15,7 +15,7 @@ import (
 	"os"
 
 	"github.com/chf-testbed/testbed/abm"
-	"github.com/chf-testbed/testbed/abm/aslite"
+	"github.com/chf-testbed/testbed/abm/aslite/aslitecmd"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/chassis"
 	// The cgw and ocp commands offer --discovery=kubernetes; this import
@@ -37,8 +37,8 @@ var commands = []command{
 		return chassis.RunService("abm", abm.About, &cfg, args)
 	}},
 	{"aslite", "in-memory Aerospike-protocol store (single node) for the ABM", func(args []string) error {
-		cfg := aslite.DefaultServiceConfig()
-		return chassis.RunService("aslite", aslite.About, &cfg, args)
+		cfg := aslitecmd.DefaultServiceConfig()
+		return chassis.RunService("aslite", aslitecmd.About, &cfg, args)
 	}},
 	{"cgw", "Charging Gateway: Nchf_ConvergedCharging (h2c + HTTP/1.1), balance inquiry, Diameter Gy", func(args []string) error {
 		cfg := cgw.DefaultServiceConfig()

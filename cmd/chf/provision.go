@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/chassis"
 )
 
 // provisionConfig is the configuration of `chf provision`: one field per flag.
 type provisionConfig struct {
-	abm.ProvisionConfig
+	provision.Config
 	Aerospike string
 	Quiet     bool
 	Buckets   bucketFlag
@@ -28,7 +29,7 @@ type bucketFlag []string
 
 func (b *bucketFlag) String() string { return strings.Join(*b, ",") }
 func (b *bucketFlag) Set(v string) error {
-	if _, err := abm.ParseBucket(v); err != nil {
+	if _, err := provision.ParseBucket(v); err != nil {
 		return err
 	}
 	*b = append(*b, v)
@@ -57,7 +58,7 @@ const (
 )
 
 func (c *provisionConfig) Validate() error {
-	if _, err := abm.ParseHosts(c.Aerospike); err != nil {
+	if _, err := provision.ParseHosts(c.Aerospike); err != nil {
 		return err
 	}
 	switch {
@@ -74,19 +75,19 @@ func (c *provisionConfig) Validate() error {
 	if c.CreditLimit < 0 {
 		return errors.New("cannot use --credit-limit: must not be negative")
 	}
-	c.ProvisionConfig.Buckets = c.ProvisionConfig.Buckets[:0]
+	c.Config.Buckets = c.Config.Buckets[:0]
 	for _, spec := range c.Buckets {
-		b, err := abm.ParseBucket(spec)
+		b, err := provision.ParseBucket(spec)
 		if err != nil {
 			return fmt.Errorf("cannot use --bucket: %w", err)
 		}
-		c.ProvisionConfig.Buckets = append(c.ProvisionConfig.Buckets, b)
+		c.Config.Buckets = append(c.Config.Buckets, b)
 	}
 	if len(c.Currency) != 3 {
 		return fmt.Errorf("cannot use --currency %q: want a 3-letter ISO 4217 code", c.Currency)
 	}
 	if c.Count > 0 {
-		if _, err := abm.SUPI(c.First, c.Count-1); err != nil {
+		if _, err := provision.SUPI(c.First, c.Count-1); err != nil {
 			return fmt.Errorf("cannot use --first/--accounts: %w", err)
 		}
 	}
@@ -96,14 +97,14 @@ func (c *provisionConfig) Validate() error {
 const provisionAbout = "Creates accounts imsi-…001 upward with a balance."
 
 func runProvision(args []string) error {
-	c := provisionConfig{Aerospike: "127.0.0.1:3000", ProvisionConfig: abm.ProvisionConfig{
+	c := provisionConfig{Aerospike: "127.0.0.1:3000", Config: provision.Config{
 		Namespace: "chf", Count: 100000, Balance: 100000000, First: "imsi-001010000000001",
 		Currency: "EUR", Workers: 16, Batch: 256,
 	}}
 	if run, err := chassis.ParseCommand("chf provision", provisionAbout, &c, args); !run {
 		return err
 	}
-	hosts, _ := abm.ParseHosts(c.Aerospike) // validated
+	hosts, _ := provision.ParseHosts(c.Aerospike) // validated
 	cl, err := abm.Dial(hosts)
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func runProvision(args []string) error {
 			}
 		}
 	}
-	res, err := abm.Provision(ctx, cl, c.ProvisionConfig, progress)
+	res, err := provision.Run(ctx, cl, c.Config, progress)
 	if progress != nil && tty {
 		fmt.Fprintln(os.Stderr)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/provision"
 )
 
 func TestProgressBar(t *testing.T) {
@@ -24,7 +24,7 @@ func TestProgressBar(t *testing.T) {
 // (a batch of 10^12 records, 10^12 workers) are refused naming the flag.
 func TestProvisionFlagBounds(t *testing.T) {
 	base := func() provisionConfig {
-		return provisionConfig{Aerospike: "127.0.0.1:3000", ProvisionConfig: abm.ProvisionConfig{
+		return provisionConfig{Aerospike: "127.0.0.1:3000", Config: provision.Config{
 			Namespace: "chf", Count: 10, Balance: 1, First: "imsi-001010000000001", Currency: "EUR", Workers: 16, Batch: 256,
 		}}
 	}

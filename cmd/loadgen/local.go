@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 	"github.com/chf-testbed/testbed/loadgen/scenario"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
 	"github.com/chf-testbed/testbed/local"
-	"github.com/chf-testbed/testbed/ocp"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 func init() {
@@ -247,10 +248,10 @@ func localCmd(args []string) (err error) {
 		if !ok || err != nil || d <= 0 || file == "" {
 			return usageError{fmt.Errorf("invalid --tariff-change %q: want AFTER:FILE, AFTER a positive duration (20s)", *tariffChange)}
 		}
-		if changeBody, err = readfile.Read(file, ocp.MaxTariffBytes); err != nil {
+		if changeBody, err = readfile.Read(file, tariff.MaxFileBytes); err != nil {
 			return usageError{fmt.Errorf("invalid --tariff-change: %w", err)}
 		}
-		if _, err := ocp.ParseTariff(changeBody); err != nil {
+		if _, err := tariff.Parse(changeBody); err != nil {
 			return usageError{fmt.Errorf("invalid --tariff-change: the OCP would refuse %s: %w", file, err)}
 		}
 		newT, err := audit.ParseTariff(changeBody)
@@ -294,12 +295,20 @@ func localCmd(args []string) (err error) {
 		if *faultValidity < time.Second {
 			return usageError{fmt.Errorf("invalid --fault-validity %s: want at least 1s", *faultValidity)}
 		}
-		tariff := filepath.Join(f.outDir, "tariff.yaml")
-		body := strings.ReplaceAll(ocp.DefaultTariff, "validityTime: 1800", fmt.Sprintf("validityTime: %d", int(faultValidity.Seconds())))
-		if err := os.WriteFile(tariff, []byte(body), 0o644); err != nil {
+		// The built-in tariff with the grants' validity shortened.
+		rates := slices.Clone(tariff.Default().RatingGroups)
+		for i := range rates {
+			rates[i].ValidityTime = int64(faultValidity.Seconds())
+		}
+		body, err := (&tariff.Tariff{RatingGroups: rates}).Marshal()
+		if err != nil {
+			return err
+		}
+		tariffFile := filepath.Join(f.outDir, "tariff.yaml")
+		if err := os.WriteFile(tariffFile, body, 0o644); err != nil {
 			return fmt.Errorf("cannot write the fault run's tariff: %w", err)
 		}
-		ocpFlags = append(ocpFlags, "--tariff", tariff)
+		ocpFlags = append(ocpFlags, "--tariff", tariffFile)
 	}
 	cgwFlags, abmFlags := strings.Fields(*cgwArgs), strings.Fields(*abmArgs)
 	if cgwFlags, err = localCGWArgs(cgwFlags, f.operatorToken); err != nil {
@@ -309,9 +318,9 @@ func localCmd(args []string) (err error) {
 	if change != nil {
 		// The OCP rates from a file in the results directory, which the
 		// change replaces; the audit starts on the same first tariff.
-		first := []byte(ocp.DefaultTariff)
+		first := []byte(tariff.DefaultFile)
 		if f.tariffFile != "" {
-			if first, err = readfile.Read(f.tariffFile, ocp.MaxTariffBytes); err != nil {
+			if first, err = readfile.Read(f.tariffFile, tariff.MaxFileBytes); err != nil {
 				return usageError{fmt.Errorf("invalid --tariff: %w", err)}
 			}
 		}

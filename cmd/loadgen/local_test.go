@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,7 +17,7 @@ import (
 
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/testbed"
-	"github.com/chf-testbed/testbed/ocp"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // buildBinaries builds loadgen and chf into a temporary directory.
@@ -108,16 +109,25 @@ func localOperatorToken(t *testing.T, ctx context.Context, loadgen, chf string) 
 // sent, passes. A bad specification is a usage error.
 func localTariffChange(t *testing.T, ctx context.Context, loadgen, chf string) {
 	dir := t.TempDir()
-	tariff := filepath.Join(dir, "new.yaml")
-	body := strings.Replace(ocp.DefaultTariff, "price: 1                # per MB", "price: 3                # per MB", 1)
-	if err := os.WriteFile(tariff, []byte(body), 0o644); err != nil {
+	newFile := filepath.Join(dir, "new.yaml")
+	rates := slices.Clone(tariff.Default().RatingGroups)
+	for i := range rates {
+		if rates[i].RatingGroup == 10 { // data, 1 per MB
+			rates[i].Price = 3
+		}
+	}
+	body, err := (&tariff.Tariff{RatingGroups: rates}).Marshal()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--tariff-change", "soon:"+tariff).CombinedOutput(); !isExit(err, 2) || !strings.Contains(string(out), "--tariff-change") {
+	if err := os.WriteFile(newFile, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--tariff-change", "soon:"+newFile).CombinedOutput(); !isExit(err, 2) || !strings.Contains(string(out), "--tariff-change") {
 		t.Fatalf("bad --tariff-change: %v\n%s", err, out)
 	}
 	for _, proto := range []string{"h2c", "gy"} { // Gy: RAR, answered with a CCR-U
-		t.Run(proto, func(t *testing.T) { localTariffChangeRun(t, ctx, loadgen, chf, proto, tariff) })
+		t.Run(proto, func(t *testing.T) { localTariffChangeRun(t, ctx, loadgen, chf, proto, newFile) })
 	}
 }
 

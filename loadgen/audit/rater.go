@@ -1,26 +1,23 @@
 package audit
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/internal/readfile"
 	"github.com/chf-testbed/testbed/loadgen/driver"
 	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
+	"github.com/chf-testbed/testbed/tariff"
 )
 
 // The audit rates what the load generator sent on its own, from the tariff
-// file the OCP loads (or the built-in default, mirrored here), so that a
-// CHF that charges wrongly and reports what it charged is still caught. It
-// shares no rating code with the OCP: only the file format (ocp/README.md)
-// and the rule, which is
+// file the OCP loads (or the built-in default), so that a CHF that charges
+// wrongly and reports what it charged is still caught. It shares no rating
+// code with the OCP: only the file format, read and validated by package
+// tariff (ocp/README.md), and the rule, which is
 //
 //	cost of N base units = ceil(N × price / unit), once per rating group
 //	per request, unit = 1,000,000 octets for data, 1 s for voice, 1 event
@@ -28,17 +25,6 @@ import (
 //
 // An event charges its used units, else the requested ones, else the
 // rating group's defaultGrant (capped by maxGrant).
-
-// ErrTariff is wrapped by every tariff error of the audit.
-var ErrTariff = errors.New("audit: invalid tariff")
-
-// defaultTariff mirrors the OCP's built-in tariff (ocp.DefaultTariff);
-// TestDefaultTariffMirrorsOCP keeps the two in step.
-const defaultTariff = `ratingGroups:
-  - {ratingGroup: 10, service: data, price: 1, defaultGrant: 10000000, maxGrant: 100000000, validityTime: 1800, quotaHoldingTime: 300}
-  - {ratingGroup: 20, service: voice, price: 1, defaultGrant: 300, maxGrant: 3600, validityTime: 1800, quotaHoldingTime: 300}
-  - {ratingGroup: 30, service: sms, price: 5, defaultGrant: 1, maxGrant: 10, validityTime: 1800, quotaHoldingTime: 300}
-`
 
 // Tariff is a tariff as the audit reads it. It is immutable and safe for
 // concurrent use.
@@ -54,33 +40,13 @@ type auditRate struct {
 	maxGrant     uint64
 }
 
-// tariffFile is the file format (ocp.Tariff's fields).
-type tariffFile struct {
-	RatingGroups []struct {
-		RatingGroup      uint32 `yaml:"ratingGroup"`
-		Service          string `yaml:"service"`
-		Price            int64  `yaml:"price"`
-		DefaultGrant     uint64 `yaml:"defaultGrant"`
-		MaxGrant         uint64 `yaml:"maxGrant"`
-		ValidityTime     int64  `yaml:"validityTime"`
-		QuotaHoldingTime int64  `yaml:"quotaHoldingTime"`
-		// Thresholds, triggers and final unit actions do not change what
-		// is debited; they are read so that the OCP's tariff file loads.
-		QuotaThreshold  uint64   `yaml:"quotaThreshold"`
-		Triggers        []string `yaml:"triggers"`
-		FinalUnitAction string   `yaml:"finalUnitAction"`
-		RedirectServer  string   `yaml:"redirectServer"`
-		FilterID        string   `yaml:"filterId"`
-	} `yaml:"ratingGroups"`
-}
-
 // LoadTariff reads a YAML or JSON tariff file, the one the OCP loads
 // (`chf ocp --tariff`); an empty path is the built-in default tariff.
 func LoadTariff(path string) (*Tariff, error) {
 	if path == "" {
-		return ParseTariff([]byte(defaultTariff))
+		return ParseTariff([]byte(tariff.DefaultFile))
 	}
-	b, err := readfile.Read(path, 16<<20) // ocp.MaxTariffBytes; the audit does not import the OCP
+	b, err := readfile.Read(path, tariff.MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read tariff: %w", err)
 	}
@@ -91,17 +57,14 @@ func LoadTariff(path string) (*Tariff, error) {
 	return t, nil
 }
 
-// ParseTariff decodes a tariff, refusing unknown fields and the values the
-// OCP refuses, naming the field.
+// ParseTariff decodes and validates a tariff as the OCP does (package
+// tariff: unknown fields and the values the OCP refuses are errors naming
+// the field, wrapping tariff.ErrInvalid) and keeps what the audit rates
+// with.
 func ParseTariff(b []byte) (*Tariff, error) {
-	var f tariffFile
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%w: cannot decode: %w", ErrTariff, err)
-	}
-	if len(f.RatingGroups) == 0 {
-		return nil, fmt.Errorf("%w: ratingGroups: at least one rating group is required", ErrTariff)
+	f, err := tariff.Parse(b)
+	if err != nil {
+		return nil, err
 	}
 	t := &Tariff{rates: make(map[uint32]auditRate, len(f.RatingGroups))}
 	for i, g := range f.RatingGroups {
@@ -112,16 +75,7 @@ func ParseTariff(b []byte) (*Tariff, error) {
 		case "voice", "sms":
 			r.unit = 1
 		default:
-			return nil, fmt.Errorf("%w: ratingGroups[%d].service: %q (want data, voice or sms)", ErrTariff, i, g.Service)
-		}
-		if g.Price < 0 {
-			return nil, fmt.Errorf("%w: ratingGroups[%d].price: must not be negative", ErrTariff, i)
-		}
-		if g.DefaultGrant == 0 {
-			return nil, fmt.Errorf("%w: ratingGroups[%d].defaultGrant: must be positive", ErrTariff, i)
-		}
-		if _, dup := t.rates[g.RatingGroup]; dup {
-			return nil, fmt.Errorf("%w: ratingGroups[%d].ratingGroup: duplicate rating group %d", ErrTariff, i, g.RatingGroup)
+			return nil, fmt.Errorf("BUG: audit: ratingGroups[%d].service %q passed validation", i, g.Service)
 		}
 		t.rates[g.RatingGroup] = r
 	}

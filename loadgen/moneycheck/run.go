@@ -36,7 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/loadgen/audit"
 	"github.com/chf-testbed/testbed/local"
 )
@@ -325,7 +325,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 
 	accts := make([]*account, cfg.Accounts)
 	for i := range accts {
-		supi, err := abm.SUPI(first, i)
+		supi, err := provision.SUPI(first, i)
 		if err != nil {
 			return nil, fmt.Errorf("cannot name account %d: %w", i, err)
 		}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/provision"
 )
 
 // Shrinking: the failing account's steps are replayed on fresh accounts
@@ -120,7 +120,7 @@ func (sh *shrinker) fails(ctx context.Context, steps []*step) (bool, error) {
 		off += spares
 	}
 	sh.next++
-	supi, err := abm.SUPI(first, off)
+	supi, err := provision.SUPI(first, off)
 	if err != nil {
 		return false, err
 	}

@@ -16,7 +16,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/record"
 	"github.com/chf-testbed/testbed/loadgen/report"
 )
 
@@ -75,7 +75,7 @@ type Plan struct {
 	// Aerospike: the database's cores from the measured store's CPU, and
 	// its memory: Subscribers × (IndexBytes + record) × Replication, the
 	// record being RecordBaseBytes plus the open sessions per account ×
-	// abm.SessionRecordBytes; OpenSessions is the scenario's steady state
+	// record.SessionRecordBytes; OpenSessions is the scenario's steady state
 	// (Little's law) at the target rate, MeasuredOpen what the run had
 	// open at the end of its window.
 	DBComponent   string
@@ -190,7 +190,7 @@ func Make(r *report.Result, from string, o Options) (*Plan, error) {
 	if s := r.Sessions; s != nil {
 		p.MeasuredOpen = s.OpenEnd
 	}
-	p.RecordBytes = float64(o.RecordBaseBytes) + p.OpenSessions/float64(subs)*abm.SessionRecordBytes
+	p.RecordBytes = float64(o.RecordBaseBytes) + p.OpenSessions/float64(subs)*record.SessionRecordBytes
 	p.MemoryBytes = float64(subs) * (float64(o.IndexBytes) + p.RecordBytes) * float64(o.Replication)
 	nodes := math.Ceil(p.MemoryBytes / (float64(o.NodeMemory) * o.HighWater))
 	if !(nodes < maxCount) {
@@ -232,7 +232,7 @@ func (p *Plan) Write(w io.Writer) {
 		o.Subscribers, o.IndexBytes, p.RecordBytes, o.Replication, p.MemoryBytes/(1<<30), p.Nodes, float64(o.NodeMemory)/(1<<30), 100*o.HighWater)
 	fmt.Fprintf(w, "  record = %d B base + %.3f open sessions per account × %d B (%.0f sessions open at %.0f TPS: the scenario's\n"+
 		"  steady state scaled to the rate; the run had %d open at its window's end)\n",
-		o.RecordBaseBytes, p.OpenSessions/float64(o.Subscribers), abm.SessionRecordBytes, p.OpenSessions, o.TPS, p.MeasuredOpen)
+		o.RecordBaseBytes, p.OpenSessions/float64(o.Subscribers), record.SessionRecordBytes, p.OpenSessions, o.TPS, p.MeasuredOpen)
 	if p.StoreRSSBytes > 0 {
 		fmt.Fprintf(w, "  (the run's %s held its accounts in %.0f MiB RSS)\n", p.DBComponent, float64(p.StoreRSSBytes)/(1<<20))
 	}

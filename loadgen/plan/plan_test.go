@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chf-testbed/testbed/abm"
+	"github.com/chf-testbed/testbed/abm/record"
 	"github.com/chf-testbed/testbed/loadgen/cpu"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
@@ -55,7 +55,7 @@ func TestPlan(t *testing.T) {
 	if abs(p.OpenSessions-open) > 1e-6 || p.MeasuredOpen != 100_000 {
 		t.Errorf("open sessions %v (measured %d), want %v", p.OpenSessions, p.MeasuredOpen, open)
 	}
-	rec := 128 + open/20e6*abm.SessionRecordBytes
+	rec := 128 + open/20e6*record.SessionRecordBytes
 	if abs(p.RecordBytes-rec) > 1e-9 || abs(p.MemoryBytes-20e6*(64+rec)*2) > 1 {
 		t.Errorf("record %v memory %v", p.RecordBytes, p.MemoryBytes)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/chf"
@@ -29,7 +30,7 @@ func inProcessCHFWith(t *testing.T, accounts int, balance int64, wrap func(chf.C
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cl := aslitetest.Start(t)
-	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{
+	if _, err := provision.Run(context.Background(), cl, provision.Config{
 		First: "imsi-001010000000001", Count: accounts, Balance: balance, Overwrite: true,
 	}, nil); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/loadgen/scenario"
@@ -24,7 +25,7 @@ func notifyingCHF(t *testing.T, sc *scenario.Scenario, balance int64) (httpAddr,
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cl := aslitetest.Start(t)
 	ctx := context.Background()
-	if _, err := abm.Provision(ctx, cl, abm.ProvisionConfig{First: sc.Subscribers.First, Count: sc.Subscribers.Count, Balance: balance, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(ctx, cl, provision.Config{First: sc.Subscribers.First, Count: sc.Subscribers.Count, Balance: balance, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	plans, _, err := testbed.Plans(sc, balance)
@@ -32,8 +33,8 @@ func notifyingCHF(t *testing.T, sc *scenario.Scenario, balance int64) (httpAddr,
 		t.Fatal(err)
 	}
 	for _, p := range plans {
-		first, _ := abm.SUPI(sc.Subscribers.First, p.Offset)
-		if _, err := abm.Provision(ctx, cl, abm.ProvisionConfig{First: first, Count: p.Count, Balance: p.Balance, Overwrite: true,
+		first, _ := provision.SUPI(sc.Subscribers.First, p.Offset)
+		if _, err := provision.Run(ctx, cl, provision.Config{First: first, Count: p.Count, Balance: p.Balance, Overwrite: true,
 			CreditLimit: p.CreditLimit, Buckets: p.Buckets}, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitetest"
+	"github.com/chf-testbed/testbed/abm/provision"
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/loadgen/driver/nchf"
 	"github.com/chf-testbed/testbed/ocp"
@@ -24,7 +25,7 @@ func guardedCHF(t *testing.T, count int, balance int64, token string) (httpAddr,
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cl := aslitetest.Start(t)
 	o := options("")
-	if _, err := abm.Provision(context.Background(), cl, abm.ProvisionConfig{First: o.Scenario.Subscribers.First, Count: count, Balance: balance, Overwrite: true}, nil); err != nil {
+	if _, err := provision.Run(context.Background(), cl, provision.Config{First: o.Scenario.Subscribers.First, Count: count, Balance: balance, Overwrite: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	core := ocp.NewProcessor(nil, abm.New(cl, abm.Config{Logger: quiet}))

@@ -15,7 +15,7 @@ import (
 )
 
 // abmSteps are the commands the ABM and provisioning send (abm/service.go,
-// abm/batch.go, abm/provision.go), in their policies, plus the error cases
+// abm/batch.go, abm/provision), in their policies, plus the error cases
 // around them.
 func abmSteps() []step {
 	var s []step

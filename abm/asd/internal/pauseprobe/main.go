@@ -29,6 +29,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/asd"
+	"github.com/chf-testbed/testbed/abm/provision"
 )
 
 func main() {
@@ -110,7 +111,7 @@ func probe(ctx context.Context, bin, dir string, n, workers int, pause time.Dura
 		return result{}, err
 	}
 	defer c.Close()
-	hosts, err := abm.ParseHosts(strings.Join(c.Hosts(), ","))
+	hosts, err := provision.ParseHosts(strings.Join(c.Hosts(), ","))
 	if err != nil {
 		return result{}, err
 	}

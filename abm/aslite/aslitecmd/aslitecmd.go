@@ -1,4 +1,7 @@
-package aslite
+// Package aslitecmd is the aslite command (`chf aslite`, cmd/aslite): its
+// flags and its place in a chassis run group. It keeps the chassis out of
+// package aslite, the store, which stands alone.
+package aslitecmd
 
 import (
 	"context"
@@ -8,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chf-testbed/testbed/abm/aslite"
 	"github.com/chf-testbed/testbed/chassis"
 )
 
@@ -25,11 +29,12 @@ type ServiceConfig struct {
 	Namespaces      string
 	DefaultTTL      time.Duration
 	ReclaimInterval time.Duration
-	// DataDir, Commit and CommitInterval are Config's durability fields.
+	// DataDir, Commit and CommitInterval are aslite.Config's durability
+	// fields.
 	DataDir        string
 	Commit         string
 	CommitInterval time.Duration
-	// FirstRequestTimeout, IdleTimeout and WriteTimeout are Config's
+	// FirstRequestTimeout, IdleTimeout and WriteTimeout are aslite.Config's
 	// connection timeouts.
 	FirstRequestTimeout, IdleTimeout, WriteTimeout time.Duration
 }
@@ -40,7 +45,7 @@ func DefaultServiceConfig() ServiceConfig {
 		Base:                chassis.Base{Listen: "127.0.0.1:3000"},
 		Namespaces:          "chf",
 		ReclaimInterval:     5 * time.Second,
-		Commit:              string(CommitSync),
+		Commit:              string(aslite.CommitSync),
 		CommitInterval:      100 * time.Millisecond,
 		FirstRequestTimeout: 10 * time.Second,
 		WriteTimeout:        30 * time.Second,
@@ -66,7 +71,7 @@ func (c *ServiceConfig) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if _, err := ParseCommit(c.Commit); err != nil {
+	if _, err := aslite.ParseCommit(c.Commit); err != nil {
 		return fmt.Errorf("cannot use --commit: %w", err)
 	}
 	if c.CommitInterval <= 0 {
@@ -82,22 +87,22 @@ func (c *ServiceConfig) Validate() error {
 	}
 	cfg := c.config(nil)
 	cfg.DataDir = "" // New would open (and recover) it; Validate only checks
-	if _, err := New(cfg); err != nil {
+	if _, err := aslite.New(cfg); err != nil {
 		return fmt.Errorf("cannot use --namespace, --default-ttl or --reclaim-interval: %w", err)
 	}
 	return nil
 }
 
-func (c *ServiceConfig) config(log *slog.Logger) Config {
+func (c *ServiceConfig) config(log *slog.Logger) aslite.Config {
 	var ns []string
 	for _, n := range strings.Split(c.Namespaces, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			ns = append(ns, n)
 		}
 	}
-	return Config{
+	return aslite.Config{
 		Namespaces: ns, Logger: log, DefaultTTL: c.DefaultTTL, ReclaimInterval: c.ReclaimInterval,
-		DataDir: c.DataDir, Commit: Commit(c.Commit), CommitInterval: c.CommitInterval,
+		DataDir: c.DataDir, Commit: aslite.Commit(c.Commit), CommitInterval: c.CommitInterval,
 		FirstRequestTimeout: c.FirstRequestTimeout, IdleTimeout: c.IdleTimeout, WriteTimeout: c.WriteTimeout,
 	}
 }
@@ -110,7 +115,7 @@ func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
 
 // AddTo adds the aslite server to g.
 func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
-	srv, err := New(c.config(log))
+	srv, err := aslite.New(c.config(log))
 	if err != nil {
 		return fmt.Errorf("cannot configure aslite: %w", err)
 	}

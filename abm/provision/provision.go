@@ -1,9 +1,15 @@
-package abm
+// Package provision writes account records straight into the store, as
+// `chf provision`, the local runner (local) and tests do before any load:
+// a range of SUPIs, each with a balance and optionally a credit limit and
+// buckets, in the layout package abm/record shares with the ABM. It links
+// the Aerospike client but not the ABM.
+package provision
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,15 +20,15 @@ import (
 	as "github.com/aerospike/aerospike-client-go/v7"
 	"github.com/aerospike/aerospike-client-go/v7/types"
 
+	"github.com/chf-testbed/testbed/abm/record"
 	"github.com/chf-testbed/testbed/chf"
-	"github.com/chf-testbed/testbed/chf/checked"
 )
 
 // ErrBadSUPI is returned for a first SUPI that is not "imsi-" and digits.
-var ErrBadSUPI = errors.New("abm: SUPI must be imsi- followed by up to 15 digits")
+var ErrBadSUPI = errors.New("provision: SUPI must be imsi- followed by up to 15 digits")
 
-// ProvisionConfig describes a range of accounts to create.
-type ProvisionConfig struct {
+// Config describes a range of accounts to create.
+type Config struct {
 	Namespace string // default "chf"
 	Set       string // default "accounts"
 	// First is the first SUPI ("imsi-001010000000001"); the next ones
@@ -51,41 +57,8 @@ type ProvisionConfig struct {
 	Now func() time.Time
 }
 
-// planBlob is the session blob a provisioned account starts with (empty,
-// or its credit limit and buckets) and its BinDue.
-func (cfg *ProvisionConfig) planBlob() ([]byte, int64, error) {
-	if cfg.CreditLimit < 0 {
-		return nil, 0, errors.New("abm: provision credit limit must not be negative")
-	}
-	if _, ok := checked.AddI64(cfg.Balance, cfg.CreditLimit); !ok {
-		return nil, 0, errors.New("abm: provision balance + credit limit overflows int64 minor units")
-	}
-	if cfg.CreditLimit == 0 && len(cfg.Buckets) == 0 {
-		return []byte{}, DueNever, nil
-	}
-	now := time.Now
-	if cfg.Now != nil {
-		now = cfg.Now
-	}
-	a := account{creditLimit: cfg.CreditLimit}
-	for i, b := range cfg.Buckets {
-		if b.Service < chf.ServiceData || b.Service > chf.ServiceSMS || b.Units == 0 || b.Expires < 0 {
-			return nil, 0, fmt.Errorf("abm: provision bucket %d: want a service, units > 0 and a validity >= 0", i)
-		}
-		// As a top-up of the bucket: its validity and the service's
-		// units in total are checked (overflow.go).
-		switch a.topUp(&chf.TopUp{Bucket: chf.Bucket{Service: b.Service, Units: b.Units, Expires: b.Expires}}, now().Unix()) {
-		case chf.ParamBucketUnits:
-			return nil, 0, fmt.Errorf("abm: provision bucket %d: the units of its service overflow 64 bits in total", i)
-		case chf.ParamBucketValidity:
-			return nil, 0, fmt.Errorf("abm: provision bucket %d: validity %d s from now overflows int64 Unix seconds", i, b.Expires)
-		}
-	}
-	return a.appendSessions(nil), a.sweepDue(), nil
-}
-
-// ProvisionResult counts what Provision did.
-type ProvisionResult struct {
+// Result counts what Run did.
+type Result struct {
 	Created int // accounts written
 	Skipped int // accounts that already existed (Overwrite false)
 	Retried int // writes tried again after a transient answer (a timeout, a busy node)
@@ -114,16 +87,16 @@ func parseFirst(first string) (chf.SUPI, error) {
 	return p, nil
 }
 
-// Provision creates cfg.Count accounts starting at cfg.First with
+// Run creates cfg.Count accounts starting at cfg.First with
 // cfg.Balance minor units each, using cfg.Workers parallel writers.
 // progress, when not nil, is called from one goroutine with the number of
 // accounts done so far, at most every 1% and at the end.
-func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, progress func(done, total int)) (ProvisionResult, error) {
+func Run(ctx context.Context, client *as.Client, cfg Config, progress func(done, total int)) (Result, error) {
 	if cfg.Namespace == "" {
-		cfg.Namespace = "chf"
+		cfg.Namespace = record.DefaultNamespace
 	}
 	if cfg.Set == "" {
-		cfg.Set = "accounts"
+		cfg.Set = record.Set
 	}
 	if cfg.Currency == "" {
 		cfg.Currency = "EUR"
@@ -135,18 +108,22 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 		cfg.Batch = 256
 	}
 	if cfg.Count < 0 || cfg.Balance < 0 {
-		return ProvisionResult{}, errors.New("abm: provision count and balance must not be negative")
+		return Result{}, errors.New("abm: provision count and balance must not be negative")
 	}
 	if cfg.Count == 0 {
-		return ProvisionResult{}, nil
+		return Result{}, nil
 	}
 	if _, err := SUPI(cfg.First, cfg.Count-1); err != nil {
-		return ProvisionResult{}, fmt.Errorf("cannot provision: %w", err)
+		return Result{}, fmt.Errorf("cannot provision: %w", err)
 	}
 	first, _ := parseFirst(cfg.First) // checked by SUPI above
-	plan, due, err := cfg.planBlob()
+	now := time.Now
+	if cfg.Now != nil {
+		now = cfg.Now
+	}
+	plan, due, err := record.NewBlob(cfg.Balance, cfg.CreditLimit, cfg.Buckets, now().Unix())
 	if err != nil {
-		return ProvisionResult{}, err
+		return Result{}, err
 	}
 
 	wp := as.NewWritePolicy(0, 0)
@@ -182,13 +159,13 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 			defer wg.Done()
 			buf := make([]byte, 0, 32)
 			bins := []*as.Bin{
-				as.NewBin(BinBalance, cfg.Balance),
-				as.NewBin(BinCurrency, cfg.Currency),
-				as.NewBin(BinDebited, 0),
-				as.NewBin(BinSessions, plan),
+				as.NewBin(record.BinBalance, cfg.Balance),
+				as.NewBin(record.BinCurrency, cfg.Currency),
+				as.NewBin(record.BinDebited, 0),
+				as.NewBin(record.BinSessions, plan),
 			}
-			if due != DueNever {
-				bins = append(bins, as.NewBin(BinDue, due))
+			if due != record.DueNever {
+				bins = append(bins, as.NewBin(record.BinDue, due))
 			}
 			ops := make([]*as.Operation, len(bins))
 			for i, b := range bins {
@@ -314,7 +291,7 @@ func Provision(ctx context.Context, client *as.Client, cfg ProvisionConfig, prog
 	} else {
 		wg.Wait()
 	}
-	res := ProvisionResult{Created: int(created.Load()), Skipped: int(skipped.Load()), Retried: int(retried.Load())}
+	res := Result{Created: int(created.Load()), Skipped: int(skipped.Load()), Retried: int(retried.Load())}
 	if firstErr != nil {
 		return res, firstErr
 	}
@@ -397,4 +374,29 @@ func provisionBackoff(ctx context.Context, attempt int) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// ParseHosts parses an --aerospike list of host:port seeds (the ABM's,
+// `chf provision`'s and the local runner's flag).
+func ParseHosts(list string) ([]*as.Host, error) {
+	var hosts []*as.Host
+	for _, a := range strings.Split(list, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		h, p, err := net.SplitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("cannot parse --aerospike %q: %w", a, err)
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil || port <= 0 || port > 65535 {
+			return nil, fmt.Errorf("cannot parse --aerospike %q: bad port", a)
+		}
+		hosts = append(hosts, as.NewHost(h, port))
+	}
+	if len(hosts) == 0 {
+		return nil, errors.New("cannot use --aerospike: no host:port given")
+	}
+	return hosts, nil
 }

@@ -1,16 +1,17 @@
-package ocp
+package tariff
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chf-testbed/testbed/chf"
 )
 
-func TestDefaultTariff(t *testing.T) {
+func TestDefaultFile(t *testing.T) {
 	tr := Default()
 	f := func(rg uint32, svc chf.Service, units uint64, cost int64) {
 		t.Helper()
@@ -91,8 +92,8 @@ func TestParseTariffErrorsNameTheField(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseTariff([]byte(tc.in))
-			if err == nil || !errors.Is(err, ErrInvalidTariff) || !strings.Contains(err.Error(), tc.want) {
+			_, err := Parse([]byte(tc.in))
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v; want one containing %q", err, tc.want)
 			}
 		})
@@ -105,7 +106,7 @@ func TestLoadTariffJSON(t *testing.T) {
 	if err := os.WriteFile(p, []byte(js), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := LoadTariff(p)
+	tr, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,25 +114,11 @@ func TestLoadTariffJSON(t *testing.T) {
 	if r == nil || r.ServiceOf() != chf.ServiceVoice || r.Cost(10) != 30 || r.Grant(0) != 60 || r.Grant(500) != 120 || r.Grant(70) != 70 {
 		t.Fatalf("rate %+v", r)
 	}
-	if _, err := LoadTariff(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Fatal("missing file loaded")
 	}
-	if tr, err := LoadTariff(""); err != nil || tr.Rate(10) == nil {
+	if tr, err := Load(""); err != nil || tr.Rate(10) == nil {
 		t.Fatalf("default: %v", err)
-	}
-}
-
-func TestRateAllocations(t *testing.T) {
-	p := NewProcessor(nil, nil)
-	req := &chf.ChargeRequest{Op: chf.OpUpdate, SUPI: "imsi-001010000000001", Session: "0123456789abcdef", Seq: 2,
-		Lines: []chf.UsageLine{{RatingGroup: 10, Used: chf.Units{TotalVolume: 5_000_000}, Request: true}, {RatingGroup: 20, Used: chf.Units{Time: 30}, Request: true}}}
-	var ar chf.ApplyRequest
-	p.Rate(req, &ar)
-	if n := testing.AllocsPerRun(100, func() { p.Rate(req, &ar) }); n != 0 {
-		t.Fatalf("Rate allocates %v times per request", n)
-	}
-	if ar.Lines[0].UsedCost != 5 || ar.Lines[0].GrantUnits != 10_000_000 || ar.Lines[1].UsedCost != 30 || ar.Lines[1].GrantUnits != 300 {
-		t.Fatalf("rated %+v", ar.Lines)
 	}
 }
 
@@ -151,13 +138,13 @@ func TestTariffTriggersAndFinalUnitAction(t *testing.T) {
 		", finalUnitAction: RESTRICT_ACCESS, filterId: f, redirectServer: 10.0.0.1}": "ratingGroups[0].redirectServer: only with",
 	}
 	for tail, want := range bad {
-		_, err := ParseTariff([]byte(base + tail + "\n"))
-		if !errors.Is(err, ErrInvalidTariff) || !strings.Contains(err.Error(), want) {
+		_, err := Parse([]byte(base + tail + "\n"))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", tail, err, want)
 		}
 	}
 	for addr, typ := range map[string]chf.RedirectType{"10.0.0.1": chf.RedirectIPv4, "2001:db8::1": chf.RedirectIPv6, "https://top-up.example/x": chf.RedirectURL, "sip:top-up@example.org": chf.RedirectURI} {
-		tr, err := ParseTariff([]byte(base + ", quotaThreshold: 200, triggers: [QUOTA_THRESHOLD, VALIDITY_TIME], finalUnitAction: REDIRECT, redirectServer: '" + addr + "'}\n"))
+		tr, err := Parse([]byte(base + ", quotaThreshold: 200, triggers: [QUOTA_THRESHOLD, VALIDITY_TIME], finalUnitAction: REDIRECT, redirectServer: '" + addr + "'}\n"))
 		if err != nil {
 			t.Fatalf("%s: %v", addr, err)
 		}
@@ -178,5 +165,34 @@ func TestTariffTriggersAndFinalUnitAction(t *testing.T) {
 		if g.Triggers != 0 || g.Threshold != 0 {
 			t.Fatalf("refused line armed %+v", g)
 		}
+	}
+}
+
+// TestMarshalRoundTrip: a tariff built as a value and marshalled parses
+// back to the same rates (the same epoch), so callers change a rate on a
+// value instead of patching the YAML text.
+func TestMarshalRoundTrip(t *testing.T) {
+	def := Default()
+	b, err := def.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if back.Epoch() != def.Epoch() || len(back.Changed(def)) != 0 {
+		t.Fatalf("round trip changed rating groups %v\n%s", back.Changed(def), b)
+	}
+	rates := slices.Clone(def.RatingGroups)
+	rates[1].ValidityTime = 7
+	if b, err = (&Tariff{RatingGroups: rates}).Marshal(); err != nil {
+		t.Fatal(err)
+	}
+	if back, err = Parse(b); err != nil {
+		t.Fatal(err)
+	}
+	if ch := back.Changed(def); len(ch) != 1 || ch[0] != rates[1].RatingGroup || back.Rate(rates[1].RatingGroup).ValidityTime != 7 {
+		t.Fatalf("changed %v\n%s", ch, b)
 	}
 }

@@ -1,4 +1,4 @@
-package aslite
+package aslitecmd
 
 import (
 	"flag"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chf-testbed/testbed/abm/aslite"
 )
 
 // TestServiceConfigDurabilityFlags: --data-dir, --commit and
@@ -29,7 +31,7 @@ func TestServiceConfigDurabilityFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := c.config(nil)
-	if cfg.DataDir != dir || cfg.Commit != CommitInterval || cfg.CommitInterval != 250*time.Millisecond || cfg.IdleTimeout != time.Minute {
+	if cfg.DataDir != dir || cfg.Commit != aslite.CommitInterval || cfg.CommitInterval != 250*time.Millisecond || cfg.IdleTimeout != time.Minute {
 		t.Errorf("config %+v", cfg)
 	}
 	if c, _ := parse(); c.config(nil).DataDir != "" || c.Commit != "sync" {

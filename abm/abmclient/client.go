@@ -1,4 +1,8 @@
-package abm
+// Package abmclient is the client of the ABM's internal API: the paths it
+// serves and a client that posts rated events to them over the chassis.
+// It is all a caller of the ABM (the OCP) links: not the account logic or
+// the Aerospike client (package abm serves these paths).
+package abmclient
 
 import (
 	"context"
@@ -9,6 +13,18 @@ import (
 	"github.com/chf-testbed/testbed/chf"
 )
 
+// ApplyPath is the ABM's API: POST a msgp chf.ApplyRequest, get a msgp
+// chf.ChargeResponse (200). 400 for an undecodable body, 503 when the
+// record stayed contended, 504 when the caller's deadline passed or the
+// database did not answer in time, 500 when the database failed.
+const ApplyPath = "/abm/v1/apply"
+
+// ApplyBatchPath takes a batch of ApplyRequests (see rpc.AppendBatchHeader)
+// and answers 200 with one item per request, each with the status
+// ApplyPath would have answered it with. 400 when the batch cannot be
+// decoded.
+const ApplyBatchPath = "/abm/v1/apply-batch"
+
 // Client applies events on a remote ABM over the chassis (msgp on
 // ApplyPath). Concurrent events are merged into batches (ApplyBatchPath)
 // while earlier batches are out, see chassis.Batcher. It implements
@@ -17,9 +33,9 @@ type Client struct {
 	bc *rpc.BatchClient[*chf.ApplyRequest, *chf.ChargeResponse]
 }
 
-// NewClient returns a Client over c, a chassis client for the "abm" peer,
+// New returns a Client over c, a chassis client for the "abm" peer,
 // batching as bc says. c stays owned by the caller.
-func NewClient(c *chassis.Client, bc chassis.BatchConfig) *Client {
+func New(c *chassis.Client, bc chassis.BatchConfig) *Client {
 	return &Client{bc: rpc.NewBatchClient[*chf.ApplyRequest, *chf.ChargeResponse](c, bc, "abm", ApplyPath, ApplyBatchPath,
 		func(err error) error { return fmt.Errorf("cannot apply on abm: %w", err) })}
 }

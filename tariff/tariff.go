@@ -1,4 +1,10 @@
-package ocp
+// Package tariff is the tariff file: its format (YAML or JSON), the
+// built-in default, parsing and validation, and the compiled per-rating-
+// group rate the OCP rates with. The OCP (package ocp) rates on it; the
+// load generator's audit (loadgen/audit) reads the same file through it
+// but rates on its own (it must not use Rate.Cost, Rate.Grant or
+// Rate.Arm: an independent check shares the format, not the rating).
+package tariff
 
 import (
 	"bytes"
@@ -16,8 +22,8 @@ import (
 	"github.com/chf-testbed/testbed/internal/readfile"
 )
 
-// ErrInvalidTariff is wrapped by every tariff validation error.
-var ErrInvalidTariff = errors.New("ocp: invalid tariff")
+// ErrInvalid is wrapped by every tariff validation error.
+var ErrInvalid = errors.New("tariff: invalid tariff")
 
 // MB is the data price unit: a megabyte of total volume, in octets.
 const MB = 1_000_000
@@ -119,7 +125,7 @@ func (r *Rate) digest(h uint64) uint64 {
 	return chf.HashString(chf.HashUint(h, 0), r.FilterID)
 }
 
-// DefaultTariff is the built-in tariff covering the reference traffic mix:
+// DefaultFile is the built-in tariff covering the reference traffic mix:
 // RG 10 data at 1 minor unit per MB (grant 10 MB, at most 100 MB,
 // threshold 2 MB), RG 20 voice at 1 minor unit per second (grant 300 s,
 // at most 3600 s, threshold 60 s), RG 30 SMS at 5 minor units per message
@@ -127,7 +133,7 @@ func (r *Rate) digest(h uint64) uint64 {
 // and voice grants arm QUOTA_THRESHOLD, QUOTA_EXHAUSTED and
 // VALIDITY_TIME; final grants TERMINATE. The caps keep one request from
 // reserving a whole balance.
-const DefaultTariff = `# CHF testbed default tariff. Prices are integer minor units (cents).
+const DefaultFile = `# CHF testbed default tariff. Prices are integer minor units (cents).
 # Cost of N units = ceil(N * price / unit) per rating group per request,
 # unit = 1 MB (1,000,000 octets of total volume) for data, 1 s for voice,
 # 1 event for sms.
@@ -161,43 +167,43 @@ ratingGroups:
 
 // Default returns the built-in tariff.
 func Default() *Tariff {
-	t, err := ParseTariff([]byte(DefaultTariff))
+	t, err := Parse([]byte(DefaultFile))
 	if err != nil {
 		panic("BUG: default tariff invalid: " + err.Error())
 	}
 	return t
 }
 
-// MaxTariffBytes is the largest tariff file LoadTariff (and loadgen's
-// --tariff, --tariff-change) reads.
-const MaxTariffBytes = 16 << 20
+// MaxFileBytes is the largest tariff file Load (and loadgen's --tariff,
+// --tariff-change) reads.
+const MaxFileBytes = 16 << 20
 
-// LoadTariff reads and validates a YAML or JSON tariff file. An empty path
+// Load reads and validates a YAML or JSON tariff file. An empty path
 // returns the default tariff.
-func LoadTariff(path string) (*Tariff, error) {
+func Load(path string) (*Tariff, error) {
 	if path == "" {
 		return Default(), nil
 	}
-	b, err := readfile.Read(path, MaxTariffBytes)
+	b, err := readfile.Read(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read tariff: %w", err)
 	}
-	t, err := ParseTariff(b)
+	t, err := Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("cannot load tariff %s: %w", path, err)
 	}
 	return t, nil
 }
 
-// ParseTariff decodes a YAML or JSON (a subset of YAML) tariff, rejecting
+// Parse decodes a YAML or JSON (a subset of YAML) tariff, rejecting
 // unknown fields, and validates it. Errors name the offending field, e.g.
 // "ratingGroups[1].price".
-func ParseTariff(b []byte) (*Tariff, error) {
+func Parse(b []byte) (*Tariff, error) {
 	var t Tariff
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&t); err != nil {
-		return nil, fmt.Errorf("%w: cannot decode: %w", ErrInvalidTariff, err)
+		return nil, fmt.Errorf("%w: cannot decode: %w", ErrInvalid, err)
 	}
 	if err := t.validate(); err != nil {
 		return nil, err
@@ -206,13 +212,13 @@ func ParseTariff(b []byte) (*Tariff, error) {
 }
 
 func fieldError(i int, field, format string, args ...any) error {
-	return fmt.Errorf("%w: ratingGroups[%d].%s: %s", ErrInvalidTariff, i, field, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: ratingGroups[%d].%s: %s", ErrInvalid, i, field, fmt.Sprintf(format, args...))
 }
 
 // validate checks every rate and builds the lookup index.
 func (t *Tariff) validate() error {
 	if len(t.RatingGroups) == 0 {
-		return fmt.Errorf("%w: ratingGroups: at least one rating group is required", ErrInvalidTariff)
+		return fmt.Errorf("%w: ratingGroups: at least one rating group is required", ErrInvalid)
 	}
 	t.byRG = make(map[uint32]*Rate, len(t.RatingGroups))
 	for i := range t.RatingGroups {
@@ -381,4 +387,16 @@ func (r *Rate) Grant(requested uint64) uint64 {
 		return r.MaxGrant
 	}
 	return requested
+}
+
+// Marshal encodes t's rating groups as a tariff file (YAML) that Parse
+// reads back to the same rates. t need not have been parsed: a tariff
+// built as a value (Tariff{RatingGroups: rates}) is encoded as given, and
+// Parse is what validates it.
+func (t *Tariff) Marshal() ([]byte, error) {
+	b, err := yaml.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("cannot marshal tariff: %w", err)
+	}
+	return b, nil
 }
