@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -53,8 +54,14 @@ func TestLocalCGWArgs(t *testing.T) {
 		{[]string{"--pprof", "127.0.0.1:0"}, "/etc/token", []string{"--pprof", "127.0.0.1:0", "--operator-token-file", "/etc/token"}},
 		{[]string{"--operator-token-file", "/other"}, "token", []string{"--operator-token-file", "/other"}},
 		{[]string{"--operator-token-file=/other"}, "token", []string{"--operator-token-file=/other"}},
+		{[]string{"-operator-token-file", "/other"}, "token", []string{"-operator-token-file", "/other"}},
+		{[]string{"-operator-token-file=/other"}, "token", []string{"-operator-token-file=/other"}},
 	} {
-		got, err := localCGWArgs(slices.Clone(c.args), c.file)
+		args, err := parseServiceArgs("cgw", strings.Join(c.args, " "))
+		if err != nil {
+			t.Fatalf("parseServiceArgs(%q): %v", c.args, err)
+		}
+		got, err := localCGWArgs(args, c.file)
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("localCGWArgs(%q, %q) = %q, %v; want %q", c.args, c.file, got, err, c.want)
 		}

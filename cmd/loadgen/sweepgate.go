@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,69 +34,117 @@ var sweepHelp = help{
 		"thresholds do not apply to a sweep's steps). SIGINT or SIGTERM stops the sweep after writing what it has.",
 }
 
-func sweepCmd(args []string) (err error) {
-	fs := newFlagSet("sweep")
-	var f runFlags
-	f.register(fs)
-	tgt := fs.String("target", "", "CGW endpoints (http://HOST:PORT,... or diameter://HOST:PORT,... for Gy); empty with --local")
-	local := fs.Bool("local", false, "start the local CHF once and sweep it (like loadgen local)")
-	fs.StringVar(&f.localCDRDir, "cdr-dir", "", "with --local: the OCP writes CHF-CDRs into this directory (its --cdr-dir), to sweep with CDRs on; empty = no CDRs")
-	var l localFlags
-	l.register(fs, "accounts provisioned by --local; each step uses its own slice of them")
-	start := fs.Float64("start", 1000, "first offered TPS, > 0")
-	step := fs.Float64("step", 1000, "TPS added per step, > 0")
-	maxTPS := fs.Float64("max", 20000, "highest offered TPS, >= --start")
-	untilBreak := fs.Bool("until-break", true, "stop at the first step that misses the SLO")
-	retries := fs.Int("retries", 0, "run a step that misses the SLO up to this many more times (0..5) before it counts as failed: one noisy step on a shared machine does not end the sweep; each attempt is in the sweep's table")
-	maxSteal := fs.Float64("max-steal", 5, "void an attempt that misses the SLO while the hypervisor took more than this percentage of one core in some second of its window (host_steal_percent), and run it again; 0 = never void")
-	maxFreeze := fs.Duration("max-freeze", 0, "void an attempt that misses the SLO while the host froze one of this machine's CPUs for longer than this in its window (host_freezes worst_ms, from --host-probe), and run it again, from --steal-retries' allowance; 0 = never void (on a VM whose host stalls idle vCPUs, as in loadgen/README.md, try 20ms)")
-	stealRetries := fs.Int("steal-retries", 3, "most attempts voided by --max-steal over the whole sweep (0..100), on top of --retries; each takes a slice of the subscribers like any attempt")
-	sloP99 := fs.Duration("slo-p99", 10*time.Millisecond, "SLO: p99 latency (from the scheduled send) at most this (0 = no limit)")
-	sloErr := fs.Float64("slo-error-rate", 0, "SLO: errors / transactions at most this (0..1)")
-	sloLate := fs.Float64("slo-late-rate", 0.01, "SLO: (late + dropped) / offered at most this (0..1)")
-	if err := parseFlags(fs, sweepHelp, args); err != nil {
-		return err
+// sweepConfig is the configuration of loadgen sweep: the run's flags,
+// the local CHF's (with --local), and the sweep's steps and SLO.
+type sweepConfig struct {
+	run runFlags
+	chf localFlags
+
+	target                    string
+	local                     bool
+	start, step, max          float64
+	untilBreak                bool
+	retries, stealRetries     int
+	maxSteal                  float64
+	maxFreeze, sloP99         time.Duration
+	sloErrorRate, sloLateRate float64
+
+	// Resolved by Validate.
+	sweep   sweep.Config
+	targets []string
+}
+
+// DefaultSweepConfig returns loadgen sweep's defaults.
+func DefaultSweepConfig() sweepConfig {
+	return sweepConfig{
+		chf: defaultLocalFlags(), start: 1000, step: 1000, max: 20000, untilBreak: true,
+		maxSteal: 5, stealRetries: 3, sloP99: 10 * time.Millisecond, sloLateRate: 0.01,
 	}
-	cfg := sweep.Config{
-		Start: *start, Step: *step, Max: *maxTPS, UntilBreak: *untilBreak, Retries: *retries,
-		MaxSteal: *maxSteal, StealRetries: *stealRetries, MaxFreezeMs: float64(*maxFreeze) / 1e6,
-		SLO: sweep.SLO{P99Ms: float64(*sloP99) / 1e6, MaxErrorRate: *sloErr, MaxLateRate: *sloLate},
+}
+
+// RegisterFlags registers loadgen sweep's flags on fs, c's values as the
+// defaults.
+func (c *sweepConfig) RegisterFlags(fs *flag.FlagSet) {
+	c.run.register(fs)
+	fs.StringVar(&c.target, "target", c.target, "CGW endpoints (http://HOST:PORT,... or diameter://HOST:PORT,... for Gy); empty with --local")
+	fs.BoolVar(&c.local, "local", c.local, "start the local CHF once and sweep it (like loadgen local)")
+	fs.StringVar(&c.run.localCDRDir, "cdr-dir", c.run.localCDRDir, "with --local: the OCP writes CHF-CDRs into this directory (its --cdr-dir), to sweep with CDRs on; empty = no CDRs")
+	c.chf.register(fs, "accounts provisioned by --local; each step uses its own slice of them")
+	fs.Float64Var(&c.start, "start", c.start, "first offered TPS, > 0")
+	fs.Float64Var(&c.step, "step", c.step, "TPS added per step, > 0")
+	fs.Float64Var(&c.max, "max", c.max, "highest offered TPS, >= --start")
+	fs.BoolVar(&c.untilBreak, "until-break", c.untilBreak, "stop at the first step that misses the SLO")
+	fs.IntVar(&c.retries, "retries", c.retries, "run a step that misses the SLO up to this many more times (0..5) before it counts as failed: one noisy step on a shared machine does not end the sweep; each attempt is in the sweep's table")
+	fs.Float64Var(&c.maxSteal, "max-steal", c.maxSteal, "void an attempt that misses the SLO while the hypervisor took more than this percentage of one core in some second of its window (host_steal_percent), and run it again; 0 = never void")
+	fs.DurationVar(&c.maxFreeze, "max-freeze", c.maxFreeze, "void an attempt that misses the SLO while the host froze one of this machine's CPUs for longer than this in its window (host_freezes worst_ms, from --host-probe), and run it again, from --steal-retries' allowance; 0 = never void (on a VM whose host stalls idle vCPUs, as in loadgen/README.md, try 20ms)")
+	fs.IntVar(&c.stealRetries, "steal-retries", c.stealRetries, "most attempts voided by --max-steal over the whole sweep (0..100), on top of --retries; each takes a slice of the subscribers like any attempt")
+	fs.DurationVar(&c.sloP99, "slo-p99", c.sloP99, "SLO: p99 latency (from the scheduled send) at most this (0 = no limit)")
+	fs.Float64Var(&c.sloErrorRate, "slo-error-rate", c.sloErrorRate, "SLO: errors / transactions at most this (0..1)")
+	fs.Float64Var(&c.sloLateRate, "slo-late-rate", c.sloLateRate, "SLO: (late + dropped) / offered at most this (0..1)")
+}
+
+// Validate checks the parsed flags (a usage error naming the flag),
+// builds the sweep's configuration and the targets, and sets the run
+// flags a sweep implies (--duration 10s unless given, no default
+// thresholds).
+func (c *sweepConfig) Validate() error {
+	c.sweep = sweep.Config{
+		Start: c.start, Step: c.step, Max: c.max, UntilBreak: c.untilBreak, Retries: c.retries,
+		MaxSteal: c.maxSteal, StealRetries: c.stealRetries, MaxFreezeMs: float64(c.maxFreeze) / 1e6,
+		SLO: sweep.SLO{P99Ms: float64(c.sloP99) / 1e6, MaxErrorRate: c.sloErrorRate, MaxLateRate: c.sloLateRate},
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := c.sweep.Validate(); err != nil {
 		return usageError{sweepFlagError(err)}
 	}
-	if *local == (*tgt != "") {
+	if c.local == (c.target != "") {
 		return usageError{errors.New("give exactly one of --target and --local")}
 	}
-	if f.localCDRDir != "" && !*local {
+	if c.run.localCDRDir != "" && !c.local {
 		return usageError{errors.New("invalid --cdr-dir: only with --local (a remote CHF's OCP has its own --cdr-dir)")}
 	}
-	if err := f.checkFlags(); err != nil {
+	if err := c.run.checkFlags(); err != nil {
 		return err
 	}
-	var targets []string
-	if *local {
-		if err := l.apply(&f); err != nil {
-			return err
-		}
-	} else if setFlags(fs)["aerospike"] || setFlags(fs)["store"] || setFlags(fs)["store-nodes"] || setFlags(fs)["asd-binary"] || setFlags(fs)["as-namespace"] {
-		return usageError{errors.New("invalid --aerospike/--store/--store-nodes/--asd-binary/--as-namespace: only with --local")}
-	} else if targets, err = f.parseTargets(*tgt); err != nil {
-		return err
+	set := setFlags(c.run.fs)
+	var err error
+	switch {
+	case c.local:
+		err = c.chf.apply(&c.run)
+	case set["aerospike"] || set["store"] || set["store-nodes"] || set["asd-binary"] || set["as-namespace"]:
+		err = usageError{errors.New("invalid --aerospike/--store/--store-nodes/--asd-binary/--as-namespace: only with --local")}
+	default:
+		c.targets, err = c.run.parseTargets(c.target)
 	}
-	if setFlags(fs)["rate"] || setFlags(fs)["sessions-per-second"] {
-		return usageError{errors.New("--rate and --sessions-per-second do not apply to a sweep: each step offers its own rate (--start, --step, --max)")}
-	}
-	if !setFlags(fs)["duration"] {
-		fs.Set("duration", "10s")
-	}
-	fs.Set("rate", fmt.Sprint(*start)) // each step sets its own
-	f.noDefThresh = true
-	base, err := f.options(targets) // every flag checked before anything starts
 	if err != nil {
 		return err
 	}
-	nsteps := cfg.Attempts() // every attempt its own slice
+	if set["rate"] || set["sessions-per-second"] {
+		return usageError{errors.New("--rate and --sessions-per-second do not apply to a sweep: each step offers its own rate (--start, --step, --max)")}
+	}
+	if !set["duration"] {
+		c.run.fs.Set("duration", "10s")
+	}
+	c.run.fs.Set("rate", fmt.Sprint(c.start)) // each step sets its own
+	c.run.noDefThresh = true
+	return nil
+}
+
+func sweepCmd(args []string) (err error) {
+	c := DefaultSweepConfig()
+	fs := newFlagSet("sweep")
+	c.RegisterFlags(fs)
+	if err := parseFlags(fs, sweepHelp, args); err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	f := &c.run
+	base, err := f.options(c.targets) // every flag checked before anything starts
+	if err != nil {
+		return err
+	}
+	nsteps := c.sweep.Attempts() // every attempt its own slice
 	if base.Scenario.Subscribers.Count < nsteps {
 		return usageError{fmt.Errorf("invalid --subscribers: %d subscribers cannot give each of the %d steps (attempts included) its own slice", base.Scenario.Subscribers.Count, nsteps)}
 	}
@@ -113,67 +162,92 @@ func sweepCmd(args []string) (err error) {
 	s := onSignals()
 	defer s.Stop()
 	var initialOf []func(int32) audit.Account // per step, with account plans
-	if *local {
-		// Each step runs its own slice of the range: the plans give each
-		// slice the scenario's postpaid and bucket shares.
-		plans, init, err := testbed.ShardPlans(&base.Scenario, nsteps, *l.balance)
+	if c.local {
+		tb, init, err := c.startLocal(s, &base, nsteps)
 		if err != nil {
-			return usageError{err}
-		}
-		initialOf = init
-		tb, err := startTestbed(s.Context(), *l.chf, *l.accounts, *l.balance, base.Scenario.Subscribers.First, &f, plans, l.store.config(f.outDir))
-		if err != nil {
-			return s.wrap(err)
+			return err
 		}
 		defer tb.Stop()
-		base.Targets = f.localTargets(tb)
-		if f.proto == "gy" {
-			base.BalanceTargets = []string{tb.Target}
-		}
-		base.CPU = append(base.CPU, tb.CPU()...)
-		localHops(tb, &base)
-		base.Provenance.CHFVersion = chfVersion(s.Context(), tb.CHF)
-		base.Provenance.Store = storeProvenance(tb)
+		initialOf = init
 	}
 	f.applyProcs(base.Scenario)
+	c.sweep.RunStep = c.stepRunner(s, base, nsteps, initialOf)
+	c.sweep.Progress = printSweepStep
+	res, err := sweep.Run(s.Context(), c.sweep)
+	return c.finish(s, res, err)
+}
+
+// startLocal starts the local CHF of sweep --local and points base at
+// it. Each step runs its own slice of the range: the plans give each
+// slice the scenario's postpaid and bucket shares.
+func (c *sweepConfig) startLocal(s *stopper, base *run.Options, nsteps int) (*testbed.Testbed, []func(int32) audit.Account, error) {
+	f := &c.run
+	plans, initialOf, err := testbed.ShardPlans(&base.Scenario, nsteps, c.chf.balance)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	tb, err := startTestbed(s.Context(), c.chf.chf, c.chf.accounts, c.chf.balance, base.Scenario.Subscribers.First, f, plans, c.chf.store.config(f.outDir))
+	if err != nil {
+		return nil, nil, s.wrap(err)
+	}
+	base.Targets = f.localTargets(tb)
+	if f.proto == "gy" {
+		base.BalanceTargets = []string{tb.Target}
+	}
+	base.CPU = append(base.CPU, tb.CPU()...)
+	localHops(tb, base)
+	base.Provenance.CHFVersion = chfVersion(s.Context(), tb.CHF)
+	base.Provenance.Store = storeProvenance(tb)
+	return tb, initialOf, nil
+}
+
+// stepRunner returns the sweep's RunStep: each step a run of base at the
+// step's rate on a fresh slice of the subscribers.
+func (c *sweepConfig) stepRunner(s *stopper, base run.Options, nsteps int, initialOf []func(int32) audit.Account) func(context.Context, float64) (*report.Result, error) {
 	full := base.Scenario
 	i := 0
-	cfg.RunStep = func(ctx context.Context, tps float64) (*report.Result, error) {
+	return func(ctx context.Context, tps float64) (*report.Result, error) {
 		o := base
 		o.Scenario = scenario.Shard(full, i, nsteps) // fresh subscribers per step
 		if initialOf != nil {
 			o.InitialOf = initialOf[i]
 		}
 		o.Scenario.Load = scenario.Load{TPS: tps}
-		o.Label = fmt.Sprintf("%s%.0f TPS", labelPrefix(f.label), tps)
+		o.Label = fmt.Sprintf("%s%.0f TPS", labelPrefix(c.run.label), tps)
 		i++
 		base.Log.Info("sweep step", "offered_tps", tps, "subscribers_from", o.Scenario.Subscribers.First)
 		res, err := run.Execute(ctx, o)
 		s.mark(res)
 		return res, err
 	}
-	cfg.Progress = func(st sweep.Step) {
-		v := "met"
-		if !st.Pass {
-			v = "missed: " + st.Reason
-		}
-		fmt.Printf("step %6.0f TPS: achieved %6.0f p50 %7.3f ms p99 %7.3f ms errors %d late %d SUT %.1f µs/txn  SLO %s\n",
-			st.OfferedTPS, st.Result.TPS, st.Result.LatencyMs.P50, st.Result.LatencyMs.P99, st.Result.Errors, st.Result.Late, st.Result.SUTCPUUsTxn, v)
+}
+
+// printSweepStep prints a step's line as the sweep goes.
+func printSweepStep(st sweep.Step) {
+	v := "met"
+	if !st.Pass {
+		v = "missed: " + st.Reason
 	}
-	res, err := sweep.Run(s.Context(), cfg)
+	fmt.Printf("step %6.0f TPS: achieved %6.0f p50 %7.3f ms p99 %7.3f ms errors %d late %d SUT %.1f µs/txn  SLO %s\n",
+		st.OfferedTPS, st.Result.TPS, st.Result.LatencyMs.P50, st.Result.LatencyMs.P99, st.Result.Errors, st.Result.Late, st.Result.SUTCPUUsTxn, v)
+}
+
+// finish writes the sweep's reports (an interrupted sweep's too) and
+// returns the command's error.
+func (c *sweepConfig) finish(s *stopper, res *sweep.Result, err error) error {
 	if res == nil {
 		return s.wrap(err)
 	}
-	res.Label = f.label
+	res.Label = c.run.label
 	res.Interrupted = s.Signal() != nil
 	if len(res.Steps) == 0 {
 		return s.wrap(err)
 	}
-	if werr := writeSweep(res, f.outDir); werr != nil && err == nil {
+	if werr := writeSweep(res, c.run.outDir); werr != nil && err == nil {
 		err = werr
 	}
 	res.WriteMarkdown(os.Stdout)
-	fmt.Printf("\nreports: %s\n", f.outDir)
+	fmt.Printf("\nreports: %s\n", c.run.outDir)
 	return s.wrap(err)
 }
 
@@ -244,7 +318,7 @@ func startTestbed(ctx context.Context, chf string, accounts int, balance int64, 
 	if f.localCDRDir != "" {
 		ocpArgs = []string{"--cdr-dir", f.localCDRDir}
 	}
-	cgwArgs, err := localCGWArgs(nil, f.operatorToken)
+	cgwArgs, err := localCGWArgs(serviceArgs{}, f.operatorToken)
 	if err != nil {
 		logs.Close()
 		return nil, err
