@@ -25,6 +25,126 @@ func init() {
 	register("lab", "build the network models in namespaces, run the CHF on each ± pinning, write lab.json/lab.md/lab.html (root)", labCmd)
 }
 
+// labConfig is the configuration of loadgen lab; Validate turns it into
+// the lab's options.
+type labConfig struct {
+	models, pin, experiment, out, baseline, chf string
+	rate                                        float64
+	duration, warmup, pacing, kneeP99           time.Duration
+	iperfTime, shapingRTT                       time.Duration
+	trials, mtu, accounts, probes, shapingRate  int
+	sweep, matchGOMAXPROCS, logs                bool
+	profile                                     sched.Profile
+	store                                       storeFlags
+
+	// Resolved by Validate.
+	options lab.Options
+}
+
+// DefaultLabConfig returns loadgen lab's defaults.
+func DefaultLabConfig() labConfig {
+	return labConfig{
+		models: strings.Join(lab.Models, ","), pin: "both", baseline: "baremetal,pinned",
+		duration: 10 * time.Second, warmup: 2 * time.Second, kneeP99: 50 * time.Millisecond,
+		iperfTime: 3 * time.Second, shapingRTT: 10 * time.Millisecond,
+		trials: 3, mtu: 1500, accounts: 20_000, probes: 2000, shapingRate: 100, matchGOMAXPROCS: true,
+	}
+}
+
+// RegisterFlags registers loadgen lab's flags on fs, c's values as the
+// defaults.
+func (c *labConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.models, "models", c.models, "comma-separated network models to compare: "+strings.Join(lab.Models, ", ")+" (each an emulation in network namespaces; deploy/lab/README.md)")
+	fs.StringVar(&c.pin, "pin", c.pin, "CPU pinning: on (each service its own CPU set, taskset), off, or both")
+	fs.Float64Var(&c.rate, "rate", c.rate, "fixed offered TPS of every run; 0 = 50% of the host model's knee, found first by a short sweep")
+	fs.DurationVar(&c.duration, "duration", c.duration, "measured duration of each run (after a 1s ramp-up and --warmup)")
+	fs.DurationVar(&c.warmup, "warmup", c.warmup, "warm-up of each run at full rate, excluded from the results")
+	fs.DurationVar(&c.pacing, "pacing", c.pacing, "loadgen's --pacing for every run: 0 sends each request at its own time (scheduling lag of tens of µs, at several times loadgen's CPU per request); 1ms is loadgen's cheaper default, whose lag (~0.5 ms) exceeds the differences between models")
+	fs.DurationVar(&c.kneeP99, "knee-slo-p99", c.kneeP99, "p99 limit of the sweeps that find a knee (the host sweep for the default rate, --sweep): where the CHF saturates, its p99 climbs far past it")
+	fs.IntVar(&c.trials, "trials", c.trials, "trials per model × pinning, interleaved across models so drift hits all alike; the report shows medians and the range")
+	fs.IntVar(&c.mtu, "mtu", c.mtu, "MTU of the fabric, the node uplinks and the pods: 1500 or 9000 (encapsulating models lower the pod MTU by their overhead)")
+	fs.BoolVar(&c.sweep, "sweep", c.sweep, "also sweep each model × pinning (first trial) to find its knee: the TPS the models can carry, not only the fixed rate")
+	fs.StringVar(&c.experiment, "experiment", c.experiment, "instead of the comparison, run an experiment: shaping (a tbf bottleneck between the nodes: BDP queue vs one-burst queue, cubic vs bbr; iperf3 and the CHF's p99)")
+	fs.StringVar(&c.out, "out", c.out, "directory receiving lab.json, lab.md, lab.html, lab.log and every run's result (default results/lab-<timestamp>)")
+	fs.StringVar(&c.baseline, "baseline", c.baseline, "row the ratios are taken to: MODEL[,pinned|,unpinned]")
+	fs.IntVar(&c.accounts, "accounts", c.accounts, "accounts provisioned on each model (the subscriber range of the runs)")
+	fs.StringVar(&c.chf, "chf", c.chf, "chf binary (default: next to loadgen, ./bin/chf, PATH, else built from ./cmd/chf)")
+	fs.DurationVar(&c.iperfTime, "iperf-time", c.iperfTime, "length of each iperf3 run (whole seconds)")
+	fs.IntVar(&c.probes, "probes", c.probes, "request/response exchanges of the RTT probe per model")
+	fs.BoolVar(&c.matchGOMAXPROCS, "match-gomaxprocs", c.matchGOMAXPROCS, "give each unpinned service the GOMAXPROCS it gets pinned (Go sizes it from the CPU mask), so pinning changes only the mask; false keeps Go's default")
+	fs.IntVar(&c.shapingRate, "shaping-rate", c.shapingRate, "--experiment shaping: bottleneck rate in Mbit/s")
+	fs.DurationVar(&c.shapingRTT, "shaping-rtt", c.shapingRTT, "--experiment shaping: reference RTT sizing the shaping queue (rate × RTT)")
+	fs.BoolVar(&c.logs, "logs", c.logs, "copy the services' output to stderr (default: into lab.log in --out)")
+	fs.Var(&c.profile, sched.FlagName, "the CHF services' runtime profile (chf --runtime-profile): production (Go's and the kernel's scheduler defaults) or lab (SCHED_BATCH and Go's sysmon kept awake); recorded in every run's result and in lab.json")
+	c.store.register(fs)
+}
+
+// Validate checks the parsed flags (a usage error naming the flag) and
+// builds the lab's options.
+func (c *labConfig) Validate() error {
+	o := lab.Options{
+		Rate: c.rate, KneeP99: c.kneeP99, Pacing: c.pacing, Duration: c.duration, Warmup: c.warmup, Trials: c.trials, MTU: c.mtu, Sweep: c.sweep,
+		Experiment: c.experiment, Out: c.out, Accounts: c.accounts, MatchGOMAXPROCS: c.matchGOMAXPROCS,
+		IPerfTime: c.iperfTime, ProbeCount: c.probes, ShapingRateMbit: c.shapingRate, ShapingRTT: c.shapingRTT,
+		Progress: os.Stderr, RuntimeProfile: c.profile,
+	}
+	for _, m := range strings.Split(c.models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			o.Models = append(o.Models, m)
+		}
+	}
+	switch c.pin {
+	case "on":
+		o.Pin = []bool{true}
+	case "off":
+		o.Pin = []bool{false}
+	case "both":
+		o.Pin = []bool{true, false}
+	default:
+		return usageError{fmt.Errorf("--pin: %q is not on, off or both", c.pin)}
+	}
+	bm, bp, _ := strings.Cut(c.baseline, ",")
+	o.Baseline = bm
+	switch bp {
+	case "", "pinned":
+		o.BaselinePinned = true
+	case "unpinned":
+	default:
+		return usageError{fmt.Errorf("--baseline: %q: the pinning after the comma is pinned or unpinned", c.baseline)}
+	}
+	if o.Out == "" {
+		o.Out = filepath.Join("results", "lab-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	if p, err := exec.LookPath("iperf3"); err == nil {
+		o.IPerf3 = p
+	}
+	if err := o.Validate(); err != nil {
+		return usageError{err}
+	}
+	if err := c.validateStore(); err != nil {
+		return err
+	}
+	o.AsdBinary = c.store.asdBinary
+	c.options = o
+	return nil
+}
+
+// validateStore checks the store flags against what the lab can run.
+func (c *labConfig) validateStore() error {
+	if err := c.store.check(); err != nil {
+		return err
+	}
+	switch {
+	case c.store.aerospike != "":
+		return usageError{errors.New("invalid --aerospike: the lab's namespaces reach nothing outside them (no egress by construction); use --store asd, which runs the real server in the store's pod")}
+	case c.store.nodes > 1:
+		return usageError{errors.New("invalid --store-nodes: the lab runs one store node (its pod); a cluster is for loadgen local --store asd")}
+	case c.store.namespace != local.DefaultNamespace:
+		return usageError{errors.New("invalid --as-namespace: the lab's store serves chf")}
+	}
+	return nil
+}
+
 func labCmd(args []string) error {
 	if len(args) > 0 {
 		switch args[0] { // hidden helpers the lab runs inside its namespaces
@@ -32,32 +152,9 @@ func labCmd(args []string) error {
 			return labHelper(args[0], args[1:])
 		}
 	}
+	c := DefaultLabConfig()
 	fs := flag.NewFlagSet("loadgen lab", flag.ContinueOnError)
-	models := fs.String("models", strings.Join(lab.Models, ","), "comma-separated network models to compare: "+strings.Join(lab.Models, ", ")+" (each an emulation in network namespaces; deploy/lab/README.md)")
-	pin := fs.String("pin", "both", "CPU pinning: on (each service its own CPU set, taskset), off, or both")
-	rate := fs.Float64("rate", 0, "fixed offered TPS of every run; 0 = 50% of the host model's knee, found first by a short sweep")
-	duration := fs.Duration("duration", 10*time.Second, "measured duration of each run (after a 1s ramp-up and --warmup)")
-	warmup := fs.Duration("warmup", 2*time.Second, "warm-up of each run at full rate, excluded from the results")
-	pacing := fs.Duration("pacing", 0, "loadgen's --pacing for every run: 0 sends each request at its own time (scheduling lag of tens of µs, at several times loadgen's CPU per request); 1ms is loadgen's cheaper default, whose lag (~0.5 ms) exceeds the differences between models")
-	kneeP99 := fs.Duration("knee-slo-p99", 50*time.Millisecond, "p99 limit of the sweeps that find a knee (the host sweep for the default rate, --sweep): where the CHF saturates, its p99 climbs far past it")
-	trials := fs.Int("trials", 3, "trials per model × pinning, interleaved across models so drift hits all alike; the report shows medians and the range")
-	mtu := fs.Int("mtu", 1500, "MTU of the fabric, the node uplinks and the pods: 1500 or 9000 (encapsulating models lower the pod MTU by their overhead)")
-	sweep := fs.Bool("sweep", false, "also sweep each model × pinning (first trial) to find its knee: the TPS the models can carry, not only the fixed rate")
-	experiment := fs.String("experiment", "", "instead of the comparison, run an experiment: shaping (a tbf bottleneck between the nodes: BDP queue vs one-burst queue, cubic vs bbr; iperf3 and the CHF's p99)")
-	out := fs.String("out", "", "directory receiving lab.json, lab.md, lab.html, lab.log and every run's result (default results/lab-<timestamp>)")
-	baseline := fs.String("baseline", "baremetal,pinned", "row the ratios are taken to: MODEL[,pinned|,unpinned]")
-	accounts := fs.Int("accounts", 20_000, "accounts provisioned on each model (the subscriber range of the runs)")
-	chfBin := fs.String("chf", "", "chf binary (default: next to loadgen, ./bin/chf, PATH, else built from ./cmd/chf)")
-	iperfTime := fs.Duration("iperf-time", 3*time.Second, "length of each iperf3 run (whole seconds)")
-	probes := fs.Int("probes", 2000, "request/response exchanges of the RTT probe per model")
-	match := fs.Bool("match-gomaxprocs", true, "give each unpinned service the GOMAXPROCS it gets pinned (Go sizes it from the CPU mask), so pinning changes only the mask; false keeps Go's default")
-	shRate := fs.Int("shaping-rate", 100, "--experiment shaping: bottleneck rate in Mbit/s")
-	shRTT := fs.Duration("shaping-rtt", 10*time.Millisecond, "--experiment shaping: reference RTT sizing the shaping queue (rate × RTT)")
-	logs := fs.Bool("logs", false, "copy the services' output to stderr (default: into lab.log in --out)")
-	var profile sched.Profile
-	fs.Var(&profile, sched.FlagName, "the CHF services' runtime profile (chf --runtime-profile): production (Go's and the kernel's scheduler defaults) or lab (SCHED_BATCH and Go's sysmon kept awake); recorded in every run's result and in lab.json")
-	var store storeFlags
-	store.register(fs)
+	c.RegisterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadgen lab [--models host,baremetal,...] [--pin on|off|both] [--rate N] [--out DIR] [flags]\n\n"+
 			"Builds each network model in network namespaces (emulations, on this box), places the CHF's services on two\n"+
@@ -75,57 +172,18 @@ func labCmd(args []string) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
-	o := lab.Options{
-		Rate: *rate, KneeP99: *kneeP99, Pacing: *pacing, Duration: *duration, Warmup: *warmup, Trials: *trials, MTU: *mtu, Sweep: *sweep,
-		Experiment: *experiment, Out: *out, Accounts: *accounts, MatchGOMAXPROCS: *match,
-		IPerfTime: *iperfTime, ProbeCount: *probes, ShapingRateMbit: *shRate, ShapingRTT: *shRTT,
-		Progress: os.Stderr, RuntimeProfile: profile,
-	}
-	for _, m := range strings.Split(*models, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			o.Models = append(o.Models, m)
-		}
-	}
-	switch *pin {
-	case "on":
-		o.Pin = []bool{true}
-	case "off":
-		o.Pin = []bool{false}
-	case "both":
-		o.Pin = []bool{true, false}
-	default:
-		return usageError{fmt.Errorf("--pin: %q is not on, off or both", *pin)}
-	}
-	bm, bp, _ := strings.Cut(*baseline, ",")
-	o.Baseline = bm
-	switch bp {
-	case "", "pinned":
-		o.BaselinePinned = true
-	case "unpinned":
-	default:
-		return usageError{fmt.Errorf("--baseline: %q: the pinning after the comma is pinned or unpinned", *baseline)}
-	}
-	if o.Out == "" {
-		o.Out = filepath.Join("results", "lab-"+time.Now().UTC().Format("20060102-150405"))
-	}
-	if p, err := exec.LookPath("iperf3"); err == nil {
-		o.IPerf3 = p
-	}
-	if err := o.Validate(); err != nil {
-		return usageError{err}
-	}
-	if err := store.check(); err != nil {
+	if err := c.Validate(); err != nil {
 		return err
 	}
-	switch {
-	case store.aerospike != "":
-		return usageError{errors.New("invalid --aerospike: the lab's namespaces reach nothing outside them (no egress by construction); use --store asd, which runs the real server in the store's pod")}
-	case store.nodes > 1:
-		return usageError{errors.New("invalid --store-nodes: the lab runs one store node (its pod); a cluster is for loadgen local --store asd")}
-	case store.namespace != local.DefaultNamespace:
-		return usageError{errors.New("invalid --as-namespace: the lab's store serves chf")}
+	if err := labPreflight(c.experiment); err != nil {
+		return err
 	}
-	o.AsdBinary = store.asdBinary
+	return c.run()
+}
+
+// labPreflight checks what the lab needs of the machine: root, ip and
+// taskset, tc for --experiment shaping.
+func labPreflight(experiment string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: it creates network namespaces, links and qdiscs (run it with sudo)")
 	}
@@ -134,11 +192,17 @@ func labCmd(args []string) error {
 			return fmt.Errorf("needs %s (iproute2, util-linux): %w", tool, err)
 		}
 	}
-	if *experiment == "shaping" {
+	if experiment == "shaping" {
 		if _, err := exec.LookPath("tc"); err != nil {
 			return fmt.Errorf("--experiment shaping needs tc (iproute2): %w", err)
 		}
 	}
+	return nil
+}
+
+// run runs the lab until done or SIGINT/SIGTERM, and tears it down.
+func (c *labConfig) run() error {
+	o := c.options
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find the loadgen executable: %w", err)
@@ -146,7 +210,7 @@ func labCmd(args []string) error {
 	o.Loadgen = self
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop() // only after Run has torn everything down
-	exe, cleanup, err := testbed.FindCHF(ctx, *chfBin, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	exe, cleanup, err := testbed.FindCHF(ctx, c.chf, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		return err
 	}
@@ -157,7 +221,7 @@ func labCmd(args []string) error {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return fmt.Errorf("cannot create --out %s: %w", o.Out, err)
 	}
-	if *logs {
+	if c.logs {
 		o.Logs = os.Stderr
 	} else {
 		f, err := os.Create(filepath.Join(o.Out, "lab.log"))

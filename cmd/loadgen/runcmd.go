@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"os"
@@ -202,6 +204,36 @@ func (f *runFlags) scenario() (sc scenario.Scenario, hash string, err error) {
 	if set["rate"] && set["sessions-per-second"] {
 		return sc, "", usageError{errors.New("give only one of --rate and --sessions-per-second")}
 	}
+	f.override(&sc, set)
+	for _, t := range f.thresholds {
+		if _, err := scenario.ParseThreshold(t); err != nil {
+			return sc, "", usageError{fmt.Errorf("invalid --threshold: %w", err)}
+		}
+		sc.Thresholds = append(sc.Thresholds, t)
+	}
+	if err := sc.Validate(); err != nil {
+		return sc, "", f.fieldError(err)
+	}
+	if err := run.CheckProto(&sc, f.proto); err != nil {
+		return sc, "", usageError{err}
+	}
+	hash = sc.Hash()
+	if f.shard != "" {
+		i, n, err := scenario.ParseShard(f.shard)
+		if err != nil {
+			return sc, "", usageError{fmt.Errorf("invalid --shard: %w", err)}
+		}
+		if sc.Subscribers.Count < n {
+			return sc, "", usageError{fmt.Errorf("invalid --shard %s: %d subscribers cannot be split into %d shards", f.shard, sc.Subscribers.Count, n)}
+		}
+		sc = scenario.Shard(sc, i, n)
+	}
+	return sc, hash, nil
+}
+
+// override sets the scenario fields of the flags in set (the flags given)
+// on sc; --seed overrides unless 0.
+func (f *runFlags) override(sc *scenario.Scenario, set map[string]bool) {
 	if set["rate"] {
 		sc.Load = scenario.Load{TPS: f.rate}
 	}
@@ -247,30 +279,6 @@ func (f *runFlags) scenario() (sc scenario.Scenario, hash string, err error) {
 	if set["abort"] {
 		sc.Notifications.Abort = f.abortShare
 	}
-	for _, t := range f.thresholds {
-		if _, err := scenario.ParseThreshold(t); err != nil {
-			return sc, "", usageError{fmt.Errorf("invalid --threshold: %w", err)}
-		}
-		sc.Thresholds = append(sc.Thresholds, t)
-	}
-	if err := sc.Validate(); err != nil {
-		return sc, "", f.fieldError(err)
-	}
-	if err := run.CheckProto(&sc, f.proto); err != nil {
-		return sc, "", usageError{err}
-	}
-	hash = sc.Hash()
-	if f.shard != "" {
-		i, n, err := scenario.ParseShard(f.shard)
-		if err != nil {
-			return sc, "", usageError{fmt.Errorf("invalid --shard: %w", err)}
-		}
-		if sc.Subscribers.Count < n {
-			return sc, "", usageError{fmt.Errorf("invalid --shard %s: %d subscribers cannot be split into %d shards", f.shard, sc.Subscribers.Count, n)}
-		}
-		sc = scenario.Shard(sc, i, n)
-	}
-	return sc, hash, nil
 }
 
 // parseTargets reads --target for the protocol: diameter://HOST:PORT
@@ -417,31 +425,51 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 			return o, usageError{fmt.Errorf("invalid --tariff: %w", err)}
 		}
 	}
-	if f.tls || driver.IsTLSTarget(f.balanceURL) {
-		tc := tlsconfig.Config{Cert: f.certFile, Key: f.keyFile, CA: f.caFile, Peers: true}
-		if err := tc.Validate(); err != nil {
-			return o, usageError{fmt.Errorf("invalid --ca/--cert/--key: %w", err)}
-		}
-		files, err := tc.Files(log)
-		if err != nil {
-			return o, usageError{fmt.Errorf("invalid --ca/--cert/--key: %w", err)}
-		}
-		o.TLS = tc.Client(files, "http/1.1")
-	} else if f.caFile != "" || f.certFile != "" || f.keyFile != "" {
-		return o, usageError{errors.New("invalid --ca/--cert/--key: only with https:// targets")}
+	if o.TLS, err = f.clientTLS(log); err != nil {
+		return o, err
 	}
 	if f.balanceURL != "" {
 		if o.BalanceTargets, err = driver.ParseTargets(f.balanceURL); err != nil {
 			return o, usageError{fmt.Errorf("invalid --balance-url: %w", err)}
 		}
 	}
+	if err := f.cpuSources(&o); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// clientTLS is the TLS of https:// targets and --balance-url (--ca,
+// --cert, --key), nil for cleartext.
+func (f *runFlags) clientTLS(log *slog.Logger) (*tls.Config, error) {
+	if !f.tls && !driver.IsTLSTarget(f.balanceURL) {
+		if f.caFile != "" || f.certFile != "" || f.keyFile != "" {
+			return nil, usageError{errors.New("invalid --ca/--cert/--key: only with https:// targets")}
+		}
+		return nil, nil
+	}
+	tc := tlsconfig.Config{Cert: f.certFile, Key: f.keyFile, CA: f.caFile, Peers: true}
+	if err := tc.Validate(); err != nil {
+		return nil, usageError{fmt.Errorf("invalid --ca/--cert/--key: %w", err)}
+	}
+	files, err := tc.Files(log)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("invalid --ca/--cert/--key: %w", err)}
+	}
+	return tc.Client(files, "http/1.1"), nil
+}
+
+// cpuSources adds the --cpu sources to o, with the hops of those that
+// are a service's /metrics, and checks they can be read (unless
+// --cpu-optional).
+func (f *runFlags) cpuSources(o *run.Options) error {
 	var metrics map[string]string
 	for _, spec := range f.cpus {
 		src, err := cpu.ParseSpec(spec)
 		switch {
 		case err == nil:
 		case !errors.Is(err, cpu.ErrNoProcess) || !f.cpuOptional:
-			return o, usageError{fmt.Errorf("invalid --cpu: %w (pass --cpu-optional to run without a missing source)", err)}
+			return usageError{fmt.Errorf("invalid --cpu: %w (pass --cpu-optional to run without a missing source)", err)}
 		default: // no such process, and optional: run.Execute warns and marks the report incomplete
 			src = cpu.NewMissing(cpu.SpecName(spec), err)
 		}
@@ -463,10 +491,10 @@ func (f *runFlags) options(targets []string) (run.Options, error) {
 		smp := cpu.NewSampler(o.CPU...).Sample(ctx)
 		cancel()
 		if smp.Err != nil {
-			return o, usageError{fmt.Errorf("invalid --cpu: %w (pass --cpu-optional to run without it)", smp.Err)}
+			return usageError{fmt.Errorf("invalid --cpu: %w (pass --cpu-optional to run without it)", smp.Err)}
 		}
 	}
-	return o, nil
+	return nil
 }
 
 // applyProcs sets GOMAXPROCS for the run.
@@ -601,39 +629,68 @@ var runHelp = help{
 		"(exit 130 / 143); a second signal exits at once.",
 }
 
+// runConfig is the configuration of loadgen run: the run's flags and
+// the target, --check-flags, --start-at.
+type runConfig struct {
+	run       runFlags
+	target    string
+	checkOnly bool
+	startAt   string
+
+	// Resolved by Validate.
+	targets []string
+	at      time.Time
+}
+
+// DefaultRunConfig returns loadgen run's defaults.
+func DefaultRunConfig() runConfig { return runConfig{} }
+
+// RegisterFlags registers loadgen run's flags on fs, c's values as the
+// defaults.
+func (c *runConfig) RegisterFlags(fs *flag.FlagSet) {
+	c.run.register(fs)
+	fs.StringVar(&c.target, "target", c.target, "CGW endpoints, comma-separated: Nchf http://HOST:PORT, or Diameter Gy diameter://HOST:PORT (selects --proto gy; --conns peers each); flows are balanced over them client-side")
+	fs.BoolVar(&c.run.resultLog, "result-log", c.run.resultLog, "after the run, print the JSON result to stdout as one line, "+strconv.Quote(report.ResultLogMarker)+" then the compact JSON (the last line of the output), for a collector that reads the pod's log (report.ParseResultLog); an interrupted or failed run's result too")
+	fs.BoolVar(&c.checkOnly, "check-flags", c.checkOnly, "parse and validate every flag and the scenario, print the effective configuration as JSON and exit: 0 valid, 2 invalid (nothing is contacted)")
+	fs.StringVar(&c.startAt, report.StartAtFlag, c.startAt, fmt.Sprintf("wall-clock start barrier, RFC 3339 (e.g. 2026-12-01T10:00:00Z): wait until then before starting, so that the shards of a distributed run start together (merge checks they had the same); at most %s ahead, and refused when more than %s past", maxStartWait, startLateTolerance))
+}
+
+// Validate checks --start-at, the run flags and the targets (a usage
+// error naming the flag); the scenario is checked when the run's options
+// are built.
+func (c *runConfig) Validate() error {
+	var err error
+	if c.at, err = parseStartAt(c.startAt, time.Now()); err != nil {
+		return err
+	}
+	if err := c.run.checkFlags(); err != nil {
+		return err
+	}
+	c.targets, err = c.run.parseTargets(c.target)
+	return err
+}
+
 func runCmd(args []string) error {
+	c := DefaultRunConfig()
 	fs := newFlagSet("run")
-	var f runFlags
-	f.register(fs)
-	target := fs.String("target", "", "CGW endpoints, comma-separated: Nchf http://HOST:PORT, or Diameter Gy diameter://HOST:PORT (selects --proto gy; --conns peers each); flows are balanced over them client-side")
-	fs.BoolVar(&f.resultLog, "result-log", false, "after the run, print the JSON result to stdout as one line, "+strconv.Quote(report.ResultLogMarker)+" then the compact JSON (the last line of the output), for a collector that reads the pod's log (report.ParseResultLog); an interrupted or failed run's result too")
-	checkOnly := fs.Bool("check-flags", false, "parse and validate every flag and the scenario, print the effective configuration as JSON and exit: 0 valid, 2 invalid (nothing is contacted)")
-	startAt := fs.String(report.StartAtFlag, "", fmt.Sprintf("wall-clock start barrier, RFC 3339 (e.g. 2026-12-01T10:00:00Z): wait until then before starting, so that the shards of a distributed run start together (merge checks they had the same); at most %s ahead, and refused when more than %s past", maxStartWait, startLateTolerance))
+	c.RegisterFlags(fs)
 	if err := parseFlags(fs, runHelp, args); err != nil {
 		return err
 	}
-	at, err := parseStartAt(*startAt, time.Now())
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	o, err := c.run.options(c.targets)
 	if err != nil {
 		return err
 	}
-	if err := f.checkFlags(); err != nil {
-		return err
+	if c.checkOnly {
+		return printConfig(os.Stdout, o, c.startAt)
 	}
-	targets, err := f.parseTargets(*target)
-	if err != nil {
-		return err
-	}
-	o, err := f.options(targets)
-	if err != nil {
-		return err
-	}
-	if *checkOnly {
-		return printConfig(os.Stdout, o, *startAt)
-	}
-	o.StartAt = at
+	o.StartAt = c.at
 	s := onSignals()
 	defer s.Stop()
-	return f.execute(s, o)
+	return c.run.execute(s, o)
 }
 
 // The bounds of --start-at: how far ahead it may be, and how late a

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"strings"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/chf-testbed/testbed/loadgen/engine"

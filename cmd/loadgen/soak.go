@@ -111,38 +111,7 @@ func (s *soakSampler) finish(dir string, res *report.Result) error {
 	<-s.done
 	rep := soakReport{EveryS: s.every.Seconds(), Components: s.data, Growth: map[string]float64{}}
 	if res != nil {
-		// Worst per-second p99 of each interval of the measured window.
-		n := int(s.every / time.Second)
-		var cur float64
-		k := 0
-		for _, p := range res.Series {
-			if p.Phase != "measure" {
-				continue
-			}
-			cur = max(cur, p.P99)
-			if k++; k == n {
-				rep.P99Ms = append(rep.P99Ms, cur)
-				cur, k = 0, 0
-			}
-		}
-	}
-	// A series grows when its last third's median exceeds the first
-	// third's by more than limit (a share) and minAbs (units of the series:
-	// per-request goroutines and a warming heap move a little anyway).
-	growth := func(name string, v []float64, limit, minAbs float64) {
-		if len(v) < 6 {
-			return
-		}
-		third := len(v) / 3
-		a, b := report.Median(v[:third]), report.Median(v[len(v)-third:])
-		if a <= 0 {
-			return
-		}
-		g := b/a - 1
-		rep.Growth[name] = g
-		if g > limit && b-a > minAbs {
-			rep.Verdict = append(rep.Verdict, fmt.Sprintf("%s GROWS: median %.0f over the first third, %.0f over the last (+%.0f%%)", name, a, b, 100*g))
-		}
+		rep.P99Ms = intervalP99(res, int(s.every/time.Second))
 	}
 	names := make([]string, 0, len(s.data))
 	for n := range s.data {
@@ -157,11 +126,11 @@ func (s *soakSampler) finish(dir string, res *report.Result) error {
 				gs = append(gs, float64(x.Goroutines))
 			}
 		}
-		growth(n+" rss_kib", rss, 0.2, 16<<10)
-		growth(n+" open_files", files, 0.2, 10)
-		growth(n+" goroutines", gs, 0.2, 100)
+		rep.growth(n+" rss_kib", rss, 0.2, 16<<10)
+		rep.growth(n+" open_files", files, 0.2, 10)
+		rep.growth(n+" goroutines", gs, 0.2, 100)
 	}
-	growth("p99_ms", rep.P99Ms, 0.5, 5)
+	rep.growth("p99_ms", rep.P99Ms, 0.5, 5)
 	if len(rep.Verdict) == 0 {
 		rep.Verdict = []string{"flat: no series grew beyond its limit (20% and 16 MiB memory, 10 files, 100 goroutines; 50% and 5 ms p99) from the first third of the run to the last"}
 	}
@@ -172,6 +141,56 @@ func (s *soakSampler) finish(dir string, res *report.Result) error {
 	if err := os.WriteFile(filepath.Join(dir, "soak.json"), b, 0o644); err != nil {
 		return fmt.Errorf("cannot write soak.json: %w", err)
 	}
+	t := s.text(names, &rep)
+	if err := os.WriteFile(filepath.Join(dir, "soak.txt"), []byte(t), 0o644); err != nil {
+		return fmt.Errorf("cannot write soak.txt: %w", err)
+	}
+	fmt.Print("\n" + t)
+	return nil
+}
+
+// intervalP99 is the worst per-second p99 of each interval of n seconds
+// of res's measured window.
+func intervalP99(res *report.Result, n int) []float64 {
+	var out []float64
+	var cur float64
+	k := 0
+	for _, p := range res.Series {
+		if p.Phase != "measure" {
+			continue
+		}
+		cur = max(cur, p.P99)
+		if k++; k == n {
+			out = append(out, cur)
+			cur, k = 0, 0
+		}
+	}
+	return out
+}
+
+// growth records the growth of series v: it grows when its last third's
+// median exceeds the first third's by more than limit (a share) and
+// minAbs (units of the series: per-request goroutines and a warming heap
+// move a little anyway).
+func (rep *soakReport) growth(name string, v []float64, limit, minAbs float64) {
+	if len(v) < 6 {
+		return
+	}
+	third := len(v) / 3
+	a, b := report.Median(v[:third]), report.Median(v[len(v)-third:])
+	if a <= 0 {
+		return
+	}
+	g := b/a - 1
+	rep.Growth[name] = g
+	if g > limit && b-a > minAbs {
+		rep.Verdict = append(rep.Verdict, fmt.Sprintf("%s GROWS: median %.0f over the first third, %.0f over the last (+%.0f%%)", name, a, b, 100*g))
+	}
+}
+
+// text is soak.txt: the samples of each component, the p99 per interval
+// and the verdict.
+func (s *soakSampler) text(names []string, rep *soakReport) string {
 	var t strings.Builder
 	fmt.Fprintf(&t, "soak: every %s\n", s.every)
 	for _, n := range names {
@@ -188,9 +207,5 @@ func (s *soakSampler) finish(dir string, res *report.Result) error {
 	for _, v := range rep.Verdict {
 		fmt.Fprintf(&t, "%s\n", v)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "soak.txt"), []byte(t.String()), 0o644); err != nil {
-		return fmt.Errorf("cannot write soak.txt: %w", err)
-	}
-	fmt.Print("\n" + t.String())
-	return nil
+	return t.String()
 }
