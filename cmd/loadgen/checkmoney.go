@@ -32,9 +32,9 @@ var checkMoneyHelp = help{
 		"failing account's history and a shrunk reproduction, and exits 3. SIGINT stops every process.",
 }
 
-// checkMoneyConfig is the configuration of loadgen check-money; Validate
+// CheckMoneyConfig is the configuration of loadgen check-money; Validate
 // resolves the faults and the avoided defects.
-type checkMoneyConfig struct {
+type CheckMoneyConfig struct {
 	seed                       uint64
 	ops, accounts              int
 	duration, interval, shrink time.Duration
@@ -51,8 +51,8 @@ type checkMoneyConfig struct {
 }
 
 // DefaultCheckMoneyConfig returns loadgen check-money's defaults.
-func DefaultCheckMoneyConfig() checkMoneyConfig {
-	return checkMoneyConfig{
+func DefaultCheckMoneyConfig() CheckMoneyConfig {
+	return CheckMoneyConfig{
 		duration: 30 * time.Second, accounts: 4, balance: 1000, faults: "on", interval: 2 * time.Second,
 		rate: 100, shrink: 60 * time.Second, cdr: "on", logLevel: "warn",
 	}
@@ -60,7 +60,7 @@ func DefaultCheckMoneyConfig() checkMoneyConfig {
 
 // RegisterFlags registers check-money's flags on fs, c's values as the
 // defaults.
-func (c *checkMoneyConfig) RegisterFlags(fs *flag.FlagSet) {
+func (c *CheckMoneyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.seed, "seed", c.seed, "seed of every random choice (operations and faults); 0 = a random one, printed")
 	fs.IntVar(&c.ops, "ops", c.ops, "stop after this many operations; 0 = only --duration")
 	fs.DurationVar(&c.duration, "duration", c.duration, "how long to send operations (then the run quiesces and checks the final balances)")
@@ -80,7 +80,7 @@ func (c *checkMoneyConfig) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // Validate checks the parsed flags (a usage error naming the flag).
-func (c *checkMoneyConfig) Validate() error {
+func (c *CheckMoneyConfig) Validate() error {
 	var err error
 	if c.faultList, err = moneycheck.ParseFaults(c.faults); err != nil {
 		return usageError{fmt.Errorf("invalid --faults: %w", err)}

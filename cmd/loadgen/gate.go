@@ -47,10 +47,10 @@ var gateHelp = help{
 		"The decision rule is in loadgen/README.md (\"The gate\").",
 }
 
-// gateConfig is the configuration of loadgen gate: where the trials
+// GateConfig is the configuration of loadgen gate: where the trials
 // come from (result files, or trials run here on two chf binaries), the
 // run flags and local CHF of those trials, and the decision's tolerances.
-type gateConfig struct {
+type GateConfig struct {
 	run runFlags
 	chf localFlags // no --chf or --tls-dir: the trials name their binaries
 
@@ -67,8 +67,8 @@ type gateConfig struct {
 }
 
 // DefaultGateConfig returns loadgen gate's defaults.
-func DefaultGateConfig() gateConfig {
-	return gateConfig{
+func DefaultGateConfig() GateConfig {
+	return GateConfig{
 		chf: defaultLocalFlags(), trials: 12,
 		tolerance: 0.05, p99Tolerance: gate.P99.Tolerance, confidence: 0.95,
 	}
@@ -76,7 +76,7 @@ func DefaultGateConfig() gateConfig {
 
 // RegisterFlags registers loadgen gate's flags on fs, c's values as the
 // defaults.
-func (c *gateConfig) RegisterFlags(fs *flag.FlagSet) {
+func (c *GateConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.run.register(fs)
 	fs.StringVar(&c.baselineFiles, "baseline-files", c.baselineFiles, "decide from existing results: comma-separated baseline trial JSON files")
 	fs.StringVar(&c.candidateFiles, "candidate-files", c.candidateFiles, "decide from existing results: comma-separated candidate trial JSON files (the i-th pairs with the i-th baseline file unless --unpaired)")
@@ -97,11 +97,11 @@ func (c *gateConfig) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // fromFiles reports whether the gate decides from result files.
-func (c *gateConfig) fromFiles() bool { return c.baselineFiles != "" && c.candidateFiles != "" }
+func (c *GateConfig) fromFiles() bool { return c.baselineFiles != "" && c.candidateFiles != "" }
 
 // Validate checks the parsed flags (a usage error naming the flag); for
 // trials run here, the local CHF's and the run's flags too.
-func (c *gateConfig) Validate() error {
+func (c *GateConfig) Validate() error {
 	if !(c.tolerance > 0) || !(c.p99Tolerance > 0) || !(c.confidence > 0 && c.confidence < 1) {
 		return usageError{errors.New("--tolerance and --p99-tolerance must be positive and --confidence within (0, 1)")}
 	}
@@ -126,7 +126,7 @@ func (c *gateConfig) Validate() error {
 // applyTrialDefaults checks the local CHF's flags and sets the run flags
 // a gate's trials imply: --out results/gate-<timestamp>, --duration 10s
 // and --rate 1000 unless given, no live progress, no default thresholds.
-func (c *gateConfig) applyTrialDefaults() error {
+func (c *GateConfig) applyTrialDefaults() error {
 	f := &c.run
 	if err := c.chf.apply(f); err != nil {
 		return err
@@ -179,7 +179,7 @@ func gateCmd(args []string) error {
 }
 
 // results reads the trials' results from the files, or runs the trials.
-func (c *gateConfig) results() (base, cand []*report.Result, err error) {
+func (c *GateConfig) results() (base, cand []*report.Result, err error) {
 	if !c.fromFiles() {
 		return gateTrials(&c.run, c.baselineCHF, c.candidateCHF, c.trials, c.orderSeed, c.chf)
 	}
@@ -197,7 +197,7 @@ func (c *gateConfig) results() (base, cand []*report.Result, err error) {
 
 // evaluate decides on TPS, p99 and SUT CPU per transaction (the
 // loadgen-adjusted SUT CPU for information), with the guardrails.
-func (c *gateConfig) evaluate(base, cand []*report.Result) (*gate.Report, error) {
+func (c *GateConfig) evaluate(base, cand []*report.Result) (*gate.Report, error) {
 	p99 := gate.P99
 	p99.Tolerance = c.p99Tolerance
 	adj := gate.SUTCPUAdj
@@ -215,7 +215,7 @@ func (c *gateConfig) evaluate(base, cand []*report.Result) (*gate.Report, error)
 }
 
 // writeReport prints the decision and writes --gate-md and --json.
-func (c *gateConfig) writeReport(rep *gate.Report) error {
+func (c *GateConfig) writeReport(rep *gate.Report) error {
 	fmt.Println()
 	rep.WriteMarkdown(os.Stdout)
 	if c.mdOut != "" {

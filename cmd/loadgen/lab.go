@@ -25,9 +25,9 @@ func init() {
 	register("lab", "build the network models in namespaces, run the CHF on each ± pinning, write lab.json/lab.md/lab.html (root)", labCmd)
 }
 
-// labConfig is the configuration of loadgen lab; Validate turns it into
+// LabConfig is the configuration of loadgen lab; Validate turns it into
 // the lab's options.
-type labConfig struct {
+type LabConfig struct {
 	models, pin, experiment, out, baseline, chf string
 	rate                                        float64
 	duration, warmup, pacing, kneeP99           time.Duration
@@ -42,8 +42,8 @@ type labConfig struct {
 }
 
 // DefaultLabConfig returns loadgen lab's defaults.
-func DefaultLabConfig() labConfig {
-	return labConfig{
+func DefaultLabConfig() LabConfig {
+	return LabConfig{
 		models: strings.Join(lab.Models, ","), pin: "both", baseline: "baremetal,pinned",
 		duration: 10 * time.Second, warmup: 2 * time.Second, kneeP99: 50 * time.Millisecond,
 		iperfTime: 3 * time.Second, shapingRTT: 10 * time.Millisecond,
@@ -53,7 +53,7 @@ func DefaultLabConfig() labConfig {
 
 // RegisterFlags registers loadgen lab's flags on fs, c's values as the
 // defaults.
-func (c *labConfig) RegisterFlags(fs *flag.FlagSet) {
+func (c *LabConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.models, "models", c.models, "comma-separated network models to compare: "+strings.Join(lab.Models, ", ")+" (each an emulation in network namespaces; deploy/lab/README.md)")
 	fs.StringVar(&c.pin, "pin", c.pin, "CPU pinning: on (each service its own CPU set, taskset), off, or both")
 	fs.Float64Var(&c.rate, "rate", c.rate, "fixed offered TPS of every run; 0 = 50% of the host model's knee, found first by a short sweep")
@@ -81,7 +81,7 @@ func (c *labConfig) RegisterFlags(fs *flag.FlagSet) {
 
 // Validate checks the parsed flags (a usage error naming the flag) and
 // builds the lab's options.
-func (c *labConfig) Validate() error {
+func (c *LabConfig) Validate() error {
 	o := lab.Options{
 		Rate: c.rate, KneeP99: c.kneeP99, Pacing: c.pacing, Duration: c.duration, Warmup: c.warmup, Trials: c.trials, MTU: c.mtu, Sweep: c.sweep,
 		Experiment: c.experiment, Out: c.out, Accounts: c.accounts, MatchGOMAXPROCS: c.matchGOMAXPROCS,
@@ -130,7 +130,7 @@ func (c *labConfig) Validate() error {
 }
 
 // validateStore checks the store flags against what the lab can run.
-func (c *labConfig) validateStore() error {
+func (c *LabConfig) validateStore() error {
 	if err := c.store.check(); err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func labPreflight(experiment string) error {
 }
 
 // run runs the lab until done or SIGINT/SIGTERM, and tears it down.
-func (c *labConfig) run() error {
+func (c *LabConfig) run() error {
 	o := c.options
 	self, err := os.Executable()
 	if err != nil {

@@ -176,11 +176,11 @@ func resultsDir(dir string) (cleanup func(failed bool), err error) {
 	}, nil
 }
 
-// localConfig is the configuration of loadgen local: the run's flags,
+// LocalConfig is the configuration of loadgen local: the run's flags,
 // the local CHF's, and the command's own. Validate resolves the values
 // the run needs (replicas, faults, the services' extra flags, the tariff
 // change); nothing is started or written before it succeeds.
-type localConfig struct {
+type LocalConfig struct {
 	run runFlags
 	chf localFlags
 
@@ -211,8 +211,8 @@ type tariffChange struct {
 }
 
 // DefaultLocalConfig returns loadgen local's defaults.
-func DefaultLocalConfig() localConfig {
-	return localConfig{
+func DefaultLocalConfig() LocalConfig {
+	return LocalConfig{
 		chf:           defaultLocalFlags(),
 		results:       "results",
 		asliteCommit:  "sync",
@@ -222,7 +222,7 @@ func DefaultLocalConfig() localConfig {
 
 // RegisterFlags registers loadgen local's flags on fs, c's values as the
 // defaults.
-func (c *localConfig) RegisterFlags(fs *flag.FlagSet) {
+func (c *LocalConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.run.register(fs)
 	c.chf.register(fs, "accounts to provision (the subscriber range of the run unless --subscribers is smaller)")
 	fs.StringVar(&c.results, "results", c.results, "directory under which a <timestamp>/ directory receives every report file")
@@ -245,7 +245,7 @@ func (c *localConfig) RegisterFlags(fs *flag.FlagSet) {
 // resolves the values the run needs, and sets the defaults that depend on
 // other flags (--rate 1000 unless a load is given, --out under
 // --results).
-func (c *localConfig) Validate() error {
+func (c *LocalConfig) Validate() error {
 	if err := c.chf.apply(&c.run); err != nil {
 		return err
 	}
@@ -286,18 +286,18 @@ func (c *localConfig) Validate() error {
 }
 
 // runsAslite reports whether the local CHF's store is aslite.
-func (c *localConfig) runsAslite() bool {
+func (c *LocalConfig) runsAslite() bool {
 	return c.chf.store.kind == local.StoreAslite && c.chf.store.aerospike == ""
 }
 
 // writesFaultTariff reports whether the run writes the OCP a tariff with
 // --fault-validity: with faults, unless a tariff is given.
-func (c *localConfig) writesFaultTariff() bool {
+func (c *LocalConfig) writesFaultTariff() bool {
 	return len(c.faults) > 0 && !c.ocp.has("tariff") && c.run.tariffFile == ""
 }
 
 // validateFaults parses --fault and checks each against the store.
-func (c *localConfig) validateFaults() error {
+func (c *LocalConfig) validateFaults() error {
 	st := &c.chf.store
 	for _, spec := range c.faultSpecs {
 		ft, err := run.ParseFault(spec)
@@ -323,13 +323,13 @@ func (c *localConfig) validateFaults() error {
 }
 
 // faultsAslite reports whether a fault hits aslite.
-func (c *localConfig) faultsAslite() bool {
+func (c *LocalConfig) faultsAslite() bool {
 	return slices.ContainsFunc(c.faults, func(f run.Fault) bool { return f.Service == "aslite" })
 }
 
 // validateServiceArgs parses --cgw-args, --ocp-args and --abm-args with
 // the services' own flags.
-func (c *localConfig) validateServiceArgs() error {
+func (c *LocalConfig) validateServiceArgs() error {
 	var err error
 	if c.cgw, err = parseServiceArgs("cgw", c.cgwArgs); err != nil {
 		return err
@@ -342,7 +342,7 @@ func (c *localConfig) validateServiceArgs() error {
 }
 
 // validateTariffChange reads and checks --tariff-change's file.
-func (c *localConfig) validateTariffChange() error {
+func (c *LocalConfig) validateTariffChange() error {
 	if c.tariffChange == "" {
 		return nil
 	}

@@ -61,7 +61,7 @@ func localCmd(args []string) (err error) {
 // localRunner is one run of loadgen local, from its validated configuration
 // to the stopped CHF.
 type localRunner struct {
-	cfg *localConfig
+	cfg *LocalConfig
 	f   *runFlags // &cfg.run
 	o   run.Options
 

@@ -629,9 +629,9 @@ var runHelp = help{
 		"(exit 130 / 143); a second signal exits at once.",
 }
 
-// runConfig is the configuration of loadgen run: the run's flags and
+// RunConfig is the configuration of loadgen run: the run's flags and
 // the target, --check-flags, --start-at.
-type runConfig struct {
+type RunConfig struct {
 	run       runFlags
 	target    string
 	checkOnly bool
@@ -643,11 +643,11 @@ type runConfig struct {
 }
 
 // DefaultRunConfig returns loadgen run's defaults.
-func DefaultRunConfig() runConfig { return runConfig{} }
+func DefaultRunConfig() RunConfig { return RunConfig{} }
 
 // RegisterFlags registers loadgen run's flags on fs, c's values as the
 // defaults.
-func (c *runConfig) RegisterFlags(fs *flag.FlagSet) {
+func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.run.register(fs)
 	fs.StringVar(&c.target, "target", c.target, "CGW endpoints, comma-separated: Nchf http://HOST:PORT, or Diameter Gy diameter://HOST:PORT (selects --proto gy; --conns peers each); flows are balanced over them client-side")
 	fs.BoolVar(&c.run.resultLog, "result-log", c.run.resultLog, "after the run, print the JSON result to stdout as one line, "+strconv.Quote(report.ResultLogMarker)+" then the compact JSON (the last line of the output), for a collector that reads the pod's log (report.ParseResultLog); an interrupted or failed run's result too")
@@ -658,7 +658,7 @@ func (c *runConfig) RegisterFlags(fs *flag.FlagSet) {
 // Validate checks --start-at, the run flags and the targets (a usage
 // error naming the flag); the scenario is checked when the run's options
 // are built.
-func (c *runConfig) Validate() error {
+func (c *RunConfig) Validate() error {
 	var err error
 	if c.at, err = parseStartAt(c.startAt, time.Now()); err != nil {
 		return err

@@ -34,9 +34,9 @@ var sweepHelp = help{
 		"thresholds do not apply to a sweep's steps). SIGINT or SIGTERM stops the sweep after writing what it has.",
 }
 
-// sweepConfig is the configuration of loadgen sweep: the run's flags,
+// SweepConfig is the configuration of loadgen sweep: the run's flags,
 // the local CHF's (with --local), and the sweep's steps and SLO.
-type sweepConfig struct {
+type SweepConfig struct {
 	run runFlags
 	chf localFlags
 
@@ -55,8 +55,8 @@ type sweepConfig struct {
 }
 
 // DefaultSweepConfig returns loadgen sweep's defaults.
-func DefaultSweepConfig() sweepConfig {
-	return sweepConfig{
+func DefaultSweepConfig() SweepConfig {
+	return SweepConfig{
 		chf: defaultLocalFlags(), start: 1000, step: 1000, max: 20000, untilBreak: true,
 		maxSteal: 5, stealRetries: 3, sloP99: 10 * time.Millisecond, sloLateRate: 0.01,
 	}
@@ -64,7 +64,7 @@ func DefaultSweepConfig() sweepConfig {
 
 // RegisterFlags registers loadgen sweep's flags on fs, c's values as the
 // defaults.
-func (c *sweepConfig) RegisterFlags(fs *flag.FlagSet) {
+func (c *SweepConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.run.register(fs)
 	fs.StringVar(&c.target, "target", c.target, "CGW endpoints (http://HOST:PORT,... or diameter://HOST:PORT,... for Gy); empty with --local")
 	fs.BoolVar(&c.local, "local", c.local, "start the local CHF once and sweep it (like loadgen local)")
@@ -87,7 +87,7 @@ func (c *sweepConfig) RegisterFlags(fs *flag.FlagSet) {
 // builds the sweep's configuration and the targets, and sets the run
 // flags a sweep implies (--duration 10s unless given, no default
 // thresholds).
-func (c *sweepConfig) Validate() error {
+func (c *SweepConfig) Validate() error {
 	c.sweep = sweep.Config{
 		Start: c.start, Step: c.step, Max: c.max, UntilBreak: c.untilBreak, Retries: c.retries,
 		MaxSteal: c.maxSteal, StealRetries: c.stealRetries, MaxFreezeMs: float64(c.maxFreeze) / 1e6,
@@ -180,7 +180,7 @@ func sweepCmd(args []string) (err error) {
 // startLocal starts the local CHF of sweep --local and points base at
 // it. Each step runs its own slice of the range: the plans give each
 // slice the scenario's postpaid and bucket shares.
-func (c *sweepConfig) startLocal(s *stopper, base *run.Options, nsteps int) (*testbed.Testbed, []func(int32) audit.Account, error) {
+func (c *SweepConfig) startLocal(s *stopper, base *run.Options, nsteps int) (*testbed.Testbed, []func(int32) audit.Account, error) {
 	f := &c.run
 	plans, initialOf, err := testbed.ShardPlans(&base.Scenario, nsteps, c.chf.balance)
 	if err != nil {
@@ -203,7 +203,7 @@ func (c *sweepConfig) startLocal(s *stopper, base *run.Options, nsteps int) (*te
 
 // stepRunner returns the sweep's RunStep: each step a run of base at the
 // step's rate on a fresh slice of the subscribers.
-func (c *sweepConfig) stepRunner(s *stopper, base run.Options, nsteps int, initialOf []func(int32) audit.Account) func(context.Context, float64) (*report.Result, error) {
+func (c *SweepConfig) stepRunner(s *stopper, base run.Options, nsteps int, initialOf []func(int32) audit.Account) func(context.Context, float64) (*report.Result, error) {
 	full := base.Scenario
 	i := 0
 	return func(ctx context.Context, tps float64) (*report.Result, error) {
@@ -234,7 +234,7 @@ func printSweepStep(st sweep.Step) {
 
 // finish writes the sweep's reports (an interrupted sweep's too) and
 // returns the command's error.
-func (c *sweepConfig) finish(s *stopper, res *sweep.Result, err error) error {
+func (c *SweepConfig) finish(s *stopper, res *sweep.Result, err error) error {
 	if res == nil {
 		return s.wrap(err)
 	}
