@@ -10,6 +10,15 @@
 //	loadgen check-money [--seed N] [--duration D] [--faults on|off|LIST]  model-based money checker under faults
 //	loadgen --version
 //
+// As in cmd/chf, each command's configuration is a type (RunConfig,
+// LocalConfig, SweepConfig, GateConfig, LabConfig, CheckMoneyConfig) that
+// starts from its Default value, registers its flags (RegisterFlags) and
+// checks them (Validate: a usage error naming the flag) before anything
+// starts; the command then starts, waits and stops in named steps. The
+// run flags that run, local, sweep and gate share are runFlags, the local
+// CHF's localFlags; --cgw-args, --ocp-args and --abm-args are parsed with
+// the services' own flags (serviceArgs).
+//
 // Exit codes: 0 success; 1 error; 2 usage; 3 the balance audit (or
 // check-money) failed;
 // gate: 4 regression, 5 unmeasurable; 6 a threshold failed; 130 / 143
