@@ -1,7 +1,7 @@
 // Package sched holds the runtime profiles (--runtime-profile: Profile)
 // and what the lab profile does to a process: it sets the Linux
 // scheduling policy of the process's threads (Batch) and keeps Go's
-// sysmon awake (Reexec). The services (chassis.Runtime) and loadgen
+// sysmon awake (Reexec). The services (sched.Runtime) and loadgen
 // floor's relays use it.
 package sched
 
