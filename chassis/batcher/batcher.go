@@ -23,10 +23,9 @@ const (
 	// only as large as what queued during one round trip, so the bound
 	// matters only under pressure, where it is the hop's capacity: a
 	// peer that spends f per round trip and c per item carries at most
-	// MaxItems / (f + c·MaxItems) items a second per batch out. At 64 the
-	// CGW → OCP → ABM chain carried about 30,000 a second on this
-	// machine, so a transient queue at 25,000 TPS drained too slowly and
-	// stayed (p99 0.2–0.9 s); at 512 the same runs held p99 12–78 ms.
+	// MaxItems / (f + c·MaxItems) items a second per batch out: too
+	// small a bound leaves a queue formed by a transient unable to drain
+	// (why 512: docs/design/006-batcher.md).
 	DefaultItems = 512
 )
 
