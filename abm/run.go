@@ -13,8 +13,9 @@ import (
 
 	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/abm/provision"
-	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/rpc"
+	"github.com/chf-testbed/testbed/chassis/server"
+	"github.com/chf-testbed/testbed/chassis/service"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 )
@@ -26,7 +27,7 @@ const About = "Runs the Account Balance Manager."
 // field per flag. Start from DefaultServiceConfig. The ABM calls no peer
 // service, so it has no discovery flags.
 type ServiceConfig struct {
-	chassis.Base
+	service.Base
 	// Aerospike is the comma-separated host:port list of seed nodes.
 	Aerospike        string
 	Namespace        string
@@ -52,7 +53,7 @@ const maxAccountCacheAge = 24 * time.Hour
 // DefaultServiceConfig returns the defaults of the abm flags.
 func DefaultServiceConfig() ServiceConfig {
 	return ServiceConfig{
-		Base:             chassis.Base{Listen: "127.0.0.1:8082", Tracing: true},
+		Base:             service.Base{Listen: "127.0.0.1:8082", Tracing: true},
 		Aerospike:        "127.0.0.1:3000",
 		Namespace:        "chf",
 		ReservationSweep: time.Minute,
@@ -136,14 +137,14 @@ func (c *ServiceConfig) config(log *slog.Logger) Config {
 }
 
 // String is the configuration as name=value pairs of its flags.
-func (c ServiceConfig) String() string { return chassis.ConfigString(&c) }
+func (c ServiceConfig) String() string { return service.ConfigString(&c) }
 
-// Common implements chassis.Service.
-func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
+// Common implements service.Config.
+func (c *ServiceConfig) Common() *service.Base { return &c.Base }
 
 // AddTo adds the ABM's components to g: the Aerospike client, the server
 // and the reservation sweeper.
-func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
+func (c *ServiceConfig) AddTo(g *service.Group, log *slog.Logger) error {
 	hosts, err := provision.ParseHosts(c.Aerospike)
 	if err != nil {
 		return err
@@ -158,14 +159,14 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		return err
 	}, func(context.Context) error { cl.Close(); return nil })
 	var svc *Service
-	var srv *chassis.Server
+	var srv *server.Server
 	g.Add("ABM server", func() error {
 		svc = New(cl, c.config(log))
 		if err := svc.RegisterMetrics(telemetry.Meter()); err != nil {
 			return err
 		}
 		var err error
-		srv, err = chassis.NewServer(chassis.ServerConfig{
+		srv, err = server.New(server.Config{
 			Service: "abm", Listen: c.Listen, MaxBodySize: rpc.MaxBodySize, Handler: svc.Handler(), Ready: svc.Ready, MaxInFlight: c.MaxInFlight, Logger: log,
 			TLS: c.TLS.Server(files, "http/1.1"),
 		})

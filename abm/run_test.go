@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/service"
 )
 
 // TestServiceConfigCacheFlags: --account-cache and --account-cache-age
@@ -13,7 +13,7 @@ import (
 func TestServiceConfigCacheFlags(t *testing.T) {
 	parse := func(args ...string) (ServiceConfig, error) {
 		c := DefaultServiceConfig()
-		_, err := chassis.ParseCommand("chf abm", About, &c, args)
+		_, err := service.ParseCommand("chf abm", About, &c, args)
 		return c, err
 	}
 	c, err := parse()

@@ -144,7 +144,7 @@ func (h *Handler) rejectBody(status int) (string, []byte) {
 	return contentProblem, r.body
 }
 
-// refuseFast is the HTTP/1.1 front's chassis.ServerConfig.Refuse: the
+// refuseFast is the HTTP/1.1 front's server.Config.Refuse: the
 // same answers for what the chassis refuses itself (413 over its body
 // limit, 503 over its in-flight bound, 400 for a request it cannot
 // parse).

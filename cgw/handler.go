@@ -24,8 +24,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/cgw/admission"
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/logthrottle"
 	"github.com/chf-testbed/testbed/chassis/oauth2"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/internal/decimal"
 )
@@ -86,7 +87,7 @@ type Handler struct {
 	now         func() time.Time
 	newSession  func() uint64
 	log         *slog.Logger
-	logLimit    *chassis.LogThrottle
+	logLimit    *logthrottle.Throttle
 	pool        sync.Pool
 	// shed counts every shed request (Shed); the metrics count them by
 	// reason: beyond maxInFlight, or refused by the adaptive limit.
@@ -171,7 +172,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		now:          cfg.Now,
 		newSession:   cfg.NewSession,
 		log:          cfg.Logger,
-		logLimit:     chassis.NewLogThrottle(time.Second),
+		logLimit:     logthrottle.New(time.Second),
 		shedInflight: ShedCounter("inflight"),
 		shedAdaptive: ShedCounter("adaptive"),
 		opToken:      cfg.OperatorToken,
@@ -654,21 +655,21 @@ func (h *Handler) run(ctx context.Context, x *Exchange) bool {
 }
 
 func (h *Handler) chargerError(x *Exchange, err error) {
-	var se *chassis.StatusError
+	var se *peer.StatusError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, fasthttp.ErrTimeout),
 		errors.As(err, &se) && se.Code == http.StatusGatewayTimeout:
 		// The core, or the ABM or database behind it, did not answer
 		// within the caller's deadline.
 		h.problem(x, http.StatusGatewayTimeout, "TIMED_OUT_REQUEST", "charging core did not answer in time", "", "")
-	case chassis.IsOverload(err):
+	case peer.IsOverload(err):
 		// A 503 from the core or no free connection to it: answer
 		// overload at once rather than a system failure.
 		h.problem(x, http.StatusServiceUnavailable, "NF_CONGESTION", "charging core overloaded", "", "")
 	default:
 		// At most one line per second per kind of failure, with the
 		// number of failures since the previous line.
-		if n, ok := h.logLimit.Allow(chassis.ErrorKind(err)); ok {
+		if n, ok := h.logLimit.Allow(peer.ErrorKind(err)); ok {
 			h.log.Warn("charging core failed", "err", err, "count", n)
 		}
 		h.problem(x, http.StatusInternalServerError, "SYSTEM_FAILURE", "charging core failed", "", "")

@@ -15,9 +15,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/h2c"
+	"github.com/chf-testbed/testbed/chassis/hop"
 	"github.com/chf-testbed/testbed/chassis/oauth2"
+	"github.com/chf-testbed/testbed/chassis/server"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 )
@@ -53,7 +54,7 @@ type Server struct {
 	cfg   Config
 	h     *Handler
 	log   *slog.Logger
-	http1 *chassis.Server
+	http1 *server.Server
 	h2    *h2c.Server
 
 	ln     net.Listener
@@ -80,7 +81,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, h: h, log: log}
 	// The chassis limits are a backstop: the Handler answers 413 and 503
 	// with ProblemDetails first, below these.
-	s.http1, err = chassis.NewServer(chassis.ServerConfig{
+	s.http1, err = server.New(server.Config{
 		Service:     "cgw",
 		Listen:      cfg.Listen,
 		Handler:     s.serveFast,
@@ -180,7 +181,7 @@ func (s *Server) serveFast(ctx *fasthttp.RequestCtx) {
 	x := s.h.Acquire()
 	// The chassis context carries the trace context and the chassis
 	// budget header; a 3gpp-Sbi-Max-Rsp-Time bounds it too.
-	parent := chassis.Context(ctx)
+	parent := hop.Context(ctx)
 	if tp := ctx.Request.Header.Peek(telemetry.TraceparentHeader); len(tp) > 0 && !trace.SpanContextFromContext(parent).IsValid() {
 		// Not traced here: pass the caller's trace context on as is.
 		if sc, ok := telemetry.ParseTraceparent(tp); ok {

@@ -20,9 +20,11 @@ import (
 
 	"github.com/chf-testbed/testbed/cgw/admission"
 	"github.com/chf-testbed/testbed/cgw/diameter"
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
 	"github.com/chf-testbed/testbed/chassis/oauth2"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/rpc"
+	"github.com/chf-testbed/testbed/chassis/service"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/internal/readfile"
@@ -35,9 +37,9 @@ const About = "Runs the Charging Gateway."
 // ServiceConfig is the configuration of the cgw command (`chf cgw`): one
 // field per flag. Start from DefaultServiceConfig.
 type ServiceConfig struct {
-	chassis.Base
-	OCP                     chassis.Peer
-	Batch                   chassis.BatchConfig
+	service.Base
+	OCP                     peer.Flags
+	Batch                   batcher.Config
 	Diameter                string
 	OriginHost, OriginRealm string
 	// AllowHosts and AllowRealms are comma-separated path.Match patterns.
@@ -71,9 +73,9 @@ type ServiceConfig struct {
 // DefaultServiceConfig returns the defaults of the cgw flags.
 func DefaultServiceConfig() ServiceConfig {
 	return ServiceConfig{
-		Base:        chassis.Base{Listen: "127.0.0.1:8080", Tracing: true},
-		OCP:         chassis.Peer{Name: "ocp", Addr: "127.0.0.1:8081", Discovery: "static"},
-		Batch:       chassis.BatchConfig{MaxInFlight: chassis.DefaultBatchInFlight, MaxItems: chassis.DefaultBatchItems},
+		Base:        service.Base{Listen: "127.0.0.1:8080", Tracing: true},
+		OCP:         peer.Flags{Name: "ocp", Addr: "127.0.0.1:8081", Discovery: "static"},
+		Batch:       batcher.Config{MaxInFlight: batcher.DefaultInFlight, MaxItems: batcher.DefaultItems},
 		OriginHost:  "cgw.chf.test",
 		OriginRealm: "chf.test",
 		MaxBody:     64 << 10,
@@ -215,14 +217,14 @@ func (c *ServiceConfig) Validate() error {
 }
 
 // String is the configuration as name=value pairs of its flags.
-func (c ServiceConfig) String() string { return chassis.ConfigString(&c) }
+func (c ServiceConfig) String() string { return service.ConfigString(&c) }
 
-// Common implements chassis.Service.
-func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
+// Common implements service.Config.
+func (c *ServiceConfig) Common() *service.Base { return &c.Base }
 
 // AddTo adds the CGW's components to g: the CPU profile, the OCP client,
 // the Nchf server and the Diameter server (when --diameter is set).
-func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
+func (c *ServiceConfig) AddTo(g *service.Group, log *slog.Logger) error {
 	if c.CPUProfile != "" {
 		var pf *os.File
 		g.Add("cpu profile", func() error {
@@ -252,7 +254,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			func(context.Context) error { stop(); return nil })
 	}
 	peerTLS := c.TLS.Client(files)
-	var client *chassis.Client
+	var client *peer.Client
 	var charger *ocpclient.Client
 	g.Add("OCP client", func() error {
 		src, err := c.OCP.Source()
@@ -266,8 +268,8 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 		// answers the repeat as the first (Replayed, with its charge),
 		// charging once. A burst of up to retryBurst retries (the round
 		// trips in flight to an instance that dies), then 10% of calls.
-		if client, err = chassis.NewClient(chassis.ClientConfig{Peer: "ocp", Source: src, TLS: peerTLS, Logger: log,
-			Retry: chassis.RetryConfig{MinBudget: retryBurst}}); err != nil {
+		if client, err = peer.New(peer.Config{Peer: "ocp", Source: src, TLS: peerTLS, Logger: log,
+			Retry: peer.RetryConfig{MinBudget: retryBurst}}); err != nil {
 			return fmt.Errorf("cannot create OCP client: %w", err)
 		}
 		charger = ocpclient.New(client, c.Batch)
@@ -360,7 +362,7 @@ func splitList(s string) []string {
 }
 
 // peerReady reports ready once one OCP endpoint answers its /readyz.
-func peerReady(c *chassis.Client, tlsCfg *tls.Config) func(ctx context.Context) error {
+func peerReady(c *peer.Client, tlsCfg *tls.Config) func(ctx context.Context) error {
 	scheme, hc := "http://", &fasthttp.Client{}
 	if tlsCfg != nil {
 		scheme, hc.TLSConfig = "https://", tlsCfg

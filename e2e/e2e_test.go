@@ -35,8 +35,10 @@ import (
 	"github.com/chf-testbed/testbed/cgw"
 	"github.com/chf-testbed/testbed/cgw/diameter"
 	"github.com/chf-testbed/testbed/cgw/nchfspec"
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/peer"
+	"github.com/chf-testbed/testbed/chassis/server"
 	"github.com/chf-testbed/testbed/ocp"
 	"github.com/chf-testbed/testbed/ocp/ocpclient"
 	"github.com/chf-testbed/testbed/tariff"
@@ -102,10 +104,10 @@ func startCHFTariff(t *testing.T, tf *tariff.Tariff) *env {
 	g := newGate(t, svc.Handler())
 	abmSrv := startService(t, "abm", g.serve)
 	abmCl := newClient(t, "abm", abmSrv.Addr())
-	proc := ocp.NewProcessor(tf, abmclient.New(abmCl, chassis.BatchConfig{}))
+	proc := ocp.NewProcessor(tf, abmclient.New(abmCl, batcher.Config{}))
 	ocpSrv := startService(t, "ocp", ocp.Handler(proc))
 	ocpCl := newClient(t, "ocp", ocpSrv.Addr())
-	core := ocpclient.New(ocpCl, chassis.BatchConfig{})
+	core := ocpclient.New(ocpCl, batcher.Config{})
 	gy := &gyRef{}
 	notifier := cgw.NewNotifier(cgw.NotifierConfig{Timeout: 200 * time.Millisecond, Backoff: 10 * time.Millisecond, PerDestination: 2})
 	t.Cleanup(notifier.Close)
@@ -121,9 +123,9 @@ func startCHFTariff(t *testing.T, tf *tariff.Tariff) *env {
 	return &env{base: "http://" + srv.Addr(), clock: clk, as: asc, abm: g, core: core, gy: gy, svc: svc, proc: proc, cgw: srv.Handler()}
 }
 
-func startService(t *testing.T, name string, h fasthttp.RequestHandler) *chassis.Server {
+func startService(t *testing.T, name string, h fasthttp.RequestHandler) *server.Server {
 	t.Helper()
-	s, err := chassis.NewServer(chassis.ServerConfig{Service: name, Listen: "127.0.0.1:0", Handler: h})
+	s, err := server.New(server.Config{Service: name, Listen: "127.0.0.1:0", Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +136,9 @@ func startService(t *testing.T, name string, h fasthttp.RequestHandler) *chassis
 	return s
 }
 
-func newClient(t *testing.T, peer, addr string) *chassis.Client {
+func newClient(t *testing.T, name, addr string) *peer.Client {
 	t.Helper()
-	c, err := chassis.NewClient(chassis.ClientConfig{Peer: peer, Source: discovery.Static(addr), Timeout: 5 * time.Second})
+	c, err := peer.New(peer.Config{Peer: name, Source: discovery.Static(addr), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/hop"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -36,7 +36,7 @@ func (g *gate) serve(ctx *fasthttp.RequestCtx) {
 	g.mu.Lock()
 	g.seen = append(g.seen, seen{
 		traceparent: string(ctx.Request.Header.Peek(telemetry.TraceparentHeader)),
-		budget:      string(ctx.Request.Header.Peek(chassis.DeadlineHeader)),
+		budget:      string(ctx.Request.Header.Peek(hop.DeadlineHeader)),
 	})
 	stop := g.stop
 	g.mu.Unlock()

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/abm/provision"
-	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/sched"
+	"github.com/chf-testbed/testbed/chassis/service"
 )
 
 // About is the help text of the local command.
@@ -174,7 +174,7 @@ func ParseReplicas(s string) (map[string]int, error) {
 }
 
 // String is the configuration as name=value pairs of its flags.
-func (c CommandConfig) String() string { return chassis.ConfigString(&c) }
+func (c CommandConfig) String() string { return service.ConfigString(&c) }
 
 // Config returns the Config of Start for c.
 func (c *CommandConfig) Config(log *slog.Logger) Config {

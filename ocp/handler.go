@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/ocp/ocpclient"
@@ -34,7 +34,7 @@ func Handler(c chf.Charger) fasthttp.RequestHandler {
 // the upstream's 503 (overload, contention) and 504 pass through, a missed
 // deadline is 504, anything else 502.
 func statusFor(err error) int {
-	var se *chassis.StatusError
+	var se *peer.StatusError
 	switch {
 	case errors.As(err, &se) && (se.Code == fasthttp.StatusServiceUnavailable || se.Code == fasthttp.StatusGatewayTimeout):
 		return se.Code
@@ -45,7 +45,7 @@ func statusFor(err error) int {
 		// The ABM (or the database behind it) did not answer within the
 		// caller's deadline.
 		return fasthttp.StatusGatewayTimeout
-	case errors.Is(err, chassis.ErrNoEndpoints):
+	case errors.Is(err, peer.ErrNoEndpoints):
 		return fasthttp.StatusServiceUnavailable
 	}
 	return fasthttp.StatusBadGateway

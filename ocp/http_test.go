@@ -14,9 +14,11 @@ import (
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/abm/provision"
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/rpc"
+	"github.com/chf-testbed/testbed/chassis/server"
 	"github.com/chf-testbed/testbed/chf"
 	"github.com/chf-testbed/testbed/ocp"
 	"github.com/chf-testbed/testbed/ocp/ocpclient"
@@ -24,7 +26,7 @@ import (
 
 func startServer(t *testing.T, service string, h fasthttp.RequestHandler) string {
 	t.Helper()
-	srv, err := chassis.NewServer(chassis.ServerConfig{Service: service, Listen: "127.0.0.1:0", Handler: h})
+	srv, err := server.New(server.Config{Service: service, Listen: "127.0.0.1:0", Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +41,9 @@ func startServer(t *testing.T, service string, h fasthttp.RequestHandler) string
 	return srv.Addr()
 }
 
-func newChassisClient(t *testing.T, peer, addr string) *chassis.Client {
+func newChassisClient(t *testing.T, name, addr string) *peer.Client {
 	t.Helper()
-	c, err := chassis.NewClient(chassis.ClientConfig{Peer: peer, Source: discovery.Static(addr), Timeout: 5 * time.Second})
+	c, err := peer.New(peer.Config{Peer: name, Source: discovery.Static(addr), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +60,9 @@ func TestThroughHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	abmAddr := startServer(t, "abm", abm.New(cl, abm.Config{}).Handler())
-	proc := ocp.NewProcessor(nil, abmclient.New(newChassisClient(t, "abm", abmAddr), chassis.BatchConfig{}))
+	proc := ocp.NewProcessor(nil, abmclient.New(newChassisClient(t, "abm", abmAddr), batcher.Config{}))
 	ocpAddr := startServer(t, "ocp", ocp.Handler(proc))
-	var charger chf.Charger = ocpclient.New(newChassisClient(t, "ocp", ocpAddr), chassis.BatchConfig{})
+	var charger chf.Charger = ocpclient.New(newChassisClient(t, "ocp", ocpAddr), batcher.Config{})
 
 	ctx := context.Background()
 	charge := func(req chf.ChargeRequest) chf.ChargeResponse {
@@ -119,7 +121,7 @@ func TestThroughHTTP(t *testing.T) {
 func chargeUntilUncontended(ctx context.Context, c chf.Charger, req *chf.ChargeRequest, resp *chf.ChargeResponse) error {
 	for {
 		err := c.Charge(ctx, req, resp)
-		var se *chassis.StatusError
+		var se *peer.StatusError
 		if errors.As(err, &se) && se.Code == fasthttp.StatusServiceUnavailable {
 			continue
 		}
@@ -167,7 +169,7 @@ func TestBatchesThroughHTTP(t *testing.T) {
 			h(ctx)
 		}
 	}
-	one := chassis.BatchConfig{MaxInFlight: 1}
+	one := batcher.Config{MaxInFlight: 1}
 	abmAddr := startServer(t, "abm", counting(abmclient.ApplyBatchPath, &abmBatches, abm.New(cl, abm.Config{AccountCache: 100}).Handler()))
 	proc := ocp.NewProcessor(nil, abmclient.New(newChassisClient(t, "abm", abmAddr), one))
 	ocpAddr := startServer(t, "ocp", counting(ocpclient.ChargeBatchPath, &ocpBatches, ocp.Handler(proc)))

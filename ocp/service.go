@@ -9,8 +9,11 @@ import (
 
 	"github.com/chf-testbed/testbed/abm/abmclient"
 	"github.com/chf-testbed/testbed/cdr"
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/rpc"
+	"github.com/chf-testbed/testbed/chassis/server"
+	"github.com/chf-testbed/testbed/chassis/service"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/ocp/ocpclient"
 	"github.com/chf-testbed/testbed/tariff"
@@ -22,9 +25,9 @@ const About = "Runs the Online Charging Processor."
 // ServiceConfig is the configuration of the ocp command (`chf ocp`): one
 // field per flag. Start from DefaultServiceConfig.
 type ServiceConfig struct {
-	chassis.Base
-	ABM         chassis.Peer
-	Batch       chassis.BatchConfig
+	service.Base
+	ABM         peer.Flags
+	Batch       batcher.Config
 	Tariff      string
 	MaxInFlight int
 	CDR         cdr.Config
@@ -36,9 +39,9 @@ type ServiceConfig struct {
 // DefaultServiceConfig returns the defaults of the ocp flags.
 func DefaultServiceConfig() ServiceConfig {
 	return ServiceConfig{
-		Base:        chassis.Base{Listen: "127.0.0.1:8081", Tracing: true},
-		ABM:         chassis.Peer{Name: "abm", Addr: "127.0.0.1:8082", Discovery: "static"},
-		Batch:       chassis.BatchConfig{MaxInFlight: chassis.DefaultBatchInFlight, MaxItems: chassis.DefaultBatchItems},
+		Base:        service.Base{Listen: "127.0.0.1:8081", Tracing: true},
+		ABM:         peer.Flags{Name: "abm", Addr: "127.0.0.1:8082", Discovery: "static"},
+		Batch:       batcher.Config{MaxInFlight: batcher.DefaultInFlight, MaxItems: batcher.DefaultItems},
 		MaxInFlight: 4096,
 		CDR:         cdr.DefaultConfig(),
 		TLS:         tlsconfig.Default(),
@@ -80,13 +83,13 @@ func (c *ServiceConfig) Validate() error {
 }
 
 // String is the configuration as name=value pairs of its flags.
-func (c ServiceConfig) String() string { return chassis.ConfigString(&c) }
+func (c ServiceConfig) String() string { return service.ConfigString(&c) }
 
-// Common implements chassis.Service.
-func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
+// Common implements service.Config.
+func (c *ServiceConfig) Common() *service.Base { return &c.Base }
 
 // AddTo adds the OCP's components to g: the ABM client and the server.
-func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
+func (c *ServiceConfig) AddTo(g *service.Group, log *slog.Logger) error {
 	t, err := tariff.Load(c.Tariff)
 	if err != nil {
 		return err
@@ -95,13 +98,13 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	var client *chassis.Client
+	var client *peer.Client
 	g.Add("ABM client", func() error {
 		src, err := c.ABM.Source()
 		if err != nil {
 			return err
 		}
-		client, err = chassis.NewClient(chassis.ClientConfig{
+		client, err = peer.New(peer.Config{
 			Peer: "abm", Source: src, TLS: c.TLS.Client(files), Logger: log,
 			// A round trip whose requests all carry an identity the ABM
 			// keeps (chf.ApplyRequest.Repeatable) is retried on another
@@ -109,7 +112,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			// connection lost, 502/503/504), within the caller's deadline:
 			// the ABM answers a repeat as the first (Replayed, with its
 			// charge), charging once. Others only when never sent.
-			Retry: chassis.RetryConfig{MinBudget: retryBurst},
+			Retry: peer.RetryConfig{MinBudget: retryBurst},
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create ABM client: %w", err)
@@ -130,7 +133,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			return nil
 		}, func(ctx context.Context) error { return rec.Close(ctx) })
 	}
-	var srv *chassis.Server
+	var srv *server.Server
 	var proc *Processor
 	g.Add("OCP server", func() error {
 		proc = NewProcessor(t, abmclient.New(client, c.Batch))
@@ -138,7 +141,7 @@ func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
 			proc.SetSink(rec)
 		}
 		var err error
-		srv, err = chassis.NewServer(chassis.ServerConfig{
+		srv, err = server.New(server.Config{
 			Service: "ocp", Listen: c.Listen, MaxBodySize: rpc.MaxBodySize, Handler: Handler(proc), MaxInFlight: c.MaxInFlight, Logger: log,
 			TLS: c.TLS.Server(files, "http/1.1"),
 			Ready: func(ctx context.Context) error {

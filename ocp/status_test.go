@@ -8,7 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/peer"
 )
 
 func TestStatusFor(t *testing.T) {
@@ -17,10 +17,10 @@ func TestStatusFor(t *testing.T) {
 		want int
 	}{
 		{fmt.Errorf("cannot call abm: %w", fasthttp.ErrNoFreeConns), 503},
-		{&chassis.StatusError{Code: 503}, 503},
-		{fmt.Errorf("x: %w", chassis.ErrNoEndpoints), 503},
+		{&peer.StatusError{Code: 503}, 503},
+		{fmt.Errorf("x: %w", peer.ErrNoEndpoints), 503},
 		{context.DeadlineExceeded, 504},
-		{&chassis.StatusError{Code: 500}, 502},
+		{&peer.StatusError{Code: 500}, 502},
 		{errors.New("boom"), 502},
 	}
 	for _, tt := range tests {

@@ -8,7 +8,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -27,7 +28,7 @@ const ApplyBatchPath = "/abm/v1/apply-batch"
 
 // Client applies events on a remote ABM over the chassis (msgp on
 // ApplyPath). Concurrent events are merged into batches (ApplyBatchPath)
-// while earlier batches are out, see chassis.Batcher. It implements
+// while earlier batches are out, see batcher.Batcher. It implements
 // ocp.Accounts and ocp.BatchAccounts and is safe for concurrent use.
 type Client struct {
 	bc *rpc.BatchClient[*chf.ApplyRequest, *chf.ChargeResponse]
@@ -35,7 +36,7 @@ type Client struct {
 
 // New returns a Client over c, a chassis client for the "abm" peer,
 // batching as bc says. c stays owned by the caller.
-func New(c *chassis.Client, bc chassis.BatchConfig) *Client {
+func New(c *peer.Client, bc batcher.Config) *Client {
 	return &Client{bc: rpc.NewBatchClient[*chf.ApplyRequest, *chf.ChargeResponse](c, bc, "abm", ApplyPath, ApplyBatchPath,
 		func(err error) error { return fmt.Errorf("cannot apply on abm: %w", err) })}
 }

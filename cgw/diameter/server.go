@@ -32,7 +32,7 @@ import (
 
 	"github.com/chf-testbed/testbed/cgw/admission"
 	"github.com/chf-testbed/testbed/cgw/diameter/wire"
-	"github.com/chf-testbed/testbed/chassis"
+	peerclient "github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -586,7 +586,7 @@ func (st *ccrState) answer(s *Server, a *answer) []byte {
 // isTimeout reports whether a core error means the core (or something
 // behind it) did not answer in time.
 func isTimeout(err error) bool {
-	var se *chassis.StatusError
+	var se *peerclient.StatusError
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout) ||
 		errors.As(err, &se) && se.Code == fasthttp.StatusGatewayTimeout
 }

@@ -136,7 +136,7 @@ type Message interface {
 // safe to send again: the peer answers a repeat as it answered the first
 // (the CHF's requests carry an identity the ABM keeps). A round trip whose
 // every request is repeatable is retried by the chassis after failures
-// that may have reached the peer (chassis.Client.DoIdempotent); any other
+// that may have reached the peer (peer.Client.DoIdempotent); any other
 // only when it never reached it.
 type Repeatable interface {
 	Repeatable() bool

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -13,7 +13,7 @@ import (
 // calls merge into batches as they do at a loaded CGW. The time per call
 // is mostly the round trips'; allocations are per call.
 func BenchmarkBatchClientDo(b *testing.B) {
-	bc := serveCharge(b, "benchcharge", 0, echoOne, echoMany, chassis.BatchConfig{})
+	bc := serveCharge(b, "benchcharge", 0, echoOne, echoMany, batcher.Config{})
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.ResetTimer()

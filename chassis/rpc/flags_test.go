@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
 )
 
 func TestValidateBatch(t *testing.T) {
@@ -12,7 +12,7 @@ func TestValidateBatch(t *testing.T) {
 		inflight, items int
 		want            string // "" = accepted
 	}{
-		{chassis.DefaultBatchInFlight, MaxBatch, ""},
+		{batcher.DefaultInFlight, MaxBatch, ""},
 		{1, 1, ""},
 		{-1, 64, ""},
 		{0, 64, "--batch-inflight 0"},
@@ -22,7 +22,7 @@ func TestValidateBatch(t *testing.T) {
 		{4, 0, "--batch-max 0"},
 		{4, MaxBatch + 1, "--batch-max"},
 	} {
-		err := ValidateBatch(chassis.BatchConfig{MaxInFlight: c.inflight, MaxItems: c.items})
+		err := ValidateBatch(batcher.Config{MaxInFlight: c.inflight, MaxItems: c.items})
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("inflight %d items %d refused: %v", c.inflight, c.items, err)

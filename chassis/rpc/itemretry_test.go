@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/rpc"
+	"github.com/chf-testbed/testbed/chassis/server"
 	"github.com/chf-testbed/testbed/chf"
 )
 
@@ -57,7 +59,7 @@ func TestBatchItemErrorsRetried(t *testing.T) {
 		}
 		return 500
 	}
-	srv, err := chassis.NewServer(chassis.ServerConfig{Service: "itemretry", Listen: "127.0.0.1:0",
+	srv, err := server.New(server.Config{Service: "itemretry", Listen: "127.0.0.1:0",
 		Handler: rpc.BatchHandler[chf.ChargeRequest, chf.ChargeResponse]("/one", "/many", "itemretry", serve, many, status)})
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +72,13 @@ func TestBatchItemErrorsRetried(t *testing.T) {
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	cl, err := chassis.NewClient(chassis.ClientConfig{Peer: "itemretry-peer", Source: discovery.Static(srv.Addr()),
-		Retry: chassis.RetryConfig{MaxAttempts: 3}})
+	cl, err := peer.New(peer.Config{Peer: "itemretry-peer", Source: discovery.Static(srv.Addr()),
+		Retry: peer.RetryConfig{MaxAttempts: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	bc := rpc.NewBatchClient[*chf.ChargeRequest, *chf.ChargeResponse](cl, chassis.BatchConfig{}, "itemretry-peer", "/one", "/many",
+	bc := rpc.NewBatchClient[*chf.ChargeRequest, *chf.ChargeResponse](cl, batcher.Config{}, "itemretry-peer", "/one", "/many",
 		func(err error) error { return err })
 
 	reqs := []*chf.ChargeRequest{
@@ -102,7 +104,7 @@ func TestBatchItemErrorsRetried(t *testing.T) {
 	}{{0, 2}, {0, 2}, {503, 3}, {400, 1}, {502, 1}, {0, 1}}
 	for i, w := range want {
 		seq := reqs[i].Seq
-		var se *chassis.StatusError
+		var se *peer.StatusError
 		switch {
 		case w.status == 0 && (errs[i] != nil || resps[i].Charged != int64(seq)):
 			t.Errorf("request %d: %v charged %d, want served", seq, errs[i], resps[i].Charged)

@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/rpc"
+	"github.com/chf-testbed/testbed/chassis/server"
 	"github.com/chf-testbed/testbed/chassis/telemetry/telemetrytest"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -15,7 +17,7 @@ import (
 // TestMetrics checks the RPC's call latency and batch size histograms on
 // both ends of a real round trip, and lints the exposition.
 func TestMetrics(t *testing.T) {
-	bc := serveCharge(t, "metricstest", 0, echoOne, echoMany, chassis.BatchConfig{MaxInFlight: 1, MaxItems: 16})
+	bc := serveCharge(t, "metricstest", 0, echoOne, echoMany, batcher.Config{MaxInFlight: 1, MaxItems: 16})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const n = 4
@@ -72,9 +74,9 @@ func echoMany(ctx context.Context, reqs []*chf.ChargeRequest, resps []*chf.Charg
 // default) and returns a BatchClient to it (peer api+"-peer", batching as
 // bc); both are closed when the test ends.
 func serveCharge(t testing.TB, api string, maxBody int, one func(context.Context, *chf.ChargeRequest, *chf.ChargeResponse) error,
-	many func(context.Context, []*chf.ChargeRequest, []*chf.ChargeResponse, []error), bc chassis.BatchConfig) *rpc.BatchClient[*chf.ChargeRequest, *chf.ChargeResponse] {
+	many func(context.Context, []*chf.ChargeRequest, []*chf.ChargeResponse, []error), bc batcher.Config) *rpc.BatchClient[*chf.ChargeRequest, *chf.ChargeResponse] {
 	t.Helper()
-	srv, err := chassis.NewServer(chassis.ServerConfig{Service: "rpctest", Listen: "127.0.0.1:0", MaxBodySize: maxBody,
+	srv, err := server.New(server.Config{Service: "rpctest", Listen: "127.0.0.1:0", MaxBodySize: maxBody,
 		Handler: rpc.BatchHandler[chf.ChargeRequest, chf.ChargeResponse]("/one", "/many", api, one, many, func(error) int { return 500 })})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +89,7 @@ func serveCharge(t testing.TB, api string, maxBody int, one func(context.Context
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	cl, err := chassis.NewClient(chassis.ClientConfig{Peer: api + "-peer", Source: discovery.Static(srv.Addr())})
+	cl, err := peer.New(peer.Config{Peer: api + "-peer", Source: discovery.Static(srv.Addr())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
 	"github.com/chf-testbed/testbed/chassis/flight"
+	"github.com/chf-testbed/testbed/chassis/hop"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -52,10 +54,10 @@ var (
 
 // BatchClient calls one such API of a peer over the chassis. Concurrent
 // calls are merged into batches while earlier ones are out (see
-// chassis.Batcher). It is safe for concurrent use.
+// batcher.Batcher). It is safe for concurrent use.
 type BatchClient[R, P Message] struct {
-	c             *chassis.Client
-	b             *chassis.Batcher[*call[R, P]]
+	c             *peer.Client
+	b             *batcher.Batcher[*call[R, P]]
 	peer          string
 	single, batch string
 	wrap          func(error) error
@@ -79,14 +81,14 @@ type call[R, P Message] struct {
 // NewBatchClient returns a BatchClient posting to the single and batch
 // paths through c (owned by the caller), batching as bc says; wrap adds
 // context to every error it returns.
-func NewBatchClient[R, P Message](c *chassis.Client, bc chassis.BatchConfig, peer, single, batch string, wrap func(error) error) *BatchClient[R, P] {
+func NewBatchClient[R, P Message](c *peer.Client, bc batcher.Config, peer, single, batch string, wrap func(error) error) *BatchClient[R, P] {
 	cl := &BatchClient[R, P]{c: c, peer: peer, single: single, batch: batch, wrap: wrap,
 		ok: clientDuration.WithLabelValues(peer, "ok"), failed: clientDuration.WithLabelValues(peer, "error"),
 		queue: clientStage.WithLabelValues(peer, "queue"), resume: clientStage.WithLabelValues(peer, "resume"),
 		size: clientBatch.WithLabelValues(peer), inflight: clientInFlight.WithLabelValues(peer)}
 	cl.calls.New = func() any { return new(call[R, P]) }
 	cl.bufs.New = func() any { return new(clientScratch[R, P]) }
-	cl.b = chassis.NewBatcher(bc, cl.send)
+	cl.b = batcher.New(bc, cl.send)
 	return cl
 }
 
@@ -98,7 +100,7 @@ type clientScratch[R, P Message] struct {
 
 // Do runs req and decodes its answer into resp (reset first, keeping its
 // buffers). A non-2xx
-// answer for req is a *chassis.StatusError inside the error.
+// answer for req is a *peer.StatusError inside the error.
 func (c *BatchClient[R, P]) Do(ctx context.Context, req R, resp P) error {
 	start := time.Now()
 	cl := c.calls.Get().(*call[R, P])
@@ -157,11 +159,11 @@ func (c *BatchClient[R, P]) observe(start time.Time, cl *call[R, P], failed bool
 
 // send posts one batch as one round trip: alone on the single path, else
 // on the batch path. A failed round trip fails every call; an item the
-// peer failed gets a *chassis.StatusError with its status and message.
+// peer failed gets a *peer.StatusError with its status and message.
 // Items failed with a status a single call would be retried on (502,
 // 503: overload or contention, 504: in doubt) whose requests are
 // Repeatable are sent again, with the same identity, while the caller's
-// deadline and the chassis' retry bounds allow (chassis.Client.AllowRetry);
+// deadline and the chassis' retry bounds allow (peer.Client.AllowRetry);
 // the others keep their status. No item is ever left without an answer
 // or an error.
 func (c *BatchClient[R, P]) send(ctx context.Context, calls []*call[R, P]) {
@@ -237,7 +239,7 @@ func (c *BatchClient[R, P]) sendAttempt(ctx context.Context, calls []*call[R, P]
 	err = ReadBatchReply(sc.reply, len(calls),
 		func(i int) P { return calls[i].resp },
 		func(i, status int, msg string) {
-			calls[i].err = c.wrap(&chassis.StatusError{Peer: c.peer, Code: status, Body: []byte(msg)})
+			calls[i].err = c.wrap(&peer.StatusError{Peer: c.peer, Code: status, Body: []byte(msg)})
 			if retryableStatus(status) && repeatable(calls[i:i+1]) {
 				again = append(again, calls[i])
 			}
@@ -259,7 +261,7 @@ func (c *BatchClient[R, P]) sendAttempt(ctx context.Context, calls []*call[R, P]
 }
 
 // retryableStatus reports whether a per-item status is one a single call
-// is retried on (chassis.Client.DoIdempotent): 502, 503, 504.
+// is retried on (peer.Client.DoIdempotent): 502, 503, 504.
 func retryableStatus(status int) bool {
 	return status == fasthttp.StatusBadGateway || status == fasthttp.StatusServiceUnavailable || status == fasthttp.StatusGatewayTimeout
 }
@@ -335,7 +337,7 @@ func BatchHandler[T, U any, R interface {
 				return
 			}
 			size.Observe(float64(len(x.batch.Reqs)))
-			many(chassis.Context(ctx), x.batch.Reqs, x.batch.Resps, x.batch.Errs)
+			many(hop.Context(ctx), x.batch.Reqs, x.batch.Resps, x.batch.Errs)
 			x.buf = x.batch.AppendReply(x.buf[:0], status)
 		} else {
 			size.Observe(1)
@@ -345,7 +347,7 @@ func BatchHandler[T, U any, R interface {
 				ctx.Error(fmt.Sprintf("cannot decode %s request: %v", what, err), fasthttp.StatusBadRequest)
 				return
 			}
-			if err := one(chassis.Context(ctx), req, P(&x.resp)); err != nil {
+			if err := one(hop.Context(ctx), req, P(&x.resp)); err != nil {
 				ctx.Error(err.Error(), status(err))
 				return
 			}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -31,7 +31,7 @@ func TestLargeBatchSplits(t *testing.T) {
 			errs[i] = one(ctx, reqs[i], resps[i])
 		}
 	}
-	bc := serveCharge(t, "splittest", rpc.MaxBodySize, one, many, chassis.BatchConfig{MaxInFlight: 1, MaxItems: rpc.MaxBatch})
+	bc := serveCharge(t, "splittest", rpc.MaxBodySize, one, many, batcher.Config{MaxInFlight: 1, MaxItems: rpc.MaxBatch})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// 300 requests of about 6 KiB: about 1.8 MB in all, over three times

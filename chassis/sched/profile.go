@@ -9,7 +9,7 @@ import (
 )
 
 // Profile is a named set of scheduler settings a process applies at
-// start-up: the services' --runtime-profile (chassis.Runtime), loadgen
+// start-up: the services' --runtime-profile (Runtime), loadgen
 // floor's relays, and what the commands that start a local CHF pass to
 // it. Its zero value is Production.
 type Profile string

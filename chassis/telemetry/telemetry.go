@@ -1,6 +1,6 @@
 // Package telemetry holds the process-wide OpenTelemetry state of a service:
 // a MeterProvider exported through the OTel Prometheus exporter (served on
-// /metrics by chassis.Server), process CPU and memory instruments, and an
+// /metrics by server.Server), process CPU and memory instruments, and an
 // optional TracerProvider with a parent-based ratio sampler exporting over
 // OTLP/HTTP when an endpoint is configured.
 //

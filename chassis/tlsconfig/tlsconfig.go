@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/service"
 	"github.com/chf-testbed/testbed/chassis/sighup"
 	"github.com/chf-testbed/testbed/internal/readfile"
 )
@@ -330,7 +330,7 @@ func (f *Files) ReloadOnSIGHUP() (stop func()) { return sighup.OnSIGHUP(f.Reload
 
 // AddTo loads c's files now (nil, nil when c configures no TLS) and adds
 // their reload on SIGHUP to g.
-func (c *Config) AddTo(g *chassis.Group, log *slog.Logger) (*Files, error) {
+func (c *Config) AddTo(g *service.Group, log *slog.Logger) (*Files, error) {
 	f, err := c.Files(log)
 	if f == nil || err != nil {
 		return nil, err

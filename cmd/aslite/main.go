@@ -14,7 +14,7 @@ import (
 	"os"
 
 	"github.com/chf-testbed/testbed/abm/aslite/aslitecmd"
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/service"
 )
 
 // version is set by the build: -ldflags "-X main.version=...".
@@ -26,10 +26,10 @@ func main() {
 		return
 	}
 	cfg := aslitecmd.DefaultServiceConfig()
-	err := chassis.RunServiceCommand("aslite", "aslite", aslitecmd.About, &cfg, os.Args[1:])
+	err := service.RunCommand("aslite", "aslite", aslitecmd.About, &cfg, os.Args[1:])
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, chassis.ErrUsage):
+	case errors.Is(err, service.ErrUsage):
 		fmt.Fprintf(os.Stderr, "aslite: %v\n", err)
 		os.Exit(2)
 	default:

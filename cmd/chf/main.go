@@ -2,8 +2,8 @@
 // service (cgw, ocp, abm), the embedded Aerospike-protocol store (aslite),
 // account provisioning (provision) and a local testbed runner (local).
 // Every subcommand's flags are its package's configuration type
-// (chassis.ParseCommand: --help, --check-flags, the CHF_* environment);
-// the services run in the chassis' run group (chassis.RunService).
+// (service.ParseCommand: --help, --check-flags, the CHF_* environment);
+// the services run in the chassis' run group (service.Run).
 //
 // Exit codes: 0 success; 1 error; 2 usage (bad flags or values).
 package main
@@ -17,7 +17,7 @@ import (
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/aslite/aslitecmd"
 	"github.com/chf-testbed/testbed/cgw"
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/service"
 	// The cgw and ocp commands offer --discovery=kubernetes; this import
 	// registers it, and is what links client-go into chf.
 	_ "github.com/chf-testbed/testbed/chassis/discovery/kubernetes"
@@ -34,26 +34,26 @@ type command struct {
 var commands = []command{
 	{"abm", "Account Balance Manager: balances, reservations and sessions on Aerospike", func(args []string) error {
 		cfg := abm.DefaultServiceConfig()
-		return chassis.RunService("abm", abm.About, &cfg, args)
+		return service.Run("abm", abm.About, &cfg, args)
 	}},
 	{"aslite", "in-memory Aerospike-protocol store (single node) for the ABM", func(args []string) error {
 		cfg := aslitecmd.DefaultServiceConfig()
-		return chassis.RunService("aslite", aslitecmd.About, &cfg, args)
+		return service.Run("aslite", aslitecmd.About, &cfg, args)
 	}},
 	{"cgw", "Charging Gateway: Nchf_ConvergedCharging (h2c + HTTP/1.1), balance inquiry, Diameter Gy", func(args []string) error {
 		cfg := cgw.DefaultServiceConfig()
-		return chassis.RunService("cgw", cgw.About, &cfg, args)
+		return service.Run("cgw", cgw.About, &cfg, args)
 	}},
 	{"local", "run aslite, abm, ocp and cgw as local processes with provisioned accounts", func(args []string) error {
 		cfg := local.DefaultCommandConfig()
-		if run, err := chassis.ParseCommand("chf local", local.About, &cfg, args); !run {
+		if run, err := service.ParseCommand("chf local", local.About, &cfg, args); !run {
 			return err
 		}
 		return cfg.Run()
 	}},
 	{"ocp", "Online Charging Processor: rating and quota, stateless, calls the ABM", func(args []string) error {
 		cfg := ocp.DefaultServiceConfig()
-		return chassis.RunService("ocp", ocp.About, &cfg, args)
+		return service.Run("ocp", ocp.About, &cfg, args)
 	}},
 	{"provision", "create subscriber accounts with a balance on Aerospike (or aslite)", runProvision},
 }
@@ -89,7 +89,7 @@ func main() {
 		switch {
 		case err == nil, errors.Is(err, flag.ErrHelp):
 			return
-		case errors.Is(err, chassis.ErrUsage):
+		case errors.Is(err, service.ErrUsage):
 			fmt.Fprintf(os.Stderr, "chf %s: %v\n", c.name, err)
 			os.Exit(2)
 		default:

@@ -13,7 +13,7 @@ import (
 
 	"github.com/chf-testbed/testbed/abm"
 	"github.com/chf-testbed/testbed/abm/provision"
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/service"
 )
 
 // provisionConfig is the configuration of `chf provision`: one field per flag.
@@ -101,7 +101,7 @@ func runProvision(args []string) error {
 		Namespace: "chf", Count: 100000, Balance: 100000000, First: "imsi-001010000000001",
 		Currency: "EUR", Workers: 16, Batch: 256,
 	}}
-	if run, err := chassis.ParseCommand("chf provision", provisionAbout, &c, args); !run {
+	if run, err := service.ParseCommand("chf provision", provisionAbout, &c, args); !run {
 		return err
 	}
 	hosts, _ := provision.ParseHosts(c.Aerospike) // validated

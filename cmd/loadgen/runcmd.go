@@ -18,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chf-testbed/testbed/chassis"
 	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/chassis/tlsconfig"
 	"github.com/chf-testbed/testbed/loadgen/audit"
@@ -340,8 +339,8 @@ func (f *runFlags) checkFlags() error {
 		return bad("workers", "must be 0..%d, got %d", maxWorkers, f.workers)
 	case f.pacing < 0:
 		return bad("pacing", "must not be negative, got %s", f.pacing)
-	case f.procs < 0 || f.procs > chassis.MaxGOMAXPROCS:
-		return bad("procs", "must be 0..%d, got %d", chassis.MaxGOMAXPROCS, f.procs)
+	case f.procs < 0 || f.procs > sched.MaxGOMAXPROCS:
+		return bad("procs", "must be 0..%d, got %d", sched.MaxGOMAXPROCS, f.procs)
 	case f.runtimeProfile != "" && sched.Profile(f.runtimeProfile).Validate() != nil:
 		return bad(sched.FlagName, "%q: want production or lab", f.runtimeProfile)
 	case f.conns < 0 || f.conns > maxConns:

@@ -42,9 +42,39 @@ var facts = []struct {
 		forbid: []string{"abm", "ocp"},
 	},
 	{
-		name:   "the embedded store stands alone: no chassis root",
+		name:   "the embedded store stands alone: no chassis package",
 		from:   []string{"abm/aslite"},
-		forbid: []string{"chassis"},
+		forbid: []string{"chassis/..."},
+	},
+	{
+		name:   "aslite's command links the service run group only, not the chassis server, client or RPC",
+		from:   []string{"abm/aslite/aslitecmd", "cmd/aslite"},
+		forbid: []string{"chassis/server", "chassis/peer", "chassis/rpc", "chassis/batcher", "chassis/discovery/..."},
+	},
+	{
+		name:   "the batcher links nothing of the chassis: no client, server, RPC or telemetry",
+		from:   []string{"chassis/batcher"},
+		forbid: []string{"chassis/peer", "chassis/server", "chassis/rpc", "chassis/telemetry", "chassis/hop", "chassis/discovery/..."},
+	},
+	{
+		name:   "the peer client and the RPC client link no server and no service command",
+		from:   []string{"chassis/peer", "chassis/rpc"},
+		forbid: []string{"chassis/server", "chassis/service", "github.com/prometheus/client_golang/prometheus/promhttp"},
+	},
+	{
+		name:   "the server links no client, balancer or discovery",
+		from:   []string{"chassis/server"},
+		forbid: []string{"chassis/peer", "chassis/balancer", "chassis/discovery/...", "chassis/batcher", "chassis/rpc"},
+	},
+	{
+		name:   "what server and client share stays below both",
+		from:   []string{"chassis/hop", "chassis/route", "chassis/logthrottle"},
+		forbid: []string{"chassis/server", "chassis/peer", "chassis/service"},
+	},
+	{
+		name:   "the service command links no server or client (a service adds those itself)",
+		from:   []string{"chassis/service"},
+		forbid: []string{"chassis/server", "chassis/peer", "chassis/discovery/..."},
 	},
 	{
 		name:   "the clients of the internal hops link no server and no database client",

@@ -14,7 +14,7 @@
 // Two relays are measured:
 //
 //   - go: a Go process as the services run (GOMAXPROCS 1, and the
-//     runtime profile of Options.Profile as chassis.Runtime applies it),
+//     runtime profile of Options.Profile as sched.Runtime applies it),
 //     reading and writing through net.Conn, so through Go's netpoller
 //     and scheduler;
 //   - raw: blocking read and write system calls on one locked thread (no
@@ -65,7 +65,7 @@ type Options struct {
 	Size     int           // request and answer bytes, 1..MaxSize
 	Relays   []string      // RelayGo and/or RelayRaw, measured in this order
 	// Profile is the relays' runtime profile (--runtime-profile), as the
-	// services apply it (chassis.Runtime): sched.Production (the zero
+	// services apply it (sched.Runtime): sched.Production (the zero
 	// value) changes nothing; sched.Lab runs them under SCHED_BATCH and
 	// the go relays with Go's sysmon kept awake.
 	Profile sched.Profile
@@ -189,7 +189,7 @@ func startRelay(ctx context.Context, o Options, kind, next string) (*relay, erro
 	}
 	cmd := exec.Command(o.Exe, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// go: as chassis.Runtime runs the services under the profile (Serve
+	// go: as sched.Runtime runs the services under the profile (Serve
 	// sets their one P and the policy), sysmon kept polling under lab;
 	// raw: no asynchronous preemption (readFull).
 	switch {

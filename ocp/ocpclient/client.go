@@ -8,7 +8,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/batcher"
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/rpc"
 	"github.com/chf-testbed/testbed/chf"
 )
@@ -27,7 +28,7 @@ const ChargeBatchPath = "/ocp/v1/charge-batch"
 // Client is the OCP as the fronts see it: a chf.Charger that posts each
 // request to an OCP instance over the chassis (msgp on ChargePath).
 // Concurrent requests are merged into batches (ChargeBatchPath) while
-// earlier batches are out, see chassis.Batcher. It is safe for concurrent
+// earlier batches are out, see batcher.Batcher. It is safe for concurrent
 // use.
 type Client struct {
 	bc *rpc.BatchClient[*chf.ChargeRequest, *chf.ChargeResponse]
@@ -35,7 +36,7 @@ type Client struct {
 
 // New returns a Client over c, a chassis client for the "ocp" peer,
 // batching as bc says. c stays owned by the caller.
-func New(c *chassis.Client, bc chassis.BatchConfig) *Client {
+func New(c *peer.Client, bc batcher.Config) *Client {
 	return &Client{bc: rpc.NewBatchClient[*chf.ChargeRequest, *chf.ChargeResponse](c, bc, "ocp", ChargePath, ChargeBatchPath,
 		func(err error) error { return fmt.Errorf("cannot charge through ocp: %w", err) })}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/abm/aslite"
-	"github.com/chf-testbed/testbed/chassis"
+	"github.com/chf-testbed/testbed/chassis/service"
 )
 
 // About is the help text of the aslite command.
@@ -24,7 +24,7 @@ and recovered at start-up, so a restart or a kill -9 keeps the acknowledged writ
 // ServiceConfig is the configuration of the aslite command (`chf
 // aslite`): one field per flag. Start from DefaultServiceConfig.
 type ServiceConfig struct {
-	chassis.Base
+	service.Base
 	// Namespaces is the comma-separated list of namespaces served.
 	Namespaces      string
 	DefaultTTL      time.Duration
@@ -42,7 +42,7 @@ type ServiceConfig struct {
 // DefaultServiceConfig returns the defaults of the aslite flags.
 func DefaultServiceConfig() ServiceConfig {
 	return ServiceConfig{
-		Base:                chassis.Base{Listen: "127.0.0.1:3000"},
+		Base:                service.Base{Listen: "127.0.0.1:3000"},
 		Namespaces:          "chf",
 		ReclaimInterval:     5 * time.Second,
 		Commit:              string(aslite.CommitSync),
@@ -108,13 +108,13 @@ func (c *ServiceConfig) config(log *slog.Logger) aslite.Config {
 }
 
 // String is the configuration as name=value pairs of its flags.
-func (c ServiceConfig) String() string { return chassis.ConfigString(&c) }
+func (c ServiceConfig) String() string { return service.ConfigString(&c) }
 
-// Common implements chassis.Service.
-func (c *ServiceConfig) Common() *chassis.Base { return &c.Base }
+// Common implements service.Config.
+func (c *ServiceConfig) Common() *service.Base { return &c.Base }
 
 // AddTo adds the aslite server to g.
-func (c *ServiceConfig) AddTo(g *chassis.Group, log *slog.Logger) error {
+func (c *ServiceConfig) AddTo(g *service.Group, log *slog.Logger) error {
 	srv, err := aslite.New(c.config(log))
 	if err != nil {
 		return fmt.Errorf("cannot configure aslite: %w", err)

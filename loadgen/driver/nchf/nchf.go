@@ -263,7 +263,7 @@ func classify(op driver.ChargeOp, m *message, o *driver.Outcome) {
 	// A server error may or may not have applied the charge; a 503
 	// (NF_CONGESTION: shed, or the core refused it for overload) did not:
 	// the CHF answers it only for a request none of its instances
-	// processed (chassis.Client keeps an earlier attempt's doubt over a
+	// processed (peer.Client keeps an earlier attempt's doubt over a
 	// later refusal). That holds for this attempt only: the engine does
 	// not let a refusal of a retry resolve a request whose earlier
 	// attempt is in doubt.

@@ -1,9 +1,8 @@
-package chassis
+package peer
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"net"
 	"strings"
 	"sync"
@@ -14,16 +13,18 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/hop"
+	"github.com/chf-testbed/testbed/chassis/server"
 )
 
-func newClient(t *testing.T, cfg ClientConfig) *Client {
+func newClient(t *testing.T, cfg Config) *Client {
 	t.Helper()
 	if cfg.Peer == "" {
 		cfg.Peer = "peer"
 	}
-	c, err := NewClient(cfg)
+	c, err := New(cfg)
 	if err != nil {
-		t.Fatalf("NewClient: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
 	return c
@@ -31,14 +32,14 @@ func newClient(t *testing.T, cfg ClientConfig) *Client {
 
 func TestClientDo(t *testing.T) {
 	var hits [2]atomic.Int64
-	var servers [2]*Server
+	var servers [2]*server.Server
 	for i := range servers {
 		i := i
-		servers[i] = startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
+		servers[i] = startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) {
 			hits[i].Add(1)
 			switch string(ctx.Path()) {
 			case "/echo":
-				if len(ctx.Request.Header.Peek(DeadlineHeader)) == 0 {
+				if len(ctx.Request.Header.Peek(hop.DeadlineHeader)) == 0 {
 					ctx.Error("no deadline header", 400)
 					return
 				}
@@ -48,7 +49,7 @@ func TestClientDo(t *testing.T) {
 			}
 		}})
 	}
-	c := newClient(t, ClientConfig{Source: discovery.Static(servers[0].Addr(), servers[1].Addr())})
+	c := newClient(t, Config{Source: discovery.Static(servers[0].Addr(), servers[1].Addr())})
 	ctx := context.Background()
 	var dst []byte
 	for i := 0; i < 200; i++ {
@@ -76,9 +77,9 @@ func TestClientDo(t *testing.T) {
 
 func TestClientDeadline(t *testing.T) {
 	release := make(chan struct{})
-	s := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) { <-release }})
+	s := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) { <-release }})
 	defer close(release)
-	c := newClient(t, ClientConfig{Source: discovery.Static(s.Addr()), Timeout: 100 * time.Millisecond})
+	c := newClient(t, Config{Source: discovery.Static(s.Addr()), Timeout: 100 * time.Millisecond})
 	start := time.Now()
 	_, err := c.Do(context.Background(), "/slow", nil, nil)
 	if err == nil || !errors.Is(err, fasthttp.ErrTimeout) {
@@ -104,8 +105,8 @@ func TestClientRetriesRefused(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	s := startServer(t, ServerConfig{Handler: echoHandler})
-	c := newClient(t, ClientConfig{Source: discovery.Static(dead, s.Addr())})
+	s := startServer(t, server.Config{Handler: echoHandler})
+	c := newClient(t, Config{Source: discovery.Static(dead, s.Addr())})
 	for i := 0; i < 100; i++ {
 		if _, err := c.Do(context.Background(), "/x", []byte("a"), nil); err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -114,7 +115,7 @@ func TestClientRetriesRefused(t *testing.T) {
 }
 
 func TestClientNoEndpoints(t *testing.T) {
-	c := newClient(t, ClientConfig{Source: sourceFunc(func(ctx context.Context, _ func([]discovery.Endpoint)) error {
+	c := newClient(t, Config{Source: sourceFunc(func(ctx context.Context, _ func([]discovery.Endpoint)) error {
 		<-ctx.Done()
 		return nil
 	}), Timeout: 50 * time.Millisecond})
@@ -125,10 +126,10 @@ func TestClientNoEndpoints(t *testing.T) {
 
 // TestClientFollowsUpdates checks that endpoint changes take effect.
 func TestClientFollowsUpdates(t *testing.T) {
-	a := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("a") }})
-	b := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("b") }})
+	a := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("a") }})
+	b := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("b") }})
 	src := newManualSource()
-	c := newClient(t, ClientConfig{Source: src})
+	c := newClient(t, Config{Source: src})
 	src.set(a.Addr())
 	call := func(want string) {
 		t.Helper()
@@ -141,35 +142,6 @@ func TestClientFollowsUpdates(t *testing.T) {
 	src.set(b.Addr())
 	waitFor(t, func() bool { e := c.Endpoints(); return len(e) == 1 && e[0] == b.Addr() })
 	call("b")
-}
-
-func TestParseFlags(t *testing.T) {
-	newFS := func() (*flag.FlagSet, *string, *int, *string) {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(new(strings.Builder))
-		return fs, fs.String("listen", "127.0.0.1:8080", "listen address"),
-			fs.Int("max-inflight", 0, "limit"), fs.String("k8s-namespace", "", "namespace")
-	}
-	t.Setenv("CHF_LISTEN", "0.0.0.0:9000")
-	t.Setenv("CHF_MAX_INFLIGHT", "77")
-	t.Setenv("POD_NAMESPACE", "chf")
-	fs, listen, maxIn, ns := newFS()
-	if err := ParseFlags(fs, []string{"--max-inflight", "5"}); err != nil {
-		t.Fatal(err)
-	}
-	if *listen != "0.0.0.0:9000" || *maxIn != 5 || *ns != "chf" {
-		t.Fatalf("got listen=%q max-inflight=%d ns=%q", *listen, *maxIn, *ns)
-	}
-	t.Setenv("CHF_MAX_INFLIGHT", "lots")
-	fs, _, _, _ = newFS()
-	err := ParseFlags(fs, nil)
-	if err == nil || !strings.Contains(err.Error(), "CHF_MAX_INFLIGHT") || !strings.Contains(err.Error(), "--max-inflight") {
-		t.Fatalf("bad env value err = %v", err)
-	}
-	fs, _, _, _ = newFS()
-	if err := ParseFlags(fs, []string{"--help"}); !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("--help err = %v", err)
-	}
 }
 
 type sourceFunc func(ctx context.Context, update func([]discovery.Endpoint)) error
@@ -223,8 +195,8 @@ func TestClientDoAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
-	s := startServer(t, ServerConfig{Handler: echoHandler})
-	c := newClient(t, ClientConfig{Source: discovery.Static(s.Addr())})
+	s := startServer(t, server.Config{Handler: echoHandler})
+	c := newClient(t, Config{Source: discovery.Static(s.Addr())})
 	body := []byte("0123456789")
 	dst := make([]byte, 0, 64)
 	ctx := context.Background()

@@ -1,4 +1,10 @@
-package chassis
+// Package service is what makes a chf service command: a configuration
+// struct that registers its flags (Configurable; Base holds the flags
+// every service has), ParseCommand reading the command line and the CHF_*
+// environment, and Run starting the service's components in one Group
+// until SIGINT or SIGTERM, then stopping them in reverse order. Pprof and
+// the Go runtime's settings (chassis/sched) are applied on the way.
+package service
 
 import (
 	"context"
@@ -15,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chf-testbed/testbed/chassis/discovery"
 	"github.com/chf-testbed/testbed/chassis/flight"
+	"github.com/chf-testbed/testbed/chassis/sched"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -83,6 +89,17 @@ func ParseCommand(name, about string, cfg Configurable, args []string) (run bool
 	return true, nil
 }
 
+// removedFlag is implemented by the flag.Value of a flag that no longer
+// exists (sched.Runtime registers two): the usage and FlagString leave it
+// out, as the flag package asks a Value for IsBoolFlag.
+type removedFlag interface{ IsRemoved() bool }
+
+// isRemoved says whether fl is a removed flag.
+func isRemoved(fl *flag.Flag) bool {
+	r, ok := fl.Value.(removedFlag)
+	return ok && r.IsRemoved()
+}
+
 // printDefaults is fs.PrintDefaults without the removed flags.
 func printDefaults(fs *flag.FlagSet) {
 	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
@@ -138,7 +155,7 @@ type Base struct {
 	Pprof    string
 	// Flight is the execution-trace flight recorder (--flight-recorder).
 	Flight  flight.Config
-	Runtime Runtime
+	Runtime sched.Runtime
 	// Tracing says whether the service has the tracing flags (not a flag).
 	Tracing   bool
 	Telemetry telemetry.Config
@@ -175,39 +192,6 @@ func (b *Base) Validate() error {
 		return fmt.Errorf("cannot use --trace-ratio %g: %w", b.Telemetry.TraceRatio, telemetry.ErrBadRatio)
 	}
 	return nil
-}
-
-// Peer is how a service finds one peer service: --<Name> (its address, in
-// the form the mode wants), --discovery (a mode registered with
-// chassis/discovery), --k8s-namespace and --network.
-type Peer struct {
-	// Name is the peer service ("ocp") and its flag (not a flag itself).
-	Name      string
-	Addr      string
-	Discovery string
-	Namespace string
-	Network   string
-}
-
-// RegisterFlags registers the Peer flags.
-func (p *Peer) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&p.Discovery, "discovery", p.Discovery, fmt.Sprintf(
-		"how to find the %s: static (--%s is a comma-separated host:port list), dns (--%s is host:port of a headless service) or kubernetes (--%s is service[:port])",
-		strings.ToUpper(p.Name), p.Name, p.Name, p.Name))
-	fs.StringVar(&p.Namespace, "k8s-namespace", p.Namespace, "Kubernetes namespace for --discovery=kubernetes (env also POD_NAMESPACE)")
-	fs.StringVar(&p.Network, "network", p.Network, "Multus network whose addresses to use for peers; empty = the pod IP")
-	fs.StringVar(&p.Addr, p.Name, p.Addr, fmt.Sprintf("the %s peer, in the form --discovery wants", strings.ToUpper(p.Name)))
-}
-
-// Source builds the peer's discovery source (nothing runs until the
-// source's Run). Validate calls it too, so that --check-flags checks the
-// peer flags as a start would.
-func (p *Peer) Source() (discovery.Source, error) {
-	src, err := discovery.New(p.Discovery, p.Addr, discovery.Options{Namespace: p.Namespace, Network: p.Network})
-	if err != nil {
-		return nil, fmt.Errorf("cannot use --%s with --discovery=%s: %w", p.Name, p.Discovery, err)
-	}
-	return src, nil
 }
 
 // Group runs the components of a service: Run starts them in the order
@@ -359,9 +343,9 @@ func stopBy(p part, deadline time.Time) error {
 	}
 }
 
-// Service is a service command's configuration that can add its
+// Config is a service command's configuration that can add its
 // components to a Group.
-type Service interface {
+type Config interface {
 	Configurable
 	// Common returns the shared part of the configuration.
 	Common() *Base
@@ -370,18 +354,18 @@ type Service interface {
 	AddTo(g *Group, log *slog.Logger) error
 }
 
-// RunService is a service command: ParseCommand, then a logger at
-// --log-level with a "service" attribute (also slog's default), the Go
-// runtime's settings (ApplyRuntime: this may re-execute the binary), tracing
+// Run is a service command: ParseCommand, then a logger at --log-level
+// with a "service" attribute (also slog's default), the Go runtime's
+// settings (sched.ApplyRuntime: this may re-execute the binary), tracing
 // and pprof when configured, then svc's components, all run in one Group
 // until SIGINT or SIGTERM. Its usage names the command "chf <service>".
-func RunService(service, about string, svc Service, args []string) error {
-	return RunServiceCommand("chf "+service, service, about, svc, args)
+func Run(service, about string, svc Config, args []string) error {
+	return RunCommand("chf "+service, service, about, svc, args)
 }
 
-// RunServiceCommand is RunService for a binary of its own: command is the
-// name its usage shows (e.g. "aslite").
-func RunServiceCommand(command, service, about string, svc Service, args []string) error {
+// RunCommand is Run for a binary of its own: command is the name its
+// usage shows (e.g. "aslite").
+func RunCommand(command, service, about string, svc Config, args []string) error {
 	run, err := ParseCommand(command, about, svc, args)
 	if !run {
 		return err
@@ -389,7 +373,7 @@ func RunServiceCommand(command, service, about string, svc Service, args []strin
 	b := svc.Common()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: b.LogLevel})).With("service", service)
 	slog.SetDefault(log)
-	ApplyRuntime(b.Runtime, log)
+	sched.ApplyRuntime(b.Runtime, log)
 	g := &Group{Log: log}
 	if b.Tracing {
 		var shutdown func(context.Context) error

@@ -1,5 +1,5 @@
 //go:build !race
 
-package chassis
+package batcher
 
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package chassis
+package sched
 
 import (
 	"flag"
@@ -10,8 +10,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-
-	"github.com/chf-testbed/testbed/chassis/sched"
 )
 
 // Runtime is the Go runtime's and the scheduler's part of a service's
@@ -26,16 +24,16 @@ type Runtime struct {
 	// GOGC is the GC's target heap growth in percent (debug.SetGCPercent);
 	// 0 = Go's default (the GOGC environment variable, else 100).
 	GOGC int
-	// Profile is the runtime profile (--runtime-profile): sched.Production
+	// Profile is the runtime profile (--runtime-profile): Production
 	// (the default: nothing beyond GOMAXPROCS, GOGC and the memory limit)
-	// or sched.Lab (every thread under SCHED_BATCH, and the binary
+	// or Lab (every thread under SCHED_BATCH, and the binary
 	// re-executed once with GODEBUG=schedtrace=2147483647 so that Go's
 	// sysmon polls instead of parking while the service is idle: the
 	// first system call after an idle spell then wakes no thread). Lab is
 	// a workaround for machines whose thread wake-ups are expensive; the
 	// cost: a woken thread waits for the running one to block or for the
 	// scheduler tick, which matters beside CPU-bound neighbours.
-	Profile sched.Profile
+	Profile Profile
 }
 
 // RegisterFlags registers --gomaxprocs, --gogc and --runtime-profile, and
@@ -46,7 +44,7 @@ func (r *Runtime) RegisterFlags(fs *flag.FlagSet) {
 		"Go's GOMAXPROCS for this service; 0 = Go's default (the CPUs of the affinity mask or the cgroup CPU limit rounded up, at least 2, whichever is less); in a pod set it from the CPU limit (the chart's downward-API CHF_GOMAXPROCS) or pin the pod")
 	fs.IntVar(&r.GOGC, "gogc", r.GOGC,
 		"the Go GC's heap growth target in percent for this service (as GOGC); higher = fewer collections and more memory; 0 = Go's default (the GOGC environment variable, else 100)")
-	fs.Var(&r.Profile, sched.FlagName,
+	fs.Var(&r.Profile, FlagName,
 		"runtime profile: production (Go's and the kernel's scheduler defaults: nothing beyond GOMAXPROCS, GOGC and the memory limit) or lab (workarounds for machines with expensive thread wake-ups: every thread under SCHED_BATCH, and the binary re-executed once with GODEBUG=schedtrace=2147483647 to keep Go's sysmon from parking); see chassis/README.md")
 	fs.Var(removedFlag{"sysmon-park", "use --runtime-profile: production (the default) lets sysmon park, lab keeps it awake"}, "sysmon-park", "removed: use --runtime-profile")
 	fs.Var(removedFlag{"sched-batch", "use --runtime-profile: production (the default) keeps the kernel's policy, lab runs under SCHED_BATCH"}, "sched-batch", "removed: use --runtime-profile")
@@ -54,19 +52,14 @@ func (r *Runtime) RegisterFlags(fs *flag.FlagSet) {
 
 // removedFlag is a flag that no longer exists: setting it, on the command
 // line or through its CHF_* variable, is an error saying what to use
-// instead. The usage and FlagString leave it out.
+// instead. The usage and service.FlagString leave it out (IsRemoved).
 type removedFlag struct{ name, instead string }
 
+func (f removedFlag) IsRemoved() bool  { return true }
 func (f removedFlag) String() string   { return "" }
 func (f removedFlag) IsBoolFlag() bool { return true }
 func (f removedFlag) Set(string) error {
 	return fmt.Errorf("--%s was removed: %s", f.name, f.instead)
-}
-
-// isRemoved says whether fl is a removed flag.
-func isRemoved(fl *flag.Flag) bool {
-	_, ok := fl.Value.(removedFlag)
-	return ok
 }
 
 // MaxGOMAXPROCS bounds --gomaxprocs (Go's runtime aborts on a value that
@@ -76,7 +69,7 @@ const MaxGOMAXPROCS = 1024
 // Validate checks --gomaxprocs, --gogc and --runtime-profile.
 func (r *Runtime) Validate() error {
 	if err := r.Profile.Validate(); err != nil {
-		return fmt.Errorf("cannot use --%s: %w", sched.FlagName, err)
+		return fmt.Errorf("cannot use --%s: %w", FlagName, err)
 	}
 	if r.GOMAXPROCS < 0 || r.GOMAXPROCS > MaxGOMAXPROCS {
 		return fmt.Errorf("cannot use --gomaxprocs %d: want 0 (Go's default) or 1..%d", r.GOMAXPROCS, MaxGOMAXPROCS)
@@ -88,25 +81,25 @@ func (r *Runtime) Validate() error {
 }
 
 // ApplyRuntime applies the runtime profile, sets GOMAXPROCS and GOGC,
-// and sets Go's memory limit from the cgroup's. With sched.Lab it puts
+// and sets Go's memory limit from the cgroup's. With Lab it puts
 // the service's threads under SCHED_BATCH and then re-executes the
 // binary with the GODEBUG setting that keeps sysmon awake when it is not
 // set yet (so it returns only when that is done, impossible or not
-// wanted); with sched.Production it does neither. A failed re-exec or
+// wanted); with Production it does neither. A failed re-exec or
 // policy change is logged and the service runs on.
 func ApplyRuntime(r Runtime, log *slog.Logger) {
 	batch := false
 	if r.Profile.SchedBatch() {
 		// Before a re-exec: the policy survives it, and every thread the
 		// runtime creates later inherits it from the one cloning it.
-		if err := sched.Batch(); err != nil {
+		if err := Batch(); err != nil {
 			log.Warn("cannot run under SCHED_BATCH; the kernel's default scheduling policy stays", "err", err)
 		} else {
 			batch = true
 		}
 	}
 	if r.Profile.KeepSysmonAwake() {
-		if err := sched.Reexec(); err != nil {
+		if err := Reexec(); err != nil {
 			log.Warn("cannot re-execute to keep sysmon awake; it parks when idle", "err", err)
 		}
 	}

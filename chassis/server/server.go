@@ -1,4 +1,9 @@
-package chassis
+// Package server is the HTTP/1.1 server every chassis service runs
+// (fasthttp): the service's handler plus /healthz, /readyz and /metrics,
+// a limit on requests in flight, a body size limit and graceful shutdown.
+// Handlers get their request's context, deadline and trace included, from
+// hop.Context.
+package server
 
 import (
 	"context"
@@ -17,26 +22,24 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/chf-testbed/testbed/chassis/hop"
+	"github.com/chf-testbed/testbed/chassis/logthrottle"
 	"github.com/chf-testbed/testbed/chassis/probe"
+	"github.com/chf-testbed/testbed/chassis/route"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
-// Default limits of ServerConfig.
+// Default limits of Config.
 const (
 	DefaultMaxInFlight = 4096
 	DefaultMaxBodySize = 64 << 10
 )
 
-// OverloadHeader is set on 503 responses the chassis sends when MaxInFlight
-// is exceeded: the request was rejected before any processing, so a client
-// may retry it elsewhere.
-const OverloadHeader = "X-Chf-Overload"
+// ErrStarted is returned when Start or ServeListener is called twice.
+var ErrStarted = errors.New("chassis: server already started")
 
-// ErrServerStarted is returned when Start or ServeListener is called twice.
-var ErrServerStarted = errors.New("chassis: server already started")
-
-// ServerConfig configures a Server.
-type ServerConfig struct {
+// Config configures a Server.
+type Config struct {
 	Service     string                          // "cgw", "ocp", "abm": logs and metrics
 	Listen      string                          // host:port; ":0" allowed
 	Handler     fasthttp.RequestHandler         // app routes; chassis itself serves /healthz /readyz /metrics
@@ -54,7 +57,7 @@ type ServerConfig struct {
 	// Refuse, when set, writes the answers the chassis itself refuses a
 	// request with (status 413 over MaxBodySize, 503 over MaxInFlight,
 	// 400 for a request fasthttp cannot parse), e.g. as the service's
-	// ProblemDetails; the chassis adds Retry-After and OverloadHeader to
+	// ProblemDetails; the chassis adds Retry-After and hop.OverloadHeader to
 	// a 503. Nil: a plain-text answer.
 	Refuse func(ctx *fasthttp.RequestCtx, status int)
 	// Logger defaults to slog.Default() with a "service" attribute.
@@ -65,10 +68,10 @@ type ServerConfig struct {
 // /healthz, /readyz and /metrics, an in-flight limit, a body size limit and
 // graceful shutdown. Safe for concurrent use.
 type Server struct {
-	cfg      ServerConfig
+	cfg      Config
 	log      *slog.Logger
 	srv      *fasthttp.Server
-	routes   *routeTable
+	routes   *route.Table
 	reg      metric.Registration
 	metricsH fasthttp.RequestHandler
 	inflight atomic.Int64
@@ -81,16 +84,16 @@ type Server struct {
 	served  chan struct{}
 }
 
-// NewServer validates cfg and returns a Server that is not yet listening.
-func NewServer(cfg ServerConfig) (*Server, error) {
+// New validates cfg and returns a Server that is not yet listening.
+func New(cfg Config) (*Server, error) {
 	if cfg.Service == "" {
-		return nil, errors.New("chassis: ServerConfig.Service is empty")
+		return nil, errors.New("chassis: Config.Service is empty")
 	}
 	if cfg.Handler == nil {
-		return nil, errors.New("chassis: ServerConfig.Handler is nil")
+		return nil, errors.New("chassis: Config.Handler is nil")
 	}
 	if cfg.MaxInFlight < 0 || cfg.MaxBodySize < 0 {
-		return nil, errors.New("chassis: ServerConfig.MaxInFlight and MaxBodySize must not be negative")
+		return nil, errors.New("chassis: Config.MaxInFlight and MaxBodySize must not be negative")
 	}
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
@@ -104,7 +107,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, served: make(chan struct{})}
 	in := getInstruments()
-	s.routes = newRouteTable(in.serverDuration, attribute.String("component", cfg.Service))
+	s.routes = route.NewTable(in.serverDuration, attribute.String("component", cfg.Service))
 	svcAttr := metric.WithAttributeSet(attribute.NewSet(attribute.String("component", cfg.Service)))
 	reg, err := telemetry.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(in.serverActive, s.inflight.Load(), svcAttr)
@@ -129,7 +132,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		NoDefaultContentType:          true,
 		DisableHeaderNamesNormalizing: false,
 		ErrorHandler:                  s.errorHandler,
-		Logger:                        slogFasthttpLogger{log, NewLogThrottle(time.Second)},
+		Logger:                        slogFasthttpLogger{log, logthrottle.New(time.Second)},
 	}
 	return s, nil
 }
@@ -172,7 +175,7 @@ func (s *Server) setListener(ln net.Listener) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started {
-		return ErrServerStarted
+		return ErrStarted
 	}
 	s.started = true
 	s.ln = ln
@@ -254,36 +257,34 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	defer s.inflight.Add(-1)
 	if n > int64(s.cfg.MaxInFlight) {
 		s.refuse(ctx, fasthttp.StatusServiceUnavailable, "overloaded\n")
-		ctx.Response.Header.Set(OverloadHeader, "1")
+		ctx.Response.Header.Set(hop.OverloadHeader, "1")
 		ctx.Response.Header.Set("Retry-After", "1")
-		rs.observe(fasthttp.StatusServiceUnavailable, time.Since(start))
+		rs.Observe(fasthttp.StatusServiceUnavailable, time.Since(start))
 		return
 	}
 	if len(ctx.Request.Body()) > s.cfg.MaxBodySize {
 		s.refuse(ctx, fasthttp.StatusRequestEntityTooLarge, "request body too large\n")
-		rs.observe(fasthttp.StatusRequestEntityTooLarge, time.Since(start))
+		rs.Observe(fasthttp.StatusRequestEntityTooLarge, time.Since(start))
 		return
 	}
-	rc := acquireRequestContext(ctx, start, rs)
-	ctx.SetUserValue(requestContextKey, rc)
+	rc := hop.Acquire(ctx, start, rs.Route)
 	s.cfg.Handler(ctx)
 	code := ctx.Response.StatusCode()
-	rc.end(code)
-	ctx.RemoveUserValue(requestContextKey)
-	releaseRequestContext(rc)
-	rs.observe(code, time.Since(start))
+	rc.End(code)
+	hop.Release(rc)
+	rs.Observe(code, time.Since(start))
 }
 
 // route returns the metrics of path's route.
-func (s *Server) route(path []byte) *routeStats {
+func (s *Server) route(path []byte) *route.Stats {
 	var buf [128]byte
 	var key []byte
 	if s.cfg.Route != nil {
 		key = append(buf[:0], s.cfg.Route(path)...)
 	} else {
-		key = appendRoute(buf[:0], path)
+		key = route.Append(buf[:0], path)
 	}
-	return s.routes.lookup(key)
+	return s.routes.Lookup(key)
 }
 
 func (s *Server) serveReady(ctx *fasthttp.RequestCtx) {
@@ -300,71 +301,17 @@ func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx) {
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		s.refuse(ctx, fasthttp.StatusRequestEntityTooLarge, "request body too large\n")
-		s.route(ctx.Path()).observe(fasthttp.StatusRequestEntityTooLarge, 0)
+		s.route(ctx.Path()).Observe(fasthttp.StatusRequestEntityTooLarge, 0)
 		return
 	}
 	s.refuse(ctx, fasthttp.StatusBadRequest, "bad request\n")
-}
-
-// DefaultRoute maps a path to a route label with bounded cardinality:
-// segments that look like identifiers (containing '.', '@' or more than four
-// digits, or longer than 40 bytes) become "{id}".
-func DefaultRoute(path []byte) string {
-	var buf [128]byte
-	return string(appendRoute(buf[:0], path))
-}
-
-// appendRoute appends DefaultRoute(path) to out without allocating when out
-// has room.
-func appendRoute[S ~string | ~[]byte](out []byte, path S) []byte {
-	for len(path) > 0 {
-		if path[0] == '/' {
-			path = path[1:]
-			continue
-		}
-		end := 0
-		for end < len(path) && path[end] != '/' {
-			end++
-		}
-		seg := path[:end]
-		path = path[end:]
-		out = append(out, '/')
-		if isIDSegment(seg) {
-			out = append(out, "{id}"...)
-		} else {
-			out = append(out, seg...)
-		}
-		if len(out) > 100 {
-			break
-		}
-	}
-	if len(out) == 0 {
-		out = append(out, '/')
-	}
-	return out
-}
-
-func isIDSegment[S ~string | ~[]byte](seg S) bool {
-	if len(seg) > 40 {
-		return true
-	}
-	digits := 0
-	for i := 0; i < len(seg); i++ {
-		switch c := seg[i]; {
-		case c == '.' || c == '@':
-			return true
-		case c >= '0' && c <= '9':
-			digits++
-		}
-	}
-	return digits > 4
 }
 
 // slogFasthttpLogger writes fasthttp's connection errors through slog, at
 // most one line per second per message format.
 type slogFasthttpLogger struct {
 	log   *slog.Logger
-	limit *LogThrottle
+	limit *logthrottle.Throttle
 }
 
 func (l slogFasthttpLogger) Printf(format string, args ...any) {

@@ -1,4 +1,4 @@
-package chassis
+package peer
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 
 	"github.com/chf-testbed/testbed/chassis/balancer"
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/hop"
+	"github.com/chf-testbed/testbed/chassis/server"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -25,9 +27,9 @@ import (
 func TestRetryBudgetExhaustion(t *testing.T) {
 	var hits atomic.Int64
 	h := func(ctx *fasthttp.RequestCtx) { hits.Add(1); ctx.Error("down", 503) }
-	a := startServer(t, ServerConfig{Handler: h})
-	b := startServer(t, ServerConfig{Handler: h})
-	c := newClient(t, ClientConfig{
+	a := startServer(t, server.Config{Handler: h})
+	b := startServer(t, server.Config{Handler: h})
+	c := newClient(t, Config{
 		Source:   discovery.Static(a.Addr(), b.Addr()),
 		Balancer: balancer.Config{ConsecutiveFailures: -1},
 		Retry:    RetryConfig{MaxAttempts: 3, Idempotent: true, MinBudget: 3, BudgetRatio: 0.1},
@@ -53,17 +55,17 @@ func TestRetryBudgetExhaustion(t *testing.T) {
 // retried; the chassis' overload 503 (request never processed) is.
 func TestRetryOnlyWhenSafe(t *testing.T) {
 	var plain, overload atomic.Int64
-	p := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) { plain.Add(1); ctx.Error("busy", 503) }})
-	c := newClient(t, ClientConfig{Source: discovery.Static(p.Addr()), Balancer: balancer.Config{ConsecutiveFailures: -1}})
+	p := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) { plain.Add(1); ctx.Error("busy", 503) }})
+	c := newClient(t, Config{Source: discovery.Static(p.Addr()), Balancer: balancer.Config{ConsecutiveFailures: -1}})
 	if _, err := c.Do(context.Background(), "/x", nil, nil); err == nil || plain.Load() != 1 {
 		t.Fatalf("plain 503: err=%v hits=%d, want one attempt", err, plain.Load())
 	}
-	o := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
+	o := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) {
 		overload.Add(1)
 		ctx.Error("overloaded", 503)
-		ctx.Response.Header.Set(OverloadHeader, "1")
+		ctx.Response.Header.Set(hop.OverloadHeader, "1")
 	}})
-	c2 := newClient(t, ClientConfig{Source: discovery.Static(o.Addr()), Balancer: balancer.Config{ConsecutiveFailures: -1}})
+	c2 := newClient(t, Config{Source: discovery.Static(o.Addr()), Balancer: balancer.Config{ConsecutiveFailures: -1}})
 	if _, err := c2.Do(context.Background(), "/x", nil, nil); err == nil || overload.Load() != 2 {
 		t.Fatalf("overload 503: err=%v hits=%d, want two attempts", err, overload.Load())
 	}
@@ -74,8 +76,8 @@ func TestRetryOnlyWhenSafe(t *testing.T) {
 func TestDeadlineAcrossHops(t *testing.T) {
 	var seen atomic.Int64
 	release := make(chan struct{})
-	b := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
-		us, _ := strconv.ParseInt(string(ctx.Request.Header.Peek(DeadlineHeader)), 10, 64)
+	b := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) {
+		us, _ := strconv.ParseInt(string(ctx.Request.Header.Peek(hop.DeadlineHeader)), 10, 64)
 		seen.Store(us)
 		select {
 		case <-release:
@@ -83,9 +85,9 @@ func TestDeadlineAcrossHops(t *testing.T) {
 		}
 	}})
 	defer close(release)
-	cb := newClient(t, ClientConfig{Source: discovery.Static(b.Addr()), Timeout: 5 * time.Second})
-	a := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
-		if _, err := cb.Do(Context(ctx), "/b", nil, nil); err != nil {
+	cb := newClient(t, Config{Source: discovery.Static(b.Addr()), Timeout: 5 * time.Second})
+	a := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) {
+		if _, err := cb.Do(hop.Context(ctx), "/b", nil, nil); err != nil {
 			ctx.Error(err.Error(), 504)
 		}
 	}})
@@ -95,7 +97,7 @@ func TestDeadlineAcrossHops(t *testing.T) {
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI("http://" + a.Addr() + "/a")
 	req.Header.SetMethod("POST")
-	req.Header.Set(DeadlineHeader, "100000") // 100 ms
+	req.Header.Set(hop.DeadlineHeader, "100000") // 100 ms
 	start := time.Now()
 	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -118,22 +120,22 @@ func TestTraceAcrossThreeServices(t *testing.T) {
 	t.Cleanup(func() { telemetry.SetTracerProvider(nil, false) })
 
 	var cTraceparent atomic.Value
-	c := startServer(t, ServerConfig{Service: "abm", Handler: func(ctx *fasthttp.RequestCtx) {
+	c := startServer(t, server.Config{Service: "abm", Handler: func(ctx *fasthttp.RequestCtx) {
 		cTraceparent.Store(string(ctx.Request.Header.Peek("traceparent")))
 		ctx.SetBodyString("c")
 	}})
-	toC := newClient(t, ClientConfig{Peer: "abm", Source: discovery.Static(c.Addr())})
-	b := startServer(t, ServerConfig{Service: "ocp", Handler: func(ctx *fasthttp.RequestCtx) {
-		out, err := toC.Do(Context(ctx), "/abm/v1/x", nil, nil)
+	toC := newClient(t, Config{Peer: "abm", Source: discovery.Static(c.Addr())})
+	b := startServer(t, server.Config{Service: "ocp", Handler: func(ctx *fasthttp.RequestCtx) {
+		out, err := toC.Do(hop.Context(ctx), "/abm/v1/x", nil, nil)
 		if err != nil {
 			ctx.Error(err.Error(), 502)
 			return
 		}
 		ctx.SetBody(append(out, 'b'))
 	}})
-	toB := newClient(t, ClientConfig{Peer: "ocp", Source: discovery.Static(b.Addr())})
-	a := startServer(t, ServerConfig{Service: "cgw", Handler: func(ctx *fasthttp.RequestCtx) {
-		out, err := toB.Do(Context(ctx), "/ocp/v1/charge", nil, nil)
+	toB := newClient(t, Config{Peer: "ocp", Source: discovery.Static(b.Addr())})
+	a := startServer(t, server.Config{Service: "cgw", Handler: func(ctx *fasthttp.RequestCtx) {
+		out, err := toB.Do(hop.Context(ctx), "/ocp/v1/charge", nil, nil)
 		if err != nil {
 			ctx.Error(err.Error(), 502)
 			return
@@ -198,9 +200,9 @@ func (s *staleSource) Run(ctx context.Context, update func([]discovery.Endpoint)
 // says how stale they are.
 func TestStalenessMetric(t *testing.T) {
 	src := &staleSource{}
-	c := newClient(t, ClientConfig{Peer: "stale-peer", Source: src})
+	c := newClient(t, Config{Peer: "stale-peer", Source: src})
 	waitFor(t, func() bool { return len(c.Endpoints()) == 1 && c.Staleness() >= time.Minute })
-	s := startServer(t, ServerConfig{Handler: echoHandler})
+	s := startServer(t, server.Config{Handler: echoHandler})
 	_, body, _ := httpDo(t, "GET", "http://"+s.Addr()+"/metrics", nil)
 	for _, want := range []string{`chf_discovery_staleness_seconds{peer_service="stale-peer"} 6`, `chf_client_endpoints{peer_service="stale-peer",state="healthy"} 1`} {
 		if !strings.Contains(body, want) {
@@ -218,8 +220,8 @@ func TestRequestContext(t *testing.T) {
 		doneErr     error
 	}
 	res := make(chan result, 1)
-	s := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
-		c := Context(ctx)
+	s := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) {
+		c := hop.Context(ctx)
 		d, ok := c.Deadline()
 		r := result{hasDeadline: ok, left: time.Until(d)}
 		if ok {
@@ -237,7 +239,7 @@ func TestRequestContext(t *testing.T) {
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI("http://" + s.Addr() + "/x")
 	req.Header.SetMethod("POST")
-	req.Header.Set(DeadlineHeader, "50000")
+	req.Header.Set(hop.DeadlineHeader, "50000")
 	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -247,23 +249,23 @@ func TestRequestContext(t *testing.T) {
 	}
 	// The absolute deadline wins when it is earlier: a request that waited
 	// in a paused server beyond its caller's deadline has none left.
-	req.Header.Set(DeadlineHeader, "10000000") // 10 s
-	req.Header.Set(DeadlineAtHeader, strconv.FormatInt(time.Now().Add(-time.Second).UnixMicro(), 10))
+	req.Header.Set(hop.DeadlineHeader, "10000000") // 10 s
+	req.Header.Set(hop.DeadlineAtHeader, strconv.FormatInt(time.Now().Add(-time.Second).UnixMicro(), 10))
 	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-res; !r.hasDeadline || r.left > -900*time.Millisecond || !errors.Is(r.doneErr, context.DeadlineExceeded) {
 		t.Fatalf("with an absolute deadline 1s ago: %+v", r)
 	}
-	req.Header.Set(DeadlineAtHeader, strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10))
+	req.Header.Set(hop.DeadlineAtHeader, strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10))
 	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-res; !r.hasDeadline || r.left > 10*time.Second || r.left < 9*time.Second {
 		t.Fatalf("with a later absolute deadline the budget must bound: %+v", r)
 	}
-	req.Header.Del(DeadlineHeader)
-	req.Header.Del(DeadlineAtHeader)
+	req.Header.Del(hop.DeadlineHeader)
+	req.Header.Del(hop.DeadlineAtHeader)
 	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -303,13 +305,13 @@ func TestDoIdempotentRetriesLostConnections(t *testing.T) {
 		}
 	}()
 	var bodies atomic.Int64
-	ok := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
+	ok := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.PostBody()) == "same" {
 			bodies.Add(1)
 		}
 		ctx.SetBodyString("ok")
 	}})
-	c := newClient(t, ClientConfig{
+	c := newClient(t, Config{
 		Source:   discovery.Static(ln.Addr().String(), ok.Addr()),
 		Balancer: balancer.Config{ConsecutiveFailures: -1},
 		Retry:    RetryConfig{MinBudget: 100},
@@ -358,11 +360,11 @@ func TestRetryKeepsTheDoubt(t *testing.T) {
 			}()
 		}
 	}()
-	busy := startServer(t, ServerConfig{Handler: func(ctx *fasthttp.RequestCtx) {
+	busy := startServer(t, server.Config{Handler: func(ctx *fasthttp.RequestCtx) {
 		ctx.Error("overloaded", 503)
-		ctx.Response.Header.Set(OverloadHeader, "1")
+		ctx.Response.Header.Set(hop.OverloadHeader, "1")
 	}})
-	c := newClient(t, ClientConfig{
+	c := newClient(t, Config{
 		Source:   discovery.Static(ln.Addr().String(), busy.Addr()),
 		Balancer: balancer.Config{ConsecutiveFailures: -1},
 		Retry:    RetryConfig{MinBudget: 100},

@@ -1,6 +1,6 @@
 //go:build race
 
-package chassis
+package peer
 
 // raceEnabled: sync.Pool drops items at random under the race detector, so
 // allocation counts are meaningless there.

@@ -1,4 +1,4 @@
-package chassis
+package peer
 
 import (
 	"context"
@@ -19,13 +19,14 @@ import (
 
 	"github.com/chf-testbed/testbed/chassis/balancer"
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/server"
 )
 
 var benchLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func benchServer(b *testing.B, h fasthttp.RequestHandler) *Server {
+func benchServer(b *testing.B, h fasthttp.RequestHandler) *server.Server {
 	b.Helper()
-	s, err := NewServer(ServerConfig{Service: "bench", Listen: "127.0.0.1:0", Handler: h, Logger: benchLog})
+	s, err := server.New(server.Config{Service: "bench", Listen: "127.0.0.1:0", Handler: h, Logger: benchLog})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -36,10 +37,10 @@ func benchServer(b *testing.B, h fasthttp.RequestHandler) *Server {
 	return s
 }
 
-func benchClient(b *testing.B, cfg ClientConfig) *Client {
+func benchClient(b *testing.B, cfg Config) *Client {
 	b.Helper()
 	cfg.Peer, cfg.Logger = "bench", benchLog
-	c, err := NewClient(cfg)
+	c, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func cpuTime() time.Duration {
 // round trip; cpu-µs/op covers client and server, both in this process).
 func BenchmarkClientDo(b *testing.B) {
 	s := benchServer(b, echoHandler)
-	c := benchClient(b, ClientConfig{Source: discovery.Static(s.Addr())})
+	c := benchClient(b, Config{Source: discovery.Static(s.Addr())})
 	body := make([]byte, 200)
 	dst := make([]byte, 0, 512)
 	ctx := context.Background()
@@ -99,7 +100,7 @@ func BenchmarkHop(b *testing.B) {
 		{"via-fasthttp-proxy", fs},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			c := benchClient(b, ClientConfig{Source: discovery.Static(tc.addr)})
+			c := benchClient(b, Config{Source: discovery.Static(tc.addr)})
 			body := make([]byte, 200)
 			dst := make([]byte, 0, 512)
 			ctx := context.Background()
@@ -166,7 +167,7 @@ func BenchmarkSlowEndpoint(b *testing.B) {
 	for _, mode := range []string{"closed", "open-1000rps"} {
 		for _, policy := range []string{balancer.PolicyRoundRobin, balancer.PolicyP2C} {
 			b.Run(mode+"/"+policy, func(b *testing.B) {
-				c := benchClient(b, ClientConfig{Source: discovery.Static(addrs...),
+				c := benchClient(b, Config{Source: discovery.Static(addrs...),
 					Balancer: balancer.Config{Policy: policy, ConsecutiveFailures: -1}})
 				lat := make([][]time.Duration, workers)
 				var wg sync.WaitGroup

@@ -1,4 +1,4 @@
-package chassis
+package server
 
 import (
 	"bytes"
@@ -12,20 +12,21 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/chf-testbed/testbed/chassis/hop"
 	"github.com/chf-testbed/testbed/chassis/telemetry/telemetrytest"
 )
 
 // startServer starts a chassis server on 127.0.0.1:0 and stops it at the end
 // of the test.
-func startServer(t *testing.T, cfg ServerConfig) *Server {
+func startServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
 	if cfg.Service == "" {
 		cfg.Service = "test"
 	}
 	cfg.Listen = "127.0.0.1:0"
-	s, err := NewServer(cfg)
+	s, err := New(cfg)
 	if err != nil {
-		t.Fatalf("NewServer: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	if err := s.Start(); err != nil {
 		t.Fatalf("Start: %v", err)
@@ -67,7 +68,7 @@ func TestServerHealthReadyMetrics(t *testing.T) {
 	svc := fmt.Sprintf("metrics-test-%d", time.Now().UnixNano())
 	var mu sync.Mutex
 	var readyErr error = errors.New("aerospike unreachable")
-	s := startServer(t, ServerConfig{
+	s := startServer(t, Config{
 		Service: svc,
 		Handler: echoHandler,
 		Ready: func(ctx context.Context) error {
@@ -118,7 +119,7 @@ func TestServerHealthReadyMetrics(t *testing.T) {
 func TestServerLimits(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 4)
-	s := startServer(t, ServerConfig{
+	s := startServer(t, Config{
 		Handler: func(ctx *fasthttp.RequestCtx) {
 			if string(ctx.Path()) == "/block" {
 				entered <- struct{}{}
@@ -143,8 +144,8 @@ func TestServerLimits(t *testing.T) {
 	}()
 	<-entered
 	code, _, h := httpDo(t, "POST", base+"/x", nil)
-	if code != 503 || len(h.Peek(OverloadHeader)) == 0 {
-		t.Fatalf("over MaxInFlight = %d (overload header %q), want 503", code, h.Peek(OverloadHeader))
+	if code != 503 || len(h.Peek(hop.OverloadHeader)) == 0 {
+		t.Fatalf("over MaxInFlight = %d (overload header %q), want 503", code, h.Peek(hop.OverloadHeader))
 	}
 	close(release)
 	if code := <-done; code != 204 {
@@ -155,7 +156,7 @@ func TestServerLimits(t *testing.T) {
 func TestServerShutdownDrains(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
-	s, err := NewServer(ServerConfig{Service: "t", Listen: "127.0.0.1:0", Handler: func(ctx *fasthttp.RequestCtx) {
+	s, err := New(Config{Service: "t", Listen: "127.0.0.1:0", Handler: func(ctx *fasthttp.RequestCtx) {
 		close(entered)
 		<-release
 		ctx.SetBodyString("done")
@@ -197,18 +198,4 @@ func TestServerShutdownDrains(t *testing.T) {
 	if _, err := fasthttp.DialTimeout(s.Addr(), time.Second); err == nil {
 		t.Fatalf("server still accepts connections after Shutdown")
 	}
-}
-
-func TestDefaultRoute(t *testing.T) {
-	f := func(in, want string) {
-		t.Helper()
-		if got := DefaultRoute([]byte(in)); got != want {
-			t.Errorf("DefaultRoute(%q) = %q, want %q", in, got, want)
-		}
-	}
-	f("/", "/")
-	f("/ocp/v1/charge", "/ocp/v1/charge")
-	f("/nchf-convergedcharging/v3/chargingdata/imsi-001010000000001.0123456789abcdef/update", "/nchf-convergedcharging/v3/chargingdata/{id}/update")
-	f("/chf/v1/accounts/imsi-001010000000001", "/chf/v1/accounts/{id}")
-	f("//a//b/", "/a/b")
 }

@@ -1,4 +1,4 @@
-package chassis
+package batcher
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestBatcherMergesWhileInFlight(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	first := true
-	b := NewBatcher(BatchConfig{MaxInFlight: 1, MaxItems: 4}, func(ctx context.Context, items []*testItem) {
+	b := New(Config{MaxInFlight: 1, MaxItems: 4}, func(ctx context.Context, items []*testItem) {
 		mu.Lock()
 		sizes = append(sizes, len(items))
 		hold := first
@@ -81,7 +81,7 @@ func TestBatcherFullBatchLeavesAtOnce(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	full := make(chan struct{})
-	b := NewBatcher(BatchConfig{MaxInFlight: 2, MaxItems: 2}, func(ctx context.Context, items []*testItem) {
+	b := New(Config{MaxInFlight: 2, MaxItems: 2}, func(ctx context.Context, items []*testItem) {
 		mu.Lock()
 		sizes = append(sizes, len(items))
 		first := len(sizes) == 1
@@ -117,7 +117,7 @@ func TestBatcherFullBatchLeavesAtOnce(t *testing.T) {
 func TestBatcherDisabledAndMany(t *testing.T) {
 	var sizes []int
 	var mu sync.Mutex
-	off := NewBatcher(BatchConfig{MaxInFlight: -1}, func(ctx context.Context, items []*testItem) {
+	off := New(Config{MaxInFlight: -1}, func(ctx context.Context, items []*testItem) {
 		mu.Lock()
 		sizes = append(sizes, len(items))
 		mu.Unlock()
@@ -130,7 +130,7 @@ func TestBatcherDisabledAndMany(t *testing.T) {
 
 	gate := make(chan struct{})
 	var deadlines []time.Time
-	b := NewBatcher(BatchConfig{MaxInFlight: 1}, func(ctx context.Context, items []*testItem) {
+	b := New(Config{MaxInFlight: 1}, func(ctx context.Context, items []*testItem) {
 		d, _ := ctx.Deadline()
 		mu.Lock()
 		deadlines = append(deadlines, d)
@@ -173,7 +173,7 @@ func TestBatcherDisabledAndMany(t *testing.T) {
 func TestBatcherPipelines(t *testing.T) {
 	var out, most, sent atomic.Int32
 	gate := make(chan struct{})
-	b := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 8}, func(ctx context.Context, items []*testItem) {
+	b := New(Config{MaxInFlight: 4, MaxItems: 8}, func(ctx context.Context, items []*testItem) {
 		sent.Add(int32(len(items)))
 		n := out.Add(1)
 		for {
@@ -226,7 +226,7 @@ func TestBatcherPartialWaitsForIdle(t *testing.T) {
 	gates := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
 	var mu sync.Mutex
 	var sizes []int
-	b := NewBatcher(BatchConfig{MaxInFlight: 2, MaxItems: 4}, func(ctx context.Context, items []*testItem) {
+	b := New(Config{MaxInFlight: 2, MaxItems: 4}, func(ctx context.Context, items []*testItem) {
 		mu.Lock()
 		n := len(sizes)
 		sizes = append(sizes, len(items))
@@ -298,7 +298,7 @@ func TestBatcherInFlightFollowsQueueing(t *testing.T) {
 		t.Run(peer, func(t *testing.T) {
 			var mu sync.Mutex
 			var batches, items atomic.Int64
-			b := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 16}, func(ctx context.Context, its []*testItem) {
+			b := New(Config{MaxInFlight: 4, MaxItems: 16}, func(ctx context.Context, its []*testItem) {
 				batches.Add(1)
 				items.Add(int64(len(its)))
 				if peer == "serial" {
@@ -359,7 +359,7 @@ func TestBatcherBurstJoinsLoneCall(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	const trials, burst = 20, 8
 	var batches, sent atomic.Int32
-	b := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, items []*testItem) {
+	b := New(Config{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, items []*testItem) {
 		batches.Add(1)
 		for _, it := range items {
 			sent.Add(1)

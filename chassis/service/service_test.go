@@ -1,4 +1,4 @@
-package chassis
+package service
 
 import (
 	"context"
@@ -7,19 +7,19 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chf-testbed/testbed/chassis/peer"
 	"github.com/chf-testbed/testbed/chassis/sched"
 )
 
 type testConfig struct {
 	Base
-	Peer  Peer
+	Peer  peer.Flags
 	Count int
 }
 
@@ -43,7 +43,7 @@ func (c *testConfig) Validate() error {
 func (c testConfig) String() string { return ConfigString(&c) }
 
 func defaultTestConfig() testConfig {
-	return testConfig{Base: Base{Listen: "127.0.0.1:1", Tracing: true}, Peer: Peer{Name: "ocp", Addr: "127.0.0.1:2", Discovery: "static"}, Count: 3}
+	return testConfig{Base: Base{Listen: "127.0.0.1:1", Tracing: true}, Peer: peer.Flags{Name: "ocp", Addr: "127.0.0.1:2", Discovery: "static"}, Count: 3}
 }
 
 func TestParseCommand(t *testing.T) {
@@ -299,32 +299,31 @@ func TestRuntimeFlags(t *testing.T) {
 	}
 }
 
-// cgroupMemoryLimit reads cgroup v2's memory.max, else v1's
-// memory.limit_in_bytes; "max", v1's near-2^63 "none", garbage and a
-// missing file mean no limit.
-func TestCgroupMemoryLimit(t *testing.T) {
-	for _, c := range []struct {
-		file, content string
-		want          int64
-	}{
-		{"memory.max", "1073741824\n", 1 << 30},
-		{"memory.max", "max\n", 0},
-		{"memory/memory.limit_in_bytes", "536870912\n", 1 << 29},
-		{"memory/memory.limit_in_bytes", "9223372036854771712\n", 0},
-		{"memory.max", "lots\n", 0},
-		{"", "", 0},
-	} {
-		root := t.TempDir()
-		if c.file != "" {
-			if err := os.MkdirAll(filepath.Dir(filepath.Join(root, c.file)), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(root, c.file), []byte(c.content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got := cgroupMemoryLimit(root); got != c.want {
-			t.Errorf("%s %q: %d, want %d", c.file, c.content, got, c.want)
-		}
+func TestParseFlags(t *testing.T) {
+	newFS := func() (*flag.FlagSet, *string, *int, *string) {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(new(strings.Builder))
+		return fs, fs.String("listen", "127.0.0.1:8080", "listen address"),
+			fs.Int("max-inflight", 0, "limit"), fs.String("k8s-namespace", "", "namespace")
+	}
+	t.Setenv("CHF_LISTEN", "0.0.0.0:9000")
+	t.Setenv("CHF_MAX_INFLIGHT", "77")
+	t.Setenv("POD_NAMESPACE", "chf")
+	fs, listen, maxIn, ns := newFS()
+	if err := ParseFlags(fs, []string{"--max-inflight", "5"}); err != nil {
+		t.Fatal(err)
+	}
+	if *listen != "0.0.0.0:9000" || *maxIn != 5 || *ns != "chf" {
+		t.Fatalf("got listen=%q max-inflight=%d ns=%q", *listen, *maxIn, *ns)
+	}
+	t.Setenv("CHF_MAX_INFLIGHT", "lots")
+	fs, _, _, _ = newFS()
+	err := ParseFlags(fs, nil)
+	if err == nil || !strings.Contains(err.Error(), "CHF_MAX_INFLIGHT") || !strings.Contains(err.Error(), "--max-inflight") {
+		t.Fatalf("bad env value err = %v", err)
+	}
+	fs, _, _, _ = newFS()
+	if err := ParseFlags(fs, []string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help err = %v", err)
 	}
 }

@@ -1,4 +1,9 @@
-package chassis
+// Package batcher merges the concurrent calls to one peer operation into
+// batches (Batcher): natural batching with no timer, the caller that
+// opens a batch sends it, and only full batches pipeline. chassis/rpc
+// sends its batches over a chassis/peer Client; this package links
+// neither.
+package batcher
 
 import (
 	"context"
@@ -10,29 +15,28 @@ import (
 
 // Batch defaults.
 const (
-	// DefaultBatchInFlight is the most batches in flight per peer
+	// DefaultInFlight is the most batches in flight per peer
 	// operation (only full batches pipeline; see Batcher).
 	// --batch-inflight 1 keeps one batch at a time.
-	DefaultBatchInFlight = 4
-	// DefaultBatchItems bounds a batch. Natural batching makes batches
+	DefaultInFlight = 4
+	// DefaultItems bounds a batch. Natural batching makes batches
 	// only as large as what queued during one round trip, so the bound
 	// matters only under pressure, where it is the hop's capacity: a
 	// peer that spends f per round trip and c per item carries at most
-	// MaxItems / (f + c·MaxItems) items a second per batch out. At 64 the
-	// CGW → OCP → ABM chain carried about 30,000 a second on this
-	// machine, so a transient queue at 25,000 TPS drained too slowly and
-	// stayed (p99 0.2–0.9 s); at 512 the same runs held p99 12–78 ms.
-	DefaultBatchItems = 512
+	// MaxItems / (f + c·MaxItems) items a second per batch out: too
+	// small a bound leaves a queue formed by a transient unable to drain
+	// (why 512: docs/design/006-batcher.md).
+	DefaultItems = 512
 )
 
-// BatchConfig configures a Batcher.
-type BatchConfig struct {
+// Config configures a Batcher.
+type Config struct {
 	// MaxInFlight bounds the batches in flight at once: full batches
 	// leave while fewer than this are out, a partial batch only when none
-	// is (see Batcher). 1 = one batch at a time; 0 = DefaultBatchInFlight;
+	// is (see Batcher). 1 = one batch at a time; 0 = DefaultInFlight;
 	// negative = no batching (every call leaves alone, concurrently).
 	MaxInFlight int
-	// MaxItems bounds the items of one batch (0 = DefaultBatchItems). A
+	// MaxItems bounds the items of one batch (0 = DefaultItems). A
 	// single call larger than MaxItems still leaves as one batch.
 	MaxItems int
 }
@@ -109,14 +113,14 @@ type batchScratch[T any] struct {
 	items []T
 }
 
-// NewBatcher returns a Batcher that sends batches with send.
-func NewBatcher[T any](cfg BatchConfig, send func(ctx context.Context, items []T)) *Batcher[T] {
+// New returns a Batcher that sends batches with send.
+func New[T any](cfg Config, send func(ctx context.Context, items []T)) *Batcher[T] {
 	b := &Batcher[T]{send: send, maxLimit: cfg.MaxInFlight, maxItems: cfg.MaxItems}
 	if b.maxLimit == 0 {
-		b.maxLimit = DefaultBatchInFlight
+		b.maxLimit = DefaultInFlight
 	}
 	if b.maxItems <= 0 {
-		b.maxItems = DefaultBatchItems
+		b.maxItems = DefaultItems
 	}
 	b.calls.New = func() any { return &batchCall[T]{wake: make(chan bool, 1)} }
 	b.scratch.New = func() any { return new(batchScratch[T]) }

@@ -1,4 +1,4 @@
-package chassis
+package sched
 
 import (
 	"context"
@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 	"unsafe"
-
-	"github.com/chf-testbed/testbed/chassis/sched"
 )
 
 // runtimeHelperEnv makes TestApplyRuntimeHelper a child process applying
@@ -33,7 +31,7 @@ func TestApplyRuntimeHelper(t *testing.T) {
 	if err := setPolicy(0); err != nil { // SCHED_OTHER: as a production pod starts
 		t.Fatal(err)
 	}
-	ApplyRuntime(Runtime{Profile: sched.Profile(profile)}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ApplyRuntime(Runtime{Profile: Profile(profile)}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	fmt.Printf("GODEBUG=%s\n", os.Getenv("GODEBUG"))
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
@@ -70,12 +68,12 @@ func setPolicy(policy int) error {
 // SCHED_BATCH. Each in a child process, as a service starts.
 func TestApplyRuntime(t *testing.T) {
 	for _, tc := range []struct {
-		profile    sched.Profile
+		profile    Profile
 		schedtrace bool
 		policy     string
 	}{
-		{sched.Production, false, "policy=0"},
-		{sched.Lab, true, "policy=3"}, // SCHED_BATCH
+		{Production, false, "policy=0"},
+		{Lab, true, "policy=3"}, // SCHED_BATCH
 	} {
 		t.Run(string(tc.profile), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -96,8 +94,8 @@ func TestApplyRuntime(t *testing.T) {
 					policies = append(policies, line)
 				}
 			}
-			if got := strings.Contains(godebug, sched.SysmonAwake); got != tc.schedtrace {
-				t.Errorf("GODEBUG=%q after ApplyRuntime: re-executed with %s = %v, want %v", godebug, sched.SysmonAwake, got, tc.schedtrace)
+			if got := strings.Contains(godebug, SysmonAwake); got != tc.schedtrace {
+				t.Errorf("GODEBUG=%q after ApplyRuntime: re-executed with %s = %v, want %v", godebug, SysmonAwake, got, tc.schedtrace)
 			}
 			if len(policies) == 0 {
 				t.Fatalf("the child printed no thread policy:\n%s", out)

@@ -1,4 +1,4 @@
-package chassis
+package service
 
 import (
 	"io"

@@ -1,4 +1,4 @@
-package chassis
+package batcher
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func BenchmarkBatcher(b *testing.B) {
 		b.Run(peer, func(b *testing.B) {
 			var mu sync.Mutex
 			var batches, items atomic.Int64
-			bt := NewBatcher(BatchConfig{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, its []*testItem) {
+			bt := New(Config{MaxInFlight: 4, MaxItems: 64}, func(ctx context.Context, its []*testItem) {
 				batches.Add(1)
 				items.Add(int64(len(its)))
 				if peer == "serial" {
@@ -58,7 +58,7 @@ func BenchmarkBatcher(b *testing.B) {
 // every call finds no batch out and leaves alone, right after the last
 // returned (so it does not yield). The Batcher's own cost per call.
 func BenchmarkBatcherLone(b *testing.B) {
-	bt := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {})
+	bt := New(Config{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {})
 	it, ctx := &testItem{}, context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -72,7 +72,7 @@ func TestBatcherDoAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under -race")
 	}
-	bt := NewBatcher(BatchConfig{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {
+	bt := New(Config{MaxInFlight: 4}, func(ctx context.Context, its []*testItem) {
 		runtime.Gosched()
 	})
 	ctx := context.Background()

@@ -1,4 +1,11 @@
-package chassis
+// Package peer is the client a service calls a named peer service with,
+// pod to pod: endpoints from a discovery source, balanced by a policy of
+// chassis/balancer with passive outlier ejection, per-call deadlines
+// carried to the next hop (chassis/hop), retries only where safe and
+// within a budget, traces and metrics. Flags are a service's flags for
+// one peer. Batching lives in chassis/batcher and the batched internal
+// RPC in chassis/rpc, both above this package.
+package peer
 
 import (
 	"context"
@@ -20,6 +27,8 @@ import (
 
 	"github.com/chf-testbed/testbed/chassis/balancer"
 	"github.com/chf-testbed/testbed/chassis/discovery"
+	"github.com/chf-testbed/testbed/chassis/hop"
+	"github.com/chf-testbed/testbed/chassis/route"
 	"github.com/chf-testbed/testbed/chassis/telemetry"
 )
 
@@ -29,26 +38,12 @@ const (
 	DefaultMaxConnsPerEndpoint = 512
 )
 
-// DeadlineHeader carries the caller's remaining time budget in microseconds
-// to the next hop, which bounds its own outgoing calls by it.
-const DeadlineHeader = "X-Chf-Budget-Us"
-
-// DeadlineAtHeader carries the same deadline as an absolute time, Unix
-// microseconds (as 3GPP's 3gpp-Sbi-Sender-Timestamp with
-// 3gpp-Sbi-Max-Rsp-Time do). The next hop takes the earlier of the two:
-// a request that waited in a frozen or overloaded peer's socket beyond its
-// caller's deadline is refused instead of applied for a caller that has
-// given up (which would charge a request answered as an error). Peers'
-// clocks are assumed synchronised (NTP); a peer whose clock runs ahead
-// sees the budget shortened by the difference.
-const DeadlineAtHeader = "X-Chf-Deadline-Us"
-
 var (
 	// ErrNoEndpoints is returned when the peer has no known endpoint before
 	// the call's deadline.
 	ErrNoEndpoints = errors.New("chassis: no endpoints for peer")
-	// ErrClientClosed is returned by Do after Close.
-	ErrClientClosed = errors.New("chassis: client closed")
+	// ErrClosed is returned by Do after Close.
+	ErrClosed = errors.New("chassis: client closed")
 )
 
 // StatusError is returned by Client.Do when the peer answers with a non-2xx
@@ -64,8 +59,8 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("chassis: peer %s at %s answered %d: %s", e.Peer, e.Addr, e.Code, e.Body)
 }
 
-// ClientConfig configures a Client.
-type ClientConfig struct {
+// Config configures a Client.
+type Config struct {
 	Peer                string           // peer service name (metrics/logs)
 	Source              discovery.Source // where endpoints come from
 	Timeout             time.Duration    // per-call deadline when ctx has none (default 2s)
@@ -109,11 +104,11 @@ type endpoint = balancer.Endpoint[*fasthttp.HostClient]
 // Client calls the endpoints of one peer service over pooled fasthttp
 // connections. It is safe for concurrent use.
 type Client struct {
-	cfg        ClientConfig
+	cfg        Config
 	log        *slog.Logger
 	bal        *balancer.Balancer[*fasthttp.HostClient]
 	budget     retryBudget
-	routes     *routeTable
+	routes     *route.Table
 	peerOpt    []metric.AddOption // peer attribute, pre-built
 	reg        metric.Registration
 	lastUpdate atomic.Int64 // Unix ns of the last endpoint set
@@ -128,13 +123,13 @@ type Client struct {
 	closed        bool
 }
 
-// NewClient starts watching cfg.Source and returns a Client.
-func NewClient(cfg ClientConfig) (*Client, error) {
+// New starts watching cfg.Source and returns a Client.
+func New(cfg Config) (*Client, error) {
 	if cfg.Peer == "" {
-		return nil, errors.New("chassis: ClientConfig.Peer is empty")
+		return nil, errors.New("chassis: Config.Peer is empty")
 	}
 	if cfg.Source == nil {
-		return nil, fmt.Errorf("chassis: ClientConfig.Source for peer %s is nil", cfg.Peer)
+		return nil, fmt.Errorf("chassis: Config.Source for peer %s is nil", cfg.Peer)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
@@ -167,7 +162,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	in := getInstruments()
 	peerAttr := attribute.String("peer.service", cfg.Peer)
-	c.routes = newRouteTable(in.clientDuration, peerAttr)
+	c.routes = route.NewTable(in.clientDuration, peerAttr)
 	peerSet := attribute.NewSet(peerAttr)
 	c.peerOpt = []metric.AddOption{metric.WithAttributeSet(peerSet)}
 	bcfg := cfg.Balancer
@@ -294,7 +289,7 @@ func (c *Client) Endpoints() []string {
 // Do POSTs body to path on one endpoint of the peer (least outstanding
 // requests among two random choices, by default) and appends the 2xx
 // response body to dst. Non-2xx → *StatusError. The deadline is ctx's, or
-// Timeout from now; the remaining budget travels in DeadlineHeader. body is
+// Timeout from now; the remaining budget travels in hop.DeadlineHeader. body is
 // not modified or retained. Do does not allocate in the steady state.
 func (c *Client) Do(ctx context.Context, path string, body, dst []byte) ([]byte, error) {
 	return c.do(ctx, path, body, dst, c.cfg.Retry.Idempotent)
@@ -318,24 +313,24 @@ func (c *Client) do(ctx context.Context, path string, body, dst []byte, idempote
 	c.budget.depositCall()
 	start := time.Now()
 	var buf [128]byte
-	rs := c.routes.lookup(appendRoute(buf[:0], path))
+	rs := c.routes.Lookup(route.Append(buf[:0], path))
 
 	// Trace context: a client span when tracing is on and the call is
 	// sampled, else the caller's context passed on unchanged.
 	var sc trace.SpanContext
 	var span trace.Span
-	rc, isRC := ctx.(*requestContext)
+	rc, isRC := ctx.(*hop.RequestContext)
 	if isRC {
-		sc = rc.spanContext()
+		sc = rc.SpanContext()
 	} else {
 		sc = trace.SpanContextFromContext(ctx)
 	}
 	if t := telemetry.Active(); t != nil && (sc.IsSampled() || t.Root) {
 		parent := ctx
 		if isRC {
-			parent = rc.parentContext()
+			parent = rc.ParentContext()
 		}
-		_, sp := t.Tracer.Start(parent, rs.route, trace.WithSpanKind(trace.SpanKindClient),
+		_, sp := t.Tracer.Start(parent, rs.Route, trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithTimestamp(start), trace.WithAttributes(attribute.String("peer.service", c.cfg.Peer)))
 		if sp.IsRecording() {
 			span, sc = sp, sp.SpanContext()
@@ -376,7 +371,7 @@ func (c *Client) do(ctx context.Context, path string, body, dst []byte, idempote
 		err = doubt
 	}
 	code := statusOf(err)
-	rs.observe(code, time.Since(start))
+	rs.Observe(code, time.Since(start))
 	if span != nil {
 		span.SetAttributes(attribute.Int("http.response.status_code", code))
 		if err != nil {
@@ -413,8 +408,8 @@ func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, dea
 	}
 	req.Header.SetContentType(c.cfg.ContentType)
 	var nb [20]byte
-	req.Header.SetBytesV(DeadlineHeader, strconv.AppendInt(nb[:0], time.Until(deadline).Microseconds(), 10))
-	req.Header.SetBytesV(DeadlineAtHeader, strconv.AppendInt(nb[:0], deadline.UnixMicro(), 10))
+	req.Header.SetBytesV(hop.DeadlineHeader, strconv.AppendInt(nb[:0], time.Until(deadline).Microseconds(), 10))
+	req.Header.SetBytesV(hop.DeadlineAtHeader, strconv.AppendInt(nb[:0], deadline.UnixMicro(), 10))
 	if len(traceparent) > 0 {
 		req.Header.SetBytesV(telemetry.TraceparentHeader, traceparent)
 	}
@@ -426,7 +421,7 @@ func (c *Client) attempt(ctx context.Context, path string, body, dst []byte, dea
 		retryable = notSent(err) || idempotent
 		err = fmt.Errorf("cannot call %s at %s: %w", c.cfg.Peer, ep.Addr, err)
 	} else if code := resp.StatusCode(); code < 200 || code > 299 {
-		overload := code == fasthttp.StatusServiceUnavailable && len(resp.Header.Peek(OverloadHeader)) > 0
+		overload := code == fasthttp.StatusServiceUnavailable && len(resp.Header.Peek(hop.OverloadHeader)) > 0
 		c.bal.Done(ep, code < 500 || overload)
 		retryable = overload || (idempotent && (code == 502 || code == 503 || code == 504))
 		b := resp.Body()
@@ -486,7 +481,7 @@ func (c *Client) waitReady(ctx context.Context, deadline time.Time) error {
 	case <-t.C:
 		return fmt.Errorf("cannot call %s: %w", c.cfg.Peer, ErrNoEndpoints)
 	case <-c.done:
-		return fmt.Errorf("cannot call %s: %w", c.cfg.Peer, ErrClientClosed)
+		return fmt.Errorf("cannot call %s: %w", c.cfg.Peer, ErrClosed)
 	}
 }
 

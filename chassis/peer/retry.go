@@ -1,4 +1,4 @@
-package chassis
+package peer
 
 import "sync/atomic"
 
