@@ -68,8 +68,8 @@ func TestLocalConfigValidate(t *testing.T) {
 		{[]string{"--tariff-change", change, "--ocp-args", "--tariff=x.yaml"}, "--ocp-args --tariff"},
 		{[]string{"--tariff-change", change, "--ocp-args", "-tariff x.yaml"}, "--ocp-args --tariff"},
 		{[]string{"--tariff-change", change, "--ocp-args", "--tariff x.yaml"}, "--ocp-args --tariff"},
-		{[]string{"--ocp-args", "--no-such-flag"}, "--ocp-args"},
-		{[]string{"--abm-args", "--reservation-sweep soon"}, "--abm-args"},
+		{[]string{"--ocp-args", "stray"}, "--ocp-args"},
+		{[]string{"--abm-args", "--reservation-sweep=1s soon"}, "--abm-args"},
 		{[]string{"--cgw-args", "stray"}, "--cgw-args"},
 	} {
 		cfg := DefaultLocalConfig()

@@ -327,8 +327,8 @@ func (c *LocalConfig) faultsAslite() bool {
 	return slices.ContainsFunc(c.faults, func(f run.Fault) bool { return f.Service == "aslite" })
 }
 
-// validateServiceArgs parses --cgw-args, --ocp-args and --abm-args with
-// the services' own flags.
+// validateServiceArgs reads --cgw-args, --ocp-args and --abm-args with
+// the flag package's syntax (serviceArgs).
 func (c *LocalConfig) validateServiceArgs() error {
 	var err error
 	if c.cgw, err = parseServiceArgs("cgw", c.cgwArgs); err != nil {

@@ -16,8 +16,8 @@
 // checks them (Validate: a usage error naming the flag) before anything
 // starts; the command then starts, waits and stops in named steps. The
 // run flags that run, local, sweep and gate share are runFlags, the local
-// CHF's localFlags; --cgw-args, --ocp-args and --abm-args are parsed with
-// the services' own flags (serviceArgs).
+// CHF's localFlags; --cgw-args, --ocp-args and --abm-args are read with
+// the flag package's syntax (serviceArgs).
 //
 // Exit codes: 0 success; 1 error; 2 usage; 3 the balance audit (or
 // check-money) failed;

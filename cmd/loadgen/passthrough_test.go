@@ -27,8 +27,10 @@ func TestServiceArgsSpellings(t *testing.T) {
 	}
 	f("ocp", "", "tariff", false)
 	f("ocp", "--max-inflight 10", "tariff", false)
-	// The value of another flag that reads like the name.
-	f("ocp", "--cdr-dir --tariff", "tariff", false)
+	// A value that reads like the name, given with "=", and a longer
+	// flag's name.
+	f("ocp", "--cdr-dir=--tariff", "tariff", false)
+	f("ocp", "--tariff-file x", "tariff", false)
 	for _, args := range []string{"--reservation-sweep=1s", "-reservation-sweep 1s", "--reservation-sweep 1s"} {
 		f("abm", args, "reservation-sweep", true)
 	}
@@ -37,14 +39,16 @@ func TestServiceArgsSpellings(t *testing.T) {
 	}
 }
 
-// Extra flags a service does not have, bad values and positional
-// arguments are usage errors naming the loadgen flag.
+// Arguments that are not flags (nor a flag's value) and bad flag syntax
+// are usage errors naming the loadgen flag; flags the service does not
+// have are the service's to refuse when it starts.
 func TestServiceArgsInvalid(t *testing.T) {
 	for _, c := range []struct{ service, args, want string }{
-		{"ocp", "--no-such-flag", "--ocp-args"},
-		{"ocp", "--max-inflight x", "--ocp-args"},
-		{"abm", "--reservation-sweep", "--abm-args"},
 		{"cgw", "stray", "--cgw-args"},
+		{"ocp", "--max-inflight=10 stray", "--ocp-args"},
+		{"abm", "---x", "--abm-args"},
+		{"abm", "-", "--abm-args"},
+		{"abm", "--=1", "--abm-args"},
 	} {
 		_, err := parseServiceArgs(c.service, c.args)
 		if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), c.want) {
