@@ -24,7 +24,7 @@ import (
 
 // localCmd is loadgen local: parse and validate, then the phases of a
 // localRunner: prepare, start, configure, execute, stop.
-func localCmd(args []string) (err error) {
+func localCmd(args []string) error {
 	cfg := DefaultLocalConfig()
 	fs := newFlagSet("local")
 	cfg.RegisterFlags(fs)
@@ -34,22 +34,28 @@ func localCmd(args []string) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	o, err := cfg.run.options(nil) // every flag checked before anything starts
+	s := onSignals()
+	defer s.Stop()
+	return cfg.execute(s)
+}
+
+// execute runs the validated configuration c under s: the phases of a
+// localRunner (loadgen local, and each CHF run of loadgen bench).
+func (c *LocalConfig) execute(s *stopper) (err error) {
+	o, err := c.run.options(nil) // every flag checked before anything starts
 	if err != nil {
 		return err
 	}
-	cleanup, err := resultsDir(cfg.run.outDir)
+	cleanup, err := resultsDir(c.run.outDir)
 	if err != nil {
 		return err
 	}
 	defer func() { cleanup(err != nil && !errors.As(err, new(interrupted))) }()
-	r := &localRunner{cfg: &cfg, f: &cfg.run, o: o}
+	r := &localRunner{cfg: c, f: &c.run, o: o}
 	defer r.close()
 	if err := r.prepare(); err != nil {
 		return err
 	}
-	s := onSignals()
-	defer s.Stop()
 	if err := r.start(s.Context()); err != nil {
 		return s.wrap(err)
 	}

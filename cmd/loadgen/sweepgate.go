@@ -129,7 +129,7 @@ func (c *SweepConfig) Validate() error {
 	return nil
 }
 
-func sweepCmd(args []string) (err error) {
+func sweepCmd(args []string) error {
 	c := DefaultSweepConfig()
 	fs := newFlagSet("sweep")
 	c.RegisterFlags(fs)
@@ -139,14 +139,23 @@ func sweepCmd(args []string) (err error) {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	s := onSignals()
+	defer s.Stop()
+	_, err := c.execute(s)
+	return err
+}
+
+// execute runs the validated sweep under s, writes its reports and
+// returns its result (loadgen sweep, and loadgen bench's sweep).
+func (c *SweepConfig) execute(s *stopper) (_ *sweep.Result, err error) {
 	f := &c.run
 	base, err := f.options(c.targets) // every flag checked before anything starts
 	if err != nil {
-		return err
+		return nil, err
 	}
 	nsteps := c.sweep.Attempts() // every attempt its own slice
 	if base.Scenario.Subscribers.Count < nsteps {
-		return usageError{fmt.Errorf("invalid --subscribers: %d subscribers cannot give each of the %d steps (attempts included) its own slice", base.Scenario.Subscribers.Count, nsteps)}
+		return nil, usageError{fmt.Errorf("invalid --subscribers: %d subscribers cannot give each of the %d steps (attempts included) its own slice", base.Scenario.Subscribers.Count, nsteps)}
 	}
 	if base.ProgressMode == run.ProgressAuto {
 		base.ProgressMode = run.ProgressOff
@@ -156,16 +165,14 @@ func sweepCmd(args []string) (err error) {
 	}
 	cleanup, err := resultsDir(f.outDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { cleanup(err != nil && !errors.As(err, new(interrupted))) }()
-	s := onSignals()
-	defer s.Stop()
 	var initialOf []func(int32) audit.Account // per step, with account plans
 	if c.local {
 		tb, init, err := c.startLocal(s, &base, nsteps)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer tb.Stop()
 		initialOf = init
@@ -174,7 +181,7 @@ func sweepCmd(args []string) (err error) {
 	c.sweep.RunStep = c.stepRunner(s, base, nsteps, initialOf)
 	c.sweep.Progress = printSweepStep
 	res, err := sweep.Run(s.Context(), c.sweep)
-	return c.finish(s, res, err)
+	return res, c.finish(s, res, err)
 }
 
 // startLocal starts the local CHF of sweep --local and points base at
