@@ -18,7 +18,7 @@ PROMTOOL_VERSION := v0.316.0
 # Debian packages some tests and measurements drive as independent peers.
 DEB_PKGS := nghttp2-client tshark iperf3 chromium
 
-.PHONY: all build run soak lab test cluster-test cluster-up cluster-down cluster-e2e node-deps test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates check-money
+.PHONY: all build run soak lab test cluster-test cluster-up cluster-down cluster-e2e node-deps test-go test-alloc fmt-check vet lint bench fuzz tools deb-deps generate clean charts-test images perf-gate perf-gate-selftest bench-creates bench-ratios check-money
 
 all: build
 
@@ -125,6 +125,17 @@ bench:
 CREATES_ARGS ?= sms 8 8000
 bench-creates: build deb-deps
 	local/bench-creates.sh $(CREATES_ARGS)
+
+## bench-ratios: `loadgen bench`, issue 52's ratios in one session: the relay
+## floor and the CHF at 1,000 TPS alternated for 3 rounds, a sweep (SLO p99 <=
+## 10 ms, no errors, late <= 1%), a run at twice the knee and h2load at the same
+## rate when h2load is installed (make deb-deps); prints the ratios with their
+## verdicts, writes bench.json and bench.md
+## under ./results/bench-<timestamp>/ (loadgen/docs/bench.md). 10-20 minutes with the defaults;
+## override with BENCH_ARGS, e.g. BENCH_ARGS="--rounds 5 --runtime-profile lab".
+BENCH_ARGS ?=
+bench-ratios: build
+	$(BIN)/loadgen bench --chf $(BIN)/chf $(BENCH_ARGS)
 
 ## tools: install the pinned tools tests need (helm and h2spec from the module
 ## proxy, h2load, tshark, iperf3 and chromium, which renders the report pages
