@@ -21,7 +21,7 @@ import (
 )
 
 func init() {
-	register("bench", "the CHF's performance as ratios measured side by side in one session (issue 52): CHF/floor, knee, busy share, overload", benchCmd)
+	register("bench", "the CHF's performance as ratios measured side by side in one session: CHF/floor, knee, busy share, overload", benchCmd)
 }
 
 var benchHelp = help{
@@ -31,7 +31,7 @@ var benchHelp = help{
 		"the local CHF at --rate (loadgen local); then a sweep of the local CHF (loadgen sweep --local; SLO p99 <= 10 ms,\n" +
 		"no errors, late <= 1%) for the knee and the session's highest goodput; a run at twice the knee offered; and,\n" +
 		"when h2load is found, the loadgen's CPU per request against h2load's at --rate (balance inquiries). Prints the\n" +
-		"ratios with their verdicts against issue 52's targets and writes bench.json and bench.md into --out, each\n" +
+		"ratios with their verdicts against their targets and writes bench.json and bench.md into --out, each\n" +
 		"phase's own reports in a subdirectory. Progress goes to stderr. SIGINT or SIGTERM stops the phase running,\n" +
 		"stops the CHF and writes what was measured (exit 130 / 143). See loadgen/docs/bench.md.",
 }
@@ -51,7 +51,7 @@ type BenchConfig struct {
 	fs                              *flag.FlagSet
 }
 
-// DefaultBenchConfig returns loadgen bench's defaults: issue 52's session.
+// DefaultBenchConfig returns loadgen bench's defaults.
 func DefaultBenchConfig() BenchConfig {
 	return BenchConfig{rounds: 3, rate: 1000, duration: 10 * time.Second, warmup: 3 * time.Second, rampUp: 2 * time.Second,
 		sweepStart: 1000, sweepStep: 1000, sweepMax: 20000, sweepDuration: 10 * time.Second, sweepRetries: 1,
@@ -170,7 +170,7 @@ func (c *BenchConfig) localConfig(rate float64, out string, extra ...string) (*L
 	return &cfg, nil
 }
 
-// sweepConfig is loadgen sweep --local's configuration: issue 52's SLO.
+// sweepConfig is loadgen sweep --local's configuration: the bench's SLO (p99 <= 10 ms, no errors, late <= 1%).
 func (c *BenchConfig) sweepConfig() (*SweepConfig, error) {
 	cfg := DefaultSweepConfig()
 	fs := newFlagSet("sweep")

@@ -1,5 +1,5 @@
 // Package bench turns the measurements of one `loadgen bench` session
-// into the ratios issue 52 states the CHF's performance in: ratios
+// into the ratios the CHF's performance is stated in: ratios
 // measured side by side in one session, which hold on any host where
 // absolute figures are a property of the hour.
 //
@@ -53,7 +53,7 @@ type Target struct {
 	Value float64 `json:"value,omitempty"`
 }
 
-// Targets are issue 52's.
+// Targets are the project's performance targets (loadgen/docs/bench.md).
 var Targets = map[string]Target{
 	CHFOverFloor:     {"<=", 1.3},
 	BusyAtKnee:       {">=", 0.80},
