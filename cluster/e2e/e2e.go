@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/chf-testbed/testbed/cluster/kube"
+	"github.com/chf-testbed/testbed/loadgen/lab"
 	"github.com/chf-testbed/testbed/loadgen/report"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,24 +48,29 @@ type Model struct {
 	Level string
 	// StandsIn says what the model stands in for on this node.
 	StandsIn string
+	// Emulated is the loadgen lab model emulating the same datapath in
+	// network namespaces (its counterpart in the lab's report); with
+	// several nodes the pod network is routed between them, which is
+	// the lab's bridge model.
+	Emulated string
 }
 
 // Models are the network models the chf chart ships, as they install on a
 // small node (charts/chf/README.md, "Small node").
 var Models = []Model{
 	{Name: "pod-network", Values: []string{"values-small.yaml"}, LoadValues: []string{"values-small.yaml"}, Port: 8080, Level: "restricted",
-		StandsIn: "Calico's default install: the chart's pod-network values on the bridge CNI (Calico cannot be built here)"},
+		StandsIn: "Calico without encapsulation: the chart's pod-network values on the bridge CNI, each node's pod subnet routed to it by the others (Calico cannot be built here)", Emulated: "bridge"},
 	{Name: "baremetal", Values: []string{"values-small.yaml", "values-baremetal.yaml"}, LoadValues: []string{"values-small.yaml"}, Port: 18080, Level: "privileged",
-		StandsIn: "bare metal: host-network pods (the node's namespace)"},
+		StandsIn: "bare metal: host-network pods (the node's namespace)", Emulated: "baremetal"},
 	{Name: "baremetal-pinned", Values: []string{"values-small.yaml", "values-baremetal-pinned.yaml", "values-small-pinned.yaml"},
 		LoadValues: []string{"values-small.yaml", "values-small-pinned.yaml"}, Port: 18080, Pinned: true, Level: "privileged",
-		StandsIn: "bare metal with the CGW pinned by the static CPU manager"},
+		StandsIn: "bare metal with the CGW pinned by the static CPU manager", Emulated: "baremetal"},
 	{Name: "calico-pinned", Values: []string{"values-small.yaml", "values-calico-pinned.yaml", "values-small-pinned.yaml"},
 		LoadValues: []string{"values-small.yaml", "values-small-pinned.yaml"}, Port: 8080, Pinned: true, Level: "restricted",
-		StandsIn: "Calico pinned: the pod network (bridge CNI) with the CGW pinned"},
+		StandsIn: "Calico pinned: the pod network (bridge CNI) with the CGW pinned", Emulated: "bridge"},
 	{Name: "sriov-pinned", Values: []string{"values-small.yaml", "values-sriov-pinned.yaml", "values-small-pinned.yaml"},
 		LoadValues: []string{"values-small.yaml", "values-small-pinned.yaml"}, Port: 8080, Pinned: true, Multus: true, Level: "restricted",
-		StandsIn: "SR-IOV: a Multus macvlan attachment (net1) on a local bridge, the CGW pinned"},
+		StandsIn: "SR-IOV: a Multus macvlan attachment (net1) on a local bridge, the CGW pinned", Emulated: "sriov"},
 }
 
 // ModelByName finds a model.
@@ -86,12 +92,43 @@ type Options struct {
 	Rate    int    // offered TPS, over all shards
 	Shards  int
 	Seconds int // the load's measured duration
-	Log     func(format string, args ...any)
+	// Loadgen, when set, is the loadgen binary: each run then measures
+	// the network alone (loadgen lab's probe, and iperf3 when IPerf3 is
+	// set) between the CGW's pod and a pod on the load generator's node.
+	Loadgen, IPerf3 string
+	Log             func(format string, args ...any)
+}
+
+// Placement is where each part runs with several nodes, as in the lab's
+// reference deployment: the CGW and the OCP on the first node, the store,
+// the ABM and the load generator on the second, so that the client's
+// requests to the CGW and the OCP's to the ABM cross the fabric.
+var Placement = map[string]int{"cgw": 0, "ocp": 0, "aslite": 1, "abm": 1, "loadgen": 1}
+
+// placementArgs are the helm --set flags that put the chf chart's
+// components (chf) or the loadgen chart's Job (load) on their nodes;
+// none on a single node.
+func placementArgs(s *kube.State, chart string) []string {
+	if len(s.Nodes) < 2 {
+		return nil
+	}
+	host := func(role string) string { return s.Nodes[Placement[role]].Name }
+	const key = `nodeSelector.kubernetes\.io/hostname=`
+	if chart == "load" {
+		return []string{"--set-string", key + host("loadgen")}
+	}
+	return []string{"--set-string", "cgw." + key + host("cgw"), "--set-string", "ocp." + key + host("ocp"),
+		"--set-string", "abm." + key + host("abm"), "--set-string", "aerospike.aslite." + key + host("aslite")}
 }
 
 // Run is one model's run: what it measured and where its files are.
 type Run struct {
-	Model       string            `json:"model"`
+	Model string `json:"model"`
+	// Emulated, Pinned and StandsIn describe the model (Model's fields),
+	// for a reader of runs.json such as loadgen lab --cluster.
+	Emulated    string            `json:"emulated"`
+	Pinned      bool              `json:"pinned"`
+	StandsIn    string            `json:"stands_in"`
 	Trial       int               `json:"trial"`
 	ChartReadyS float64           `json:"chart_ready_s"`
 	Merged      string            `json:"merged"` // merged.json
@@ -111,6 +148,9 @@ type Run struct {
 	// had open to it after the run (the chassis chose net1).
 	Net1      string `json:"net1,omitempty"`
 	Net1Conns int    `json:"net1_conns,omitempty"`
+	// Network is the network alone between the CGW's pod and a pod on
+	// the load generator's node (Options.Loadgen set).
+	Network *lab.Network `json:"network,omitempty"`
 	// Guard: where a pod's packets to the outside would go (asked, not
 	// sent) and what the host's guard dropped; nil when no pod of the
 	// model has an address on the pod network (all host network).
@@ -124,7 +164,7 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
-	r := &Run{Model: m.Name, Trial: trial}
+	r := &Run{Model: m.Name, Emulated: m.Emulated, Pinned: m.Pinned, StandsIn: m.StandsIn, Trial: trial}
 	if err := createNamespace(ctx, c, ns, m.Level); err != nil {
 		return nil, err
 	}
@@ -145,6 +185,7 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	for _, v := range m.Values {
 		args = append(args, "-f", filepath.Join(chart, v))
 	}
+	args = append(args, placementArgs(s, "chf")...)
 	o.Log("%s: helm install chf (%s)", m.Name, strings.Join(m.Values, " "))
 	t0 := time.Now()
 	if _, err := kube.Helm(ctx, o.Dir, o.Helm, 6*time.Minute, args...); err != nil {
@@ -177,6 +218,14 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 			break
 		}
 	}
+	if o.Loadgen != "" {
+		n, err := measureNetwork(ctx, o, s, pods.Items)
+		if err != nil {
+			return r, fmt.Errorf("the network alone: %w", err)
+		}
+		r.Network = &n
+		o.Log("%s: network alone: probe RTT p50 %.0f µs, p99 %.0f µs; iperf3 %.2f Gbit/s (1 stream)", m.Name, n.RTTUs.MedianUs, n.RTTUs.P99Us, n.IPerf3Gbps.Single)
+	}
 	before := scrapeCPU(ctx, targets)
 
 	lchart := filepath.Join(o.Repo, "charts", "loadgen")
@@ -187,6 +236,7 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	for _, v := range m.LoadValues {
 		largs = append(largs, "-f", filepath.Join(lchart, v))
 	}
+	largs = append(largs, placementArgs(s, "load")...)
 	o.Log("%s: loadgen Job, %d shards, %d TPS for %d s", m.Name, o.Shards, o.Rate, o.Seconds)
 	if _, err := kube.Helm(ctx, o.Dir, o.Helm, 2*time.Minute, largs...); err != nil {
 		return r, err
@@ -545,4 +595,37 @@ func saveLogs(ctx context.Context, c kubernetes.Interface, ns, out string) {
 			}
 		}
 	}
+}
+
+// measureNetwork measures the network alone from a pod on the load
+// generator's node (the ABM's: the Job has not started yet) to the CGW's
+// pod, in their network namespaces (a host-network pod's is its node's).
+func measureNetwork(ctx context.Context, o Options, s *kube.State, pods []corev1.Pod) (lab.Network, error) {
+	place := func(comp string) (lab.Place, error) {
+		for _, p := range pods {
+			if p.Labels["app.kubernetes.io/component"] != comp || p.Status.PodIP == "" {
+				continue
+			}
+			if p.Spec.HostNetwork {
+				for _, n := range s.Nodes {
+					if n.Name == p.Spec.NodeName {
+						return lab.Place{NS: n.Netns, Addr: p.Status.PodIP}, nil
+					}
+				}
+				return lab.Place{}, fmt.Errorf("pod %s is on an unknown node %q", p.Name, p.Spec.NodeName)
+			}
+			ns, err := kube.PodNetns(ctx, s, p.Status.PodIP)
+			return lab.Place{NS: ns, Addr: p.Status.PodIP}, err
+		}
+		return lab.Place{}, fmt.Errorf("no running %s pod", comp)
+	}
+	srv, err := place("cgw")
+	if err != nil {
+		return lab.Network{}, err
+	}
+	cli, err := place("abm")
+	if err != nil {
+		return lab.Network{}, err
+	}
+	return lab.MeasureNetwork(ctx, lab.NetworkConfig{Server: srv, Client: cli, Loadgen: o.Loadgen, IPerf3: o.IPerf3})
 }

@@ -33,7 +33,7 @@ type GuardCheck struct {
 // node n. It fails when any of that does not hold.
 func CheckGuard(ctx context.Context, s *State, n NodeState, podIP string) (*GuardCheck, error) {
 	g := &GuardCheck{}
-	ns, err := podNetnsOf(ctx, s, podIP)
+	ns, err := PodNetns(ctx, s, podIP)
 	if err != nil {
 		return g, err
 	}
@@ -71,8 +71,8 @@ func CheckGuard(ctx context.Context, s *State, n NodeState, podIP string) (*Guar
 	return g, nil
 }
 
-// podNetnsOf finds the network namespace (under /run/netns) holding podIP.
-func podNetnsOf(ctx context.Context, s *State, podIP string) (string, error) {
+// PodNetns finds the network namespace (under /run/netns) holding podIP.
+func PodNetns(ctx context.Context, s *State, podIP string) (string, error) {
 	ents, err := os.ReadDir(netnsDir)
 	if err != nil {
 		return "", err
@@ -92,7 +92,7 @@ func podNetnsOf(ctx context.Context, s *State, podIP string) (string, error) {
 // PodConnections counts the established TCP connections, in the network
 // namespace of the pod with address podIP, to the address dst.
 func PodConnections(ctx context.Context, s *State, podIP, dst string) (int, error) {
-	ns, err := podNetnsOf(ctx, s, podIP)
+	ns, err := PodNetns(ctx, s, podIP)
 	if err != nil {
 		return 0, err
 	}

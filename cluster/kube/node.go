@@ -284,6 +284,23 @@ func nodeNetwork(ctx context.Context, n NodeState) error {
 	return nil
 }
 
+// nodeRoutes routes each node's pod subnet from every other node to it
+// across the fabric: native routing, as a CNI without encapsulation (or
+// Calico's BGP) sets it up, with the pods' own addresses on the wire.
+func nodeRoutes(ctx context.Context, nodes []NodeState) error {
+	for _, n := range nodes {
+		for _, m := range nodes {
+			if m.Name == n.Name {
+				continue
+			}
+			if _, err := run(ctx, "ip", "-n", n.Netns, "route", "replace", m.PodCIDR, "via", m.IP, "dev", "eth0"); err != nil {
+				return fmt.Errorf("cannot route %s's pods from %s: %w", m.Name, n.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
 // hostNetwork makes the fabric bridge and the guard: whatever reaches the
 // host from the fabric and would be forwarded (not to the host itself) is
 // dropped and counted, before any node or pod exists.
@@ -293,6 +310,9 @@ func hostNetwork(ctx context.Context) error {
 		{"ip", "addr", "add", FabricHost + "/24", "dev", Fabric},
 		{"ip", "link", "set", Fabric, "up"},
 		{"iptables", "-w", "-N", GuardChain},
+		// Frames the fabric bridges from one node to another (bridge
+		// netfilter shows them to FORWARD) stay on the fabric.
+		{"iptables", "-w", "-A", GuardChain, "-i", Fabric, "-o", Fabric, "-j", "ACCEPT"},
 		{"iptables", "-w", "-A", GuardChain, "-j", "DROP"},
 		{"iptables", "-w", "-I", "FORWARD", "1", "-i", Fabric, "-j", GuardChain},
 		{"iptables", "-w", "-I", "FORWARD", "1", "-o", Fabric, "-j", GuardChain},

@@ -24,6 +24,7 @@ const (
 	GuardChain   = "CHF-TESTBED-GUARD" // the host's FORWARD guard
 	CgroupParent = "chf-testbed"       // under every cgroup hierarchy
 	netnsDir     = "/run/netns"
+	MaxNodes     = 3 // the fabric and the pod subnets have room for more; a 2-CPU box has not
 )
 
 // State is what `cluster up` made, in <dir>/state.json, so that `cluster

@@ -37,8 +37,9 @@ type Config struct {
 	// bridge, with the NetworkAttachmentDefinition CRD and a macvlan
 	// master bridge (MacvlanMaster) in each node.
 	Multus bool
-	// Nodes is how many nodes (1 for now: several need the model lab's
-	// fabric to join them, see cluster/README.md).
+	// Nodes is how many nodes (1..MaxNodes), each a network namespace on
+	// the fabric. With several, each node routes the others' pod subnets
+	// to them across the fabric (native routing, no encapsulation).
 	Nodes int
 	// Log prints progress.
 	Log func(format string, args ...any)
@@ -92,6 +93,9 @@ func Up(ctx context.Context, c Config) (err error) {
 		if err := nodeNetwork(ctx, n); err != nil {
 			return err
 		}
+	}
+	if err := nodeRoutes(ctx, s.Nodes); err != nil {
+		return err
 	}
 	pki, client, err := startControlPlane(ctx, s, c.Log)
 	if err != nil {
@@ -316,6 +320,9 @@ func Preflight(c Config) error {
 		if _, err := os.Stat(filepath.Join(c.Bin, "multus")); err != nil {
 			errs = append(errs, fmt.Sprintf("no multus in %s (cluster/build.sh --multus)", c.Bin))
 		}
+	}
+	if c.Nodes < 1 || c.Nodes > MaxNodes {
+		errs = append(errs, fmt.Sprintf("--nodes must be 1..%d, got %d", MaxNodes, c.Nodes))
 	}
 	if c.CPUManager != "none" && c.CPUManager != "static" {
 		errs = append(errs, fmt.Sprintf("--cpu-manager must be none or static, got %q", c.CPUManager))

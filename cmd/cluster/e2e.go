@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -32,6 +33,8 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	helm := fs.String("helm", ".tools/bin/helm", "the helm binary")
 	repo := fs.String("repo", ".", "the repository root (its charts/ are installed)")
 	keep := fs.Bool("keep", false, "leave the cluster up at the end (cluster down tears it down)")
+	nodes := nodesFlag(fs)
+	loadgenBin := fs.String("loadgen", "", "the loadgen binary: with it, each run also measures the network alone between the CGW's pod and a pod on the load generator's node (loadgen lab's request/response probe, and iperf3 when installed)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -52,6 +55,8 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("--shards must be 1..16, got %d", *shards)
 	case *seconds < 1 || *seconds > 3600:
 		return bad("--duration must be 1..3600 (seconds), got %d", *seconds)
+	case *nodes < 1 || *nodes > kube.MaxNodes:
+		return bad("--nodes must be 1..%d, got %d", kube.MaxNodes, *nodes)
 	}
 	var ms []e2e.Model
 	if *models == "" {
@@ -80,6 +85,12 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	d, _ := filepath.Abs(*dir)
 	b, _ := filepath.Abs(*bin)
 	o := e2e.Options{Dir: d, Log: log, Rate: *rate, Shards: *shards, Seconds: *seconds}
+	if p, err := exec.LookPath("iperf3"); err == nil {
+		o.IPerf3 = p
+	}
+	if *loadgenBin != "" {
+		o.Loadgen, _ = filepath.Abs(*loadgenBin)
+	}
 	o.Out, _ = filepath.Abs(*out)
 	o.Repo, _ = filepath.Abs(*repo)
 	o.Helm, _ = filepath.Abs(*helm)
@@ -89,7 +100,7 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		imgs = append(imgs, abs)
 	}
 	t0 := time.Now()
-	if err := kube.Up(ctx, kube.Config{Dir: d, Bin: b, Images: imgs, PauseImage: *pause, CPUManager: cpuManager, Multus: multus, Log: log}); err != nil {
+	if err := kube.Up(ctx, kube.Config{Dir: d, Bin: b, Images: imgs, PauseImage: *pause, CPUManager: cpuManager, Multus: multus, Nodes: *nodes, Log: log}); err != nil {
 		fmt.Fprintf(stderr, "cluster e2e: %v\n", err)
 		return exitFor(ctx)
 	}
