@@ -45,9 +45,22 @@ run: build
 ## on each with and without CPU pinning, write lab.json, lab.md and lab.html
 ## under ./results/lab-<timestamp>/ (loadgen/lab/README.md). Override with
 ## LAB_ARGS, e.g. LAB_ARGS="--models baremetal,sriov --trials 5".
+## CLUSTER=1 also runs the models on a real cluster of CLUSTER_NODES nodes
+## (cluster e2e: containerd, kubelet, real CNI plugins) after the emulated
+## ones, each beside its emulation in the report (datapath cni); it needs a
+## fixed --rate in LAB_ARGS (default here 1000) and builds the Kubernetes
+## binaries once (cluster/README.md).
 LAB_ARGS ?=
+CLUSTER ?=
+CLUSTER_NODES ?= 2
+ifeq ($(CLUSTER),1)
+lab: build deb-deps node-deps images $(TOOLS)/bin/helm
+	@bin=$$(cluster/build.sh --all $(TOOLS)) && \
+	$(BIN)/loadgen lab --rate 1000 --cluster --cluster-nodes $(CLUSTER_NODES) --kube-bin $$bin --helm $(TOOLS)/bin/helm --cluster-bin $(BIN)/cluster $(LAB_ARGS)
+else
 lab: build deb-deps
 	$(BIN)/loadgen lab $(LAB_ARGS)
+endif
 
 ## test: what CI runs: gofmt check, go vet, every test with -race, and the
 ## allocation tests without it. The report pages are rendered in headless
@@ -66,16 +79,19 @@ test-alloc:
 
 ## cluster-test: the charts, Pod Security, RBAC and Kubernetes discovery on a
 ## real control plane (etcd, kube-apiserver, kube-controller-manager on
-## loopback), then TestNode: the images imported into a real node
-## (containerd + kubelet + kube-proxy in a network namespace), the chf chart
-## installed and driven by the loadgen Job, the no-egress guard, tear-down
-## clean after a run, SIGINT and a failed start (cluster/README.md). The
-## Kubernetes binaries are built from the Go module proxy once into
-## .tools/kube-<version>/ (minutes on a cold cache).
+## loopback); TestNode: a node's failed start and SIGINT during `cluster up`,
+## nothing left; TestLabCluster: `loadgen lab --cluster` on two real nodes
+## (containerd + kubelet + kube-proxy, each in a network namespace): the
+## images imported, the chf chart installed with the lab's placement and
+## driven by the loadgen Job, bare metal and the routed pod network beside
+## their emulations in lab.json, the no-egress guard, tear-down clean, also
+## after SIGINT (cluster/README.md). The Kubernetes binaries are built from
+## the Go module proxy once into .tools/kube-<version>/ (minutes on a cold
+## cache).
 cluster-test: $(TOOLS)/bin/helm node-deps images
 	@bin=$$(cluster/build.sh --controlplane --node $(TOOLS)) && \
 	CHF_CONTROLPLANE_BIN=$$bin CHF_KUBE_BIN=$$bin CHF_IMAGES=$(IMAGE_OUT) HELM=$(TOOLS)/bin/helm \
-	  $(GO) test -count=1 -timeout 30m -v -run 'TestControlPlane|TestNode' ./cluster/
+	  $(GO) test -count=1 -timeout 30m -v -run 'TestControlPlane|TestNode|TestLabCluster' ./cluster/
 
 ## node-deps: the Debian packages a node needs: containerd, runc, the CNI
 ## plugins (bridge, host-local, macvlan), iptables, conntrack.

@@ -37,6 +37,11 @@ type LabConfig struct {
 	profile                                     sched.Profile
 	store                                       storeFlags
 
+	cluster                                        bool
+	clusterBin, kubeBin, helm, repo, clusterModels string
+	clusterImages                                  string
+	clusterNodes, clusterShards                    int
+
 	// Resolved by Validate.
 	options lab.Options
 }
@@ -48,6 +53,7 @@ func DefaultLabConfig() LabConfig {
 		duration: 10 * time.Second, warmup: 2 * time.Second, kneeP99: 50 * time.Millisecond,
 		iperfTime: 3 * time.Second, shapingRTT: 10 * time.Millisecond,
 		trials: 3, mtu: 1500, accounts: 20_000, probes: 2000, shapingRate: 100, matchGOMAXPROCS: true,
+		helm: filepath.Join(".tools", "bin", "helm"), repo: ".", clusterNodes: 2, clusterShards: 1,
 	}
 }
 
@@ -77,6 +83,15 @@ func (c *LabConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.logs, "logs", c.logs, "copy the services' output to stderr (default: into lab.log in --out)")
 	fs.Var(&c.profile, sched.FlagName, "the CHF services' runtime profile (chf --runtime-profile): production (Go's and the kernel's scheduler defaults) or lab (SCHED_BATCH and Go's sysmon kept awake); recorded in every run's result and in lab.json")
 	c.store.register(fs)
+	fs.BoolVar(&c.cluster, "cluster", c.cluster, "also run the models on a real cluster on this machine (cluster e2e: nodes in network namespaces with containerd, kubelet and real CNI plugins), after the emulated ones: the report's datapath cni rows beside the emulated rows of the same model (root; cluster/README.md)")
+	fs.StringVar(&c.clusterBin, "cluster-bin", c.clusterBin, "--cluster: the cluster binary (default: next to loadgen, else bin/cluster)")
+	fs.StringVar(&c.kubeBin, "kube-bin", c.kubeBin, "--cluster: directory of the Kubernetes binaries (cluster/build.sh --all prints it)")
+	fs.StringVar(&c.helm, "helm", c.helm, "--cluster: the helm binary")
+	fs.StringVar(&c.repo, "repo", c.repo, "--cluster: the repository root whose charts/ are installed")
+	fs.StringVar(&c.clusterModels, "cluster-models", c.clusterModels, "--cluster: cluster e2e's models (comma-separated; default all: pod-network, baremetal, the pinned ones and sriov-pinned); each is reported beside its emulated counterpart")
+	fs.IntVar(&c.clusterNodes, "cluster-nodes", c.clusterNodes, "--cluster: nodes (the CGW and OCP on the first, the store, ABM and loadgen Job on the second)")
+	fs.StringVar(&c.clusterImages, "cluster-images", c.clusterImages, "--cluster: comma-separated image archives for the nodes (default: make images' bin/images/{chf,loadgen,pause}.tar under --repo)")
+	fs.IntVar(&c.clusterShards, "cluster-shards", c.clusterShards, "--cluster: loadgen Job shards")
 }
 
 // Validate checks the parsed flags (a usage error naming the flag) and
@@ -125,8 +140,50 @@ func (c *LabConfig) Validate() error {
 		return err
 	}
 	o.AsdBinary = c.store.asdBinary
+	if c.cluster {
+		o.Cluster = &lab.ClusterOptions{Bin: c.clusterBin, KubeBin: c.kubeBin, Helm: c.helm, Repo: c.repo, Nodes: c.clusterNodes, Shards: c.clusterShards}
+		if o.Cluster.Bin == "" {
+			o.Cluster.Bin = besideSelf("cluster")
+		}
+		for _, m := range strings.Split(c.clusterModels, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				o.Cluster.Models = append(o.Cluster.Models, m)
+			}
+		}
+		for _, i := range strings.Split(c.clusterImages, ",") {
+			if i = strings.TrimSpace(i); i != "" {
+				abs, _ := filepath.Abs(i)
+				o.Cluster.Images = append(o.Cluster.Images, abs)
+			}
+		}
+		for _, p := range []*string{&o.Cluster.Bin, &o.Cluster.KubeBin, &o.Cluster.Helm, &o.Cluster.Repo} {
+			if *p != "" {
+				*p, _ = filepath.Abs(*p)
+			}
+		}
+		if o.Rate == 0 {
+			return usageError{errors.New("--cluster: give --rate (the cluster's runs need a fixed rate; the host sweep is for the emulation)")}
+		}
+		if err := o.Validate(); err != nil {
+			return usageError{err}
+		}
+	} else if c.clusterModels != "" || c.kubeBin != "" || c.clusterImages != "" {
+		return usageError{errors.New("--cluster-models, --cluster-images and --kube-bin need --cluster")}
+	}
 	c.options = o
 	return nil
+}
+
+// besideSelf is the path of the named binary next to this executable
+// when there is one, else bin/<name>.
+func besideSelf(name string) string {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return filepath.Join("bin", name)
 }
 
 // validateStore checks the store flags against what the lab can run.
@@ -208,8 +265,9 @@ func (c *LabConfig) run() error {
 		return fmt.Errorf("cannot find the loadgen executable: %w", err)
 	}
 	o.Loadgen = self
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop() // only after Run has torn everything down
+	s := onSignalsTearDown()
+	defer s.Stop() // only after Run has torn everything down
+	ctx := s.Context()
 	exe, cleanup, err := testbed.FindCHF(ctx, c.chf, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		return err
@@ -235,7 +293,7 @@ func (c *LabConfig) run() error {
 	fmt.Fprintf(os.Stderr, "lab: namespaces %s*, report into %s\n", l.Prefix(), o.Out)
 	_, err = l.Run(ctx)
 	fmt.Fprintf(os.Stderr, "lab: wrote %s\n", filepath.Join(o.Out, "lab.md"))
-	return err
+	return s.wrap(err)
 }
 
 // labHelper runs one of the hidden helpers inside a namespace.

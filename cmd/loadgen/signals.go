@@ -63,11 +63,21 @@ type stopper struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	sig    os.Signal
+	// tearDown: a second signal does not exit, because what the command
+	// made outside this process (namespaces, a cluster) must be removed
+	// first; the tear-down's own deadlines bound the wait.
+	tearDown bool
 }
 
 // onSignals starts watching SIGINT and SIGTERM; Stop ends it.
-func onSignals() *stopper {
-	s := &stopper{ch: make(chan os.Signal, 2), done: make(chan struct{})}
+func onSignals() *stopper { return watchSignals(false) }
+
+// onSignalsTearDown is onSignals for a command that must tear down what it
+// made outside the process: a second signal is acknowledged, not obeyed.
+func onSignalsTearDown() *stopper { return watchSignals(true) }
+
+func watchSignals(tearDown bool) *stopper {
+	s := &stopper{ch: make(chan os.Signal, 2), done: make(chan struct{}), tearDown: tearDown}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM)
 	s.wg.Add(1)
@@ -89,6 +99,10 @@ func (s *stopper) watch() {
 			}
 			s.mu.Unlock()
 			code := interrupted{sig: sig}.code()
+			if !first && s.tearDown {
+				fmt.Fprintf(os.Stderr, "\nloadgen: second signal (%s): still tearing down what the run made (each step has its deadline)\n", signalName(sig))
+				continue
+			}
 			if !first {
 				fmt.Fprintf(os.Stderr, "\nloadgen: second signal (%s): exiting now, without a report\n", signalName(sig))
 				os.Exit(code)
@@ -121,6 +135,9 @@ func (s *stopper) mark(res *report.Result) {
 // 130/143) when a signal stopped the command.
 func (s *stopper) wrap(err error) error {
 	if sig := s.Signal(); sig != nil {
+		if err == context.Canceled { // the signal's own doing: nothing to add
+			err = nil
+		}
 		return interrupted{sig: sig, err: err}
 	}
 	return err

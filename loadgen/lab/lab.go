@@ -86,6 +86,9 @@ type Options struct {
 	// value: production, the services' default, not passed), recorded in
 	// every run's result and in the report.
 	RuntimeProfile sched.Profile
+	// Cluster, when set, also runs the models on a real cluster (cluster
+	// e2e) after the emulated ones: the report's datapath "cni" rows.
+	Cluster *ClusterOptions
 }
 
 // Upper bounds of the options: the accounts are provisioned on every
@@ -163,6 +166,23 @@ func (o *Options) Validate() error {
 	}
 	if o.ShapingRTT <= 0 {
 		return fmt.Errorf("--shaping-rtt: %v is not positive", o.ShapingRTT)
+	}
+	if c := o.Cluster; c != nil {
+		switch {
+		case o.Experiment != "":
+			return errors.New("--cluster: the cluster runs the comparison, not --experiment")
+		case c.KubeBin == "":
+			return errors.New("--kube-bin: --cluster needs the Kubernetes binaries' directory (cluster/build.sh --all prints it)")
+		case c.Nodes < 1 || c.Nodes > 3:
+			return fmt.Errorf("--cluster-nodes: %d is not in 1..3", c.Nodes)
+		case c.Shards < 1 || c.Shards > 16:
+			return fmt.Errorf("--cluster-shards: %d is not in 1..16", c.Shards)
+		case o.Duration%time.Second != 0:
+			return fmt.Errorf("--duration: %v: with --cluster, whole seconds (the loadgen Job's duration)", o.Duration)
+		}
+		if _, err := os.Stat(c.Bin); err != nil {
+			return fmt.Errorf("--cluster-bin: %w (make build puts cluster in bin/)", err)
+		}
 	}
 	if o.Experiment == "shaping" && o.IPerf3 == "" {
 		return errors.New("--experiment shaping: needs iperf3 (Debian package iperf3; `make deb-deps` installs it)")
@@ -256,7 +276,7 @@ func (l *Lab) compare(ctx context.Context, rep *Report) error {
 	rows := map[string]*Row{}
 	for _, m := range l.o.Models {
 		for _, pinned := range l.o.Pin {
-			r := &Row{Model: m, Emulation: Describe[m], Pinned: pinned, CPUs: l.cpuSets(pinned)}
+			r := &Row{Model: m, Datapath: DatapathEmulated, Emulation: Describe[m], Pinned: pinned, CPUs: l.cpuSets(pinned)}
 			if m == "calico-ipip" && !ipip {
 				r.Unavailable = "not available on this kernel (no ipip module)"
 			}
@@ -288,6 +308,17 @@ func (l *Lab) compare(ctx context.Context, rep *Report) error {
 			r.Trials = append(r.Trials, tr)
 			l.progress("trial %d: %s, %s: %.0f TPS, p50 %.3f ms, p99 %.3f ms, SUT %.0f µs/txn (%.1fs)",
 				trial, r.Model, pinName(r.Pinned), tr.TPS, tr.P50Ms, tr.P99Ms, tr.SUTUsTxn, time.Since(t0).Seconds())
+		}
+	}
+	if l.o.Cluster != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := l.cluster(ctx, rep); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			failed = append(failed, err)
 		}
 	}
 	return errors.Join(failed...)

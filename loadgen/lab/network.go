@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -137,4 +138,34 @@ func parseIPerf(out []byte) (float64, float64, error) {
 func firstLine(b []byte) string {
 	s, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 	return s
+}
+
+// NetworkConfig is the network-alone measurement between two network
+// namespaces the lab did not make (a cluster's pods): iperf3 and the
+// request/response probe run in them with this machine's binaries.
+type NetworkConfig struct {
+	// Server is where the CGW runs (iperf3 -s, the probe server);
+	// Client is where the load generator runs.
+	Server, Client Place
+	// Loadgen is the loadgen binary (its `lab probe` commands); IPerf3
+	// the iperf3 binary (empty: Network.Missing says so).
+	Loadgen, IPerf3 string
+	IPerfTime       time.Duration
+	ProbeCount      int
+	Logs            io.Writer
+}
+
+// MeasureNetwork measures the network alone between c.Client and
+// c.Server, as the lab does between its load generator's and its CGW's
+// pods.
+func MeasureNetwork(ctx context.Context, c NetworkConfig) (Network, error) {
+	if c.IPerfTime <= 0 {
+		c.IPerfTime = 2 * time.Second
+	}
+	if c.ProbeCount <= 0 {
+		c.ProbeCount = 2000
+	}
+	l := New(Options{Loadgen: c.Loadgen, IPerf3: c.IPerf3, IPerfTime: c.IPerfTime, ProbeCount: c.ProbeCount, Logs: c.Logs})
+	t := &Topology{Places: map[string]Place{"cgw": c.Server, "loadgen": c.Client}}
+	return l.network(ctx, t, false)
 }

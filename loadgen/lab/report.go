@@ -68,10 +68,15 @@ type Machine struct {
 // Row is one model × pinning: the medians over trials, each trial, and the
 // ratio to the baseline.
 type Row struct {
-	Model       string `json:"model"`
-	Emulation   string `json:"emulation"`
-	Pinned      bool   `json:"pinned"`
-	Unavailable string `json:"unavailable,omitempty"`
+	Model string `json:"model"`
+	// Datapath is emulated (the lab's namespaces) or cni (a real cluster's
+	// pods, CNI plugins and kubelets: loadgen lab --cluster); ClusterModel
+	// is the cluster's model of a cni row (cluster e2e --models).
+	Datapath     string `json:"datapath"`
+	ClusterModel string `json:"cluster_model,omitempty"`
+	Emulation    string `json:"emulation"`
+	Pinned       bool   `json:"pinned"`
+	Unavailable  string `json:"unavailable,omitempty"`
 	// CPUs is each role's CPU list ("" = all CPUs).
 	CPUs       map[string]string `json:"cpus"`
 	GOMAXPROCS map[string]int    `json:"gomaxprocs"`
@@ -221,14 +226,14 @@ func (r *Report) finish(o Options) {
 	var base *Row
 	for _, row := range r.Rows {
 		row.summarise()
-		if rowKey(row.Model, row.Pinned) == r.Baseline && len(row.Trials) > 0 {
+		if rowKey(row.Model, row.Pinned) == r.Baseline && row.Datapath != DatapathCNI && len(row.Trials) > 0 {
 			base = row
 		}
 	}
 	r.GOMAXPROCSNote = gomaxprocsNote(r.Rows, o.MatchGOMAXPROCS, r.GoDefaultGOMAXPROCS)
 	if base != nil {
 		for _, row := range r.Rows {
-			if len(row.Trials) == 0 {
+			if len(row.Trials) == 0 || row.Datapath == DatapathCNI {
 				continue
 			}
 			row.Ratio, row.Versus = map[string]float64{}, map[string]string{}
@@ -243,8 +248,25 @@ func (r *Report) finish(o Options) {
 	} else if r.Kind == "lab" {
 		r.Notes = append(r.Notes, fmt.Sprintf("the baseline %s has no measured trial: no ratios", r.Baseline))
 	}
+	for _, row := range r.Rows {
+		// a cni row's ratios are to its emulated counterpart
+		if em := r.find(row.Model, row.Pinned, DatapathEmulated); row.Datapath == DatapathCNI && em != nil && len(row.Trials) > 0 {
+			row.Ratio, row.Versus = map[string]float64{}, map[string]string{}
+			for _, f := range figures {
+				a, b := row.Stats[f.name], em.Stats[f.name]
+				if b.Median != 0 {
+					row.Ratio[f.name] = a.Median / b.Median
+				}
+				row.Versus[f.name] = versus(a, b, f.higher)
+			}
+		}
+	}
 	if r.Kind == "lab" {
-		r.ordering()
+		r.ordering(DatapathEmulated)
+		if r.has(DatapathCNI) {
+			r.ordering(DatapathCNI)
+			r.cniFindings()
+		}
 	}
 	if o.MTU == 9000 {
 		r.Notes = append(r.Notes, "MTU 9000 on the fabric, the node uplinks and the pod interfaces (VXLAN pods 8950, IP-in-IP pods 8980)")
@@ -351,27 +373,26 @@ func gomaxprocsNote(rows []*Row, match bool, goDefault int) string {
 
 // ordering compares the reference deployment's published TPS ordering
 // with this machine's.
-func (r *Report) ordering() {
+func (r *Report) ordering(datapath string) {
 	calico := "calico-noencap"
-	find := func(model string, pinned bool) *Row {
-		for _, row := range r.Rows {
-			if row.Model == model && row.Pinned == pinned && len(row.Trials) > 0 {
-				return row
-			}
-		}
-		return nil
-	}
+	find := func(model string, pinned bool) *Row { return r.find(model, pinned, datapath) }
 	if find(calico, true) == nil {
 		calico = "calico-vxlan"
+	}
+	if datapath == DatapathCNI {
+		calico = "bridge" // the cluster's routed pod network (Calico without encapsulation's datapath)
+	}
+	tag := func(s string) string {
+		if datapath == DatapathCNI {
+			return "cni: " + s
+		}
+		return s
 	}
 	ref := []struct {
 		model  string
 		pinned bool
 	}{{"sriov", true}, {"baremetal", true}, {calico, true}, {"baremetal", false}}
-	for _, e := range ref {
-		r.Reference = append(r.Reference, rowKey(e.model, e.pinned))
-	}
-	r.Reference = append(r.Reference[:0], "sriov/pinned > baremetal/pinned > "+calico+"/pinned > baremetal/unpinned on TPS (latency differences small)")
+	r.Reference = append(r.Reference, tag("sriov/pinned > baremetal/pinned > "+calico+"/pinned > baremetal/unpinned on TPS (latency differences small)"))
 	var rows []*Row
 	for _, e := range ref {
 		if row := find(e.model, e.pinned); row != nil {
@@ -379,7 +400,7 @@ func (r *Report) ordering() {
 		}
 	}
 	if len(rows) < 2 {
-		r.Verdicts = append(r.Verdicts, "too few of sriov/pinned, baremetal/pinned, "+calico+"/pinned, baremetal/unpinned were measured to compare the ordering")
+		r.Verdicts = append(r.Verdicts, tag("too few of sriov/pinned, baremetal/pinned, "+calico+"/pinned, baremetal/unpinned were measured to compare the ordering"))
 		return
 	}
 	// At a fixed rate below capacity every model carries the offered TPS,
@@ -408,18 +429,18 @@ func (r *Report) ordering() {
 	for _, row := range sorted {
 		names = append(names, fmt.Sprintf("%s (%.4g)", rowKey(row.Model, row.Pinned), value(row).Median))
 	}
-	r.Measured = []string{strings.Join(names, " > ") + " by " + label}
+	r.Measured = append(r.Measured, tag(strings.Join(names, " > ")+" by "+label))
 	for i := 0; i+1 < len(rows); i++ {
 		a, b := rows[i], rows[i+1]
 		va, vb := value(a), value(b)
 		ka, kb := rowKey(a.Model, a.Pinned), rowKey(b.Model, b.Pinned)
 		switch v := versus(va, vb, higher); {
 		case v == "no measurable difference":
-			r.Verdicts = append(r.Verdicts, fmt.Sprintf("%s vs %s: no measurable difference on this machine (the trial ranges overlap); the reference puts %s ahead", ka, kb, ka))
+			r.Verdicts = append(r.Verdicts, tag(fmt.Sprintf("%s vs %s: no measurable difference on this machine (the trial ranges overlap); the reference puts %s ahead", ka, kb, ka)))
 		case strings.HasPrefix(v, "better"):
-			r.Verdicts = append(r.Verdicts, fmt.Sprintf("%s ahead of %s: agrees with the reference (%s)", ka, kb, v))
+			r.Verdicts = append(r.Verdicts, tag(fmt.Sprintf("%s ahead of %s: agrees with the reference (%s)", ka, kb, v)))
 		default:
-			r.Verdicts = append(r.Verdicts, fmt.Sprintf("%s behind %s: disagrees with the reference (%s)", ka, kb, v))
+			r.Verdicts = append(r.Verdicts, tag(fmt.Sprintf("%s behind %s: disagrees with the reference (%s)", ka, kb, v)))
 		}
 	}
 	// Latency: the reference says small differences.
@@ -427,7 +448,77 @@ func (r *Report) ordering() {
 	for _, row := range rows {
 		lat = append(lat, fmt.Sprintf("%s %.3f", rowKey(row.Model, row.Pinned), row.Stats["p50_ms"].Median))
 	}
-	r.Verdicts = append(r.Verdicts, "latency p50 (ms): "+strings.Join(lat, ", ")+"; the reference reports small latency differences")
+	r.Verdicts = append(r.Verdicts, tag("latency p50 (ms): "+strings.Join(lat, ", ")+"; the reference reports small latency differences"))
+}
+
+// Datapaths of a row.
+const (
+	DatapathEmulated = "emulated"
+	DatapathCNI      = "cni"
+)
+
+// find returns the measured row of model and pinning on datapath.
+func (r *Report) find(model string, pinned bool, datapath string) *Row {
+	for _, row := range r.Rows {
+		if row.Model == model && row.Pinned == pinned && row.datapath() == datapath && len(row.Trials) > 0 {
+			return row
+		}
+	}
+	return nil
+}
+
+// has says whether some row of datapath was measured.
+func (r *Report) has(datapath string) bool {
+	for _, row := range r.Rows {
+		if row.datapath() == datapath && len(row.Trials) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// datapath is the row's datapath (a report written before cni rows
+// existed has none: emulated).
+func (row *Row) datapath() string {
+	if row.Datapath == "" {
+		return DatapathEmulated
+	}
+	return row.Datapath
+}
+
+// cniFindings adds a sentence per seed finding the cluster's rows can
+// speak to: each real datapath against its emulation, and no
+// encapsulation against the host's network (bare metal). A difference
+// inside the trial spread is said to be none, with the spread.
+func (r *Report) cniFindings() {
+	for _, row := range r.Rows {
+		if row.Datapath != DatapathCNI || len(row.Trials) == 0 {
+			continue
+		}
+		em := r.find(row.Model, row.Pinned, DatapathEmulated)
+		if em == nil {
+			r.Verdicts = append(r.Verdicts, fmt.Sprintf("cni: %s/%s has no emulated counterpart in this run (add %s to --models)", row.Model, pinName(row.Pinned), row.Model))
+			continue
+		}
+		r.Verdicts = append(r.Verdicts, fmt.Sprintf("cni vs emulation, %s/%s: p50 %s vs %s ms (%s), SUT %s vs %s µs/txn (%s), probe RTT p50 %s vs %s µs",
+			row.Model, pinName(row.Pinned), cell(row.Stats["p50_ms"], 3), cell(em.Stats["p50_ms"], 3), row.Versus["p50_ms"],
+			cell(row.Stats["sut_cpu_us_per_txn"], 0), cell(em.Stats["sut_cpu_us_per_txn"], 0), row.Versus["sut_cpu_us_per_txn"],
+			cell(row.Stats["rtt_us_median"], 0), cell(em.Stats["rtt_us_median"], 0)))
+	}
+	for _, pinned := range []bool{false, true} {
+		host, routed := r.find("baremetal", pinned, DatapathCNI), r.find("bridge", pinned, DatapathCNI)
+		if host == nil || routed == nil {
+			continue
+		}
+		r.Verdicts = append(r.Verdicts, fmt.Sprintf("cni, %s: no encapsulation (routed pod network) vs the host's network: p50 %s (%s vs %s ms), probe RTT p50 %s (%s vs %s µs), iperf3 1 stream %s (%s vs %s Gbit/s); the reference finds no encapsulation ≈ host",
+			pinName(pinned), versus(routed.Stats["p50_ms"], host.Stats["p50_ms"], false), cell(routed.Stats["p50_ms"], 3), cell(host.Stats["p50_ms"], 3),
+			versus(routed.Stats["rtt_us_median"], host.Stats["rtt_us_median"], false), cell(routed.Stats["rtt_us_median"], 0), cell(host.Stats["rtt_us_median"], 0),
+			versus(routed.Stats["iperf3_gbps_single"], host.Stats["iperf3_gbps_single"], true), cell(routed.Stats["iperf3_gbps_single"], 2), cell(host.Stats["iperf3_gbps_single"], 2)))
+	}
+	r.Notes = append(r.Notes, "cni rows: SUT µs/txn is the CGW's, OCP's and ABM's CPU (their /metrics) from before the loadgen Job starts to after it ends, its start delay and ramp included, over the run's transactions; at low rates it reads higher than the emulated rows' (measured over the run alone): compare cni rows with each other, and latency and the network across datapaths")
+	if r.find("calico-vxlan", false, DatapathCNI) == nil && r.find("calico-vxlan", true, DatapathCNI) == nil {
+		r.Notes = append(r.Notes, "cni: no overlay model ran on the cluster, so overlay vs host latency, jitter CV and bandwidth are compared on the emulated rows only")
+	}
 }
 
 // Write writes lab.json, lab.md and lab.html into dir.
@@ -458,16 +549,19 @@ func cell(s Stat, prec int) string {
 
 // table returns the header and the rows of the comparison table.
 func (r *Report) table() ([]string, [][]string) {
-	head := []string{"model (emulation)", "pinning", "TPS", "p50 ms", "p99 ms", "jitter CV", "SUT µs/txn", "iperf3 Gbit/s 1 / 4 streams", "probe RTT µs p50 / p99", "sched lag ms p50 / p99", "errors", "audit", "vs " + r.Baseline + " (p50, SUT)"}
+	head := []string{"model", "datapath", "pinning", "TPS", "p50 ms", "p99 ms", "jitter CV", "SUT µs/txn", "iperf3 Gbit/s 1 / 4 streams", "probe RTT µs p50 / p99", "sched lag ms p50 / p99", "errors", "audit", "vs " + r.Baseline + " (p50, SUT; a cni row: vs its emulation)"}
 	var rows [][]string
-	for _, row := range r.Rows {
-		name := row.Model + " (emulation)"
+	for _, row := range r.ordered() {
+		name, dp := row.Model, row.datapath()
+		if row.ClusterModel != "" {
+			dp += " (" + row.ClusterModel + ")"
+		}
 		if row.Unavailable != "" {
-			rows = append(rows, []string{name, pinName(row.Pinned), row.Unavailable, "", "", "", "", "", "", "", "", "", ""})
+			rows = append(rows, []string{name, dp, pinName(row.Pinned), row.Unavailable, "", "", "", "", "", "", "", "", "", ""})
 			continue
 		}
 		if len(row.Trials) == 0 {
-			rows = append(rows, []string{name, pinName(row.Pinned), "not measured: " + strings.Join(row.Failures, "; "), "", "", "", "", "", "", "", "", "", ""})
+			rows = append(rows, []string{name, dp, pinName(row.Pinned), "not measured: " + strings.Join(row.Failures, "; "), "", "", "", "", "", "", "", "", "", ""})
 			continue
 		}
 		s := row.Stats
@@ -493,11 +587,34 @@ func (r *Report) table() ([]string, [][]string) {
 		if row.KneeTPS != nil {
 			tps += fmt.Sprintf(" (knee %.0f)", *row.KneeTPS)
 		}
-		rows = append(rows, []string{name, pinName(row.Pinned), tps, cell(s["p50_ms"], 3), cell(s["p99_ms"], 3), cell(s["jitter_cv"], 3),
+		rows = append(rows, []string{name, dp, pinName(row.Pinned), tps, cell(s["p50_ms"], 3), cell(s["p99_ms"], 3), cell(s["jitter_cv"], 3),
 			cell(s["sut_cpu_us_per_txn"], 0), iperf, cell(s["rtt_us_median"], 0) + " / " + cell(s["rtt_us_p99"], 0), lag,
 			cell(s["errors"], 0), audit, vs})
 	}
 	return head, rows
+}
+
+// ordered is the rows with each model's cni rows right after its emulated
+// ones, so that the two datapaths of a model sit side by side.
+func (r *Report) ordered() []*Row {
+	var out []*Row
+	for _, row := range r.Rows {
+		if row.datapath() == DatapathCNI {
+			continue
+		}
+		out = append(out, row)
+		for _, c := range r.Rows {
+			if c.datapath() == DatapathCNI && c.Model == row.Model && c.Pinned == row.Pinned {
+				out = append(out, c)
+			}
+		}
+	}
+	for _, c := range r.Rows { // cni rows without an emulated row
+		if c.datapath() == DatapathCNI && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // kneeNote says how the knee sweeps treat a step that missed the SLO
