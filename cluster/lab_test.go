@@ -1,0 +1,216 @@
+package cluster
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chf-testbed/testbed/cluster/kube"
+)
+
+// labBinaries builds loadgen, chf and cluster for `loadgen lab --cluster`.
+func labBinaries(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, c := range []string{"loadgen", "chf", "cluster"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, c), "../cmd/"+c).CombinedOutput(); err != nil {
+			t.Fatalf("cannot build cmd/%s: %v\n%s", c, err, out)
+		}
+	}
+	return dir
+}
+
+// labArgs: the emulated bare-metal and bridge models and the cluster's
+// bare-metal and routed pod-network models on two nodes, one short trial.
+func labArgs(bin, kubeBin string, imgs []string, helm, out string) []string {
+	repo, _ := filepath.Abs(repoRoot())
+	return []string{"lab", "--models", "baremetal,bridge", "--pin", "off", "--baseline", "baremetal,unpinned",
+		"--trials", "1", "--rate", "100", "--duration", "3s", "--warmup", "0", "--accounts", "1000",
+		"--iperf-time", "1s", "--probes", "200", "--out", out,
+		"--cluster", "--cluster-models", "baremetal,pod-network", "--cluster-nodes", "2", "--cluster-shards", "2",
+		"--cluster-bin", filepath.Join(bin, "cluster"), "--kube-bin", kubeBin, "--helm", helm, "--repo", repo,
+		"--cluster-images", strings.Join(imgs, ",")}
+}
+
+// labRow is what the test reads of lab.json's rows.
+type labRow struct {
+	Model, Datapath, ClusterModel string `json:"-"`
+	Trials                        []struct {
+		TPS     float64 `json:"tps"`
+		AuditOK bool    `json:"audit_ok"`
+		Network struct {
+			RTT struct {
+				Median float64 `json:"median_us"`
+			} `json:"rtt_us"`
+		} `json:"network"`
+	} `json:"trials"`
+}
+
+// TestLabCluster runs `loadgen lab --cluster` on two real nodes: the
+// emulated rows and the cni rows of bare metal and the routed pod network
+// side by side in lab.json, each cni row measured through real pods (the
+// audit passing, the network alone measured between pods on different
+// nodes), and nothing left on the host after it, nor after SIGINT while
+// the cluster runs.
+func TestLabCluster(t *testing.T) {
+	kubeBin := nodeBin(t)
+	imgs, _ := images(t)
+	created := kube.MissingFixedPaths()
+	bin := labBinaries(t)
+	helm := helmPath(t)
+	env := os.Environ()
+
+	t.Run("two-nodes", func(t *testing.T) {
+		before := podNetnsNow()
+		out := t.TempDir()
+		cmd := exec.Command(filepath.Join(bin, "loadgen"), labArgs(bin, kubeBin, imgs, helm, out)...)
+		cmd.Env = env
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("loadgen lab --cluster: %v\n%s", err, tailOf(string(b), 60))
+		}
+		var rep struct {
+			Rows []struct {
+				Model        string `json:"model"`
+				Datapath     string `json:"datapath"`
+				ClusterModel string `json:"cluster_model"`
+				labRow
+			} `json:"rows"`
+			Verdicts []string `json:"verdicts"`
+		}
+		raw, err := os.ReadFile(filepath.Join(out, "lab.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, r := range rep.Rows {
+			key := r.Model + "/" + r.Datapath
+			got[key] = true
+			if len(r.Trials) != 1 || r.Trials[0].TPS == 0 || !r.Trials[0].AuditOK {
+				t.Errorf("row %s: trials %+v: want one measured trial with the audit passed", key, r.Trials)
+			}
+			if len(r.Trials) == 1 && r.Trials[0].Network.RTT.Median <= 0 {
+				t.Errorf("row %s: no network-alone probe RTT", key)
+			}
+		}
+		for _, want := range []string{"baremetal/emulated", "baremetal/cni", "bridge/emulated", "bridge/cni"} {
+			if !got[want] {
+				t.Errorf("lab.json has no row %s (rows %v)", want, got)
+			}
+		}
+		md, _ := os.ReadFile(filepath.Join(out, "lab.md"))
+		if !strings.Contains(string(md), "cni (pod-network)") || !strings.Contains(string(md), "no encapsulation (routed pod network) vs the host's network") {
+			t.Errorf("lab.md lacks the cni rows or the no-encapsulation finding:\n%s", md)
+		}
+		var runs []struct {
+			Model      string            `json:"model"`
+			Placement  map[string]string `json:"placement"`
+			Discovered bool              `json:"discovered"`
+			Guard      *kube.GuardCheck  `json:"guard"`
+		}
+		raw, err = os.ReadFile(filepath.Join(out, "cluster", "runs.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &runs); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			nodes := map[string]bool{}
+			for pod, n := range r.Placement {
+				nodes[n] = true
+				want := "node2"
+				if strings.Contains(pod, "-cgw-") || strings.Contains(pod, "-ocp-") {
+					want = "node1"
+				}
+				if (strings.HasPrefix(pod, "chf-cgw") || strings.HasPrefix(pod, "chf-ocp") || strings.HasPrefix(pod, "chf-abm") || strings.HasPrefix(pod, "load-")) && n != want {
+					t.Errorf("%s: pod %s on %s, want %s (the lab's placement)", r.Model, pod, n, want)
+				}
+			}
+			if len(nodes) != 2 || !r.Discovered {
+				t.Errorf("%s: placement %v, discovered %v: want pods on both nodes and the OCP found by the CGW", r.Model, r.Placement, r.Discovered)
+			}
+			if g := r.Guard; r.Model == "pod-network" && (g == nil || !g.GuardFirst || g.NodeRoute != "unreachable" || !strings.Contains(g.ServiceRoute, "dev cni0") || g.Drops != 0) {
+				t.Errorf("pod-network guard %+v: want the pod's route to stop at its node, FORWARD guarded first, nothing dropped", g)
+			}
+			if len(r.Placement) < 6 {
+				t.Errorf("%s: placement %v: want the chf pods and both loadgen shards", r.Model, r.Placement)
+			}
+		}
+		t.Logf("verdicts:\n%s", strings.Join(rep.Verdicts, "\n"))
+		assertClean(t, filepath.Join(out, "cluster-state"), before, created)
+	})
+
+	t.Run("sigint", func(t *testing.T) {
+		before := podNetnsNow()
+		out := t.TempDir()
+		cmd := exec.Command(filepath.Join(bin, "loadgen"), labArgs(bin, kubeBin, imgs, helm, out)...)
+		cmd.Env = env
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Interrupt once the cluster's first model is installed: its
+		// nodes, pods and chart are all up.
+		lines := make(chan string, 1000)
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		deadline := time.After(8 * time.Minute)
+	wait:
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatal("loadgen lab ended before the cluster's chart was Ready")
+				}
+				if strings.Contains(l, "chart Ready") {
+					break wait
+				}
+			case <-deadline:
+				_ = cmd.Process.Kill()
+				t.Fatal("the cluster's chart not Ready in 8 min")
+			}
+		}
+		t0 := time.Now()
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() {
+			for range lines {
+			}
+			done <- cmd.Wait()
+		}()
+		select {
+		case <-done:
+			if code := cmd.ProcessState.ExitCode(); code != 130 {
+				t.Fatalf("loadgen lab --cluster after SIGINT: exit %d, want 130", code)
+			}
+		case <-time.After(4 * time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatal("loadgen lab --cluster did not end within 4 min of SIGINT")
+		}
+		t.Logf("SIGINT while the cluster ran: exit 130, torn down in %v", time.Since(t0).Round(time.Millisecond))
+		assertClean(t, filepath.Join(out, "cluster-state"), before, created)
+	})
+}
+
+func tailOf(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
