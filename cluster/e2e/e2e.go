@@ -44,6 +44,10 @@ type Model struct {
 	Pinned bool
 	// Multus: the model attaches a Multus network (SR-IOV's stand-in).
 	Multus bool
+	// Network is the pod network between nodes it needs
+	// (kube.NetworkRouted when empty, or kube.NetworkFlannel): models
+	// needing different ones run on clusters of their own.
+	Network string
 	// Level is the Pod Security level its namespace needs.
 	Level string
 	// StandsIn says what the model stands in for on this node.
@@ -56,10 +60,13 @@ type Model struct {
 }
 
 // Models are the network models the chf chart ships, as they install on a
-// small node (charts/chf/README.md, "Small node").
+// small node (charts/chf/README.md, "Small node"), each with the pod
+// network it needs between nodes.
 var Models = []Model{
 	{Name: "pod-network", Values: []string{"values-small.yaml"}, LoadValues: []string{"values-small.yaml"}, Port: 8080, Level: "restricted",
 		StandsIn: "Calico without encapsulation: the chart's pod-network values on the bridge CNI, each node's pod subnet routed to it by the others (Calico cannot be built here)", Emulated: "bridge"},
+	{Name: "overlay", Values: []string{"values-small.yaml"}, LoadValues: []string{"values-small.yaml"}, Port: 8080, Level: "restricted", Network: kube.NetworkFlannel,
+		StandsIn: "Calico VXLAN: the chart's pod-network values with flannel's VXLAN backend (flanneld) between the nodes, the bridge CNI on each node fed from flannel's subnet.env", Emulated: "calico-vxlan"},
 	{Name: "baremetal", Values: []string{"values-small.yaml", "values-baremetal.yaml"}, LoadValues: []string{"values-small.yaml"}, Port: 18080, Level: "privileged",
 		StandsIn: "bare metal: host-network pods (the node's namespace)", Emulated: "baremetal"},
 	{Name: "baremetal-pinned", Values: []string{"values-small.yaml", "values-baremetal-pinned.yaml", "values-small-pinned.yaml"},
@@ -71,6 +78,14 @@ var Models = []Model{
 	{Name: "sriov-pinned", Values: []string{"values-small.yaml", "values-sriov-pinned.yaml", "values-small-pinned.yaml"},
 		LoadValues: []string{"values-small.yaml", "values-small-pinned.yaml"}, Port: 8080, Pinned: true, Multus: true, Level: "restricted",
 		StandsIn: "SR-IOV: a Multus macvlan attachment (net1) on a local bridge, the CGW pinned", Emulated: "sriov"},
+}
+
+// NetworkOf is the pod network model m runs on.
+func (m Model) NetworkOf() string {
+	if m.Network == "" {
+		return kube.NetworkRouted
+	}
+	return m.Network
 }
 
 // ModelByName finds a model.

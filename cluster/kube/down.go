@@ -72,6 +72,7 @@ func Down(ctx context.Context, dir string, log func(string, ...any)) error {
 		log("%s: stopping the kubelet, kube-proxy, the containers and containerd", n.Name)
 		stop(n.Dir, "kubelet", 10*time.Second)
 		stop(n.Dir, "kube-proxy", 5*time.Second)
+		stop(n.Dir, "flanneld", 5*time.Second)
 		killCgroup(n.Cgroup)
 		for _, pid := range oursAll(n.Dir) { // the shims, and containerd last
 			if pid2, ok := pidOf(n.Dir, "containerd"); !ok || pid2 != pid {

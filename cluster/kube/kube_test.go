@@ -21,8 +21,8 @@ func TestNodeFiles(t *testing.T) {
 	}
 	for _, list := range []bool{true, false} {
 		var conf map[string]any
-		if err := json.Unmarshal([]byte(bridgeConf(n, list)), &conf); err != nil {
-			t.Fatalf("bridge conf (list %v) does not decode: %v\n%s", list, err, bridgeConf(n, list))
+		if err := json.Unmarshal([]byte(bridgeConf(n, list, 0)), &conf); err != nil {
+			t.Fatalf("bridge conf (list %v) does not decode: %v\n%s", list, err, bridgeConf(n, list, 0))
 		}
 		plugin := conf
 		if list {
@@ -30,7 +30,7 @@ func TestNodeFiles(t *testing.T) {
 		}
 		ipam := plugin["ipam"].(map[string]any)
 		if plugin["type"] != "bridge" || ipam["type"] != "host-local" || !strings.HasPrefix(ipam["dataDir"].(string), dir) ||
-			!strings.Contains(bridgeConf(n, list), `"subnet": "10.244.1.0/24", "gateway": "10.244.1.1"`) {
+			!strings.Contains(bridgeConf(n, list, 0), `"subnet": "10.244.1.0/24", "gateway": "10.244.1.1"`) {
 			t.Fatalf("bridge conf (list %v): %v", list, conf)
 		}
 	}

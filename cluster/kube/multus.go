@@ -73,7 +73,7 @@ func multusFiles(n NodeState, s *State, pki *PKI) error {
 }
 `, kc, filepath.Join(md, "10-chf-pods.conf"), md, filepath.Join(n.Dir, "cni", "multus-cache"), DebianCNI,
 		filepath.Join(n.Dir, "logs", "multus.log"))
-	if err := os.WriteFile(filepath.Join(md, "10-chf-pods.conf"), []byte(bridgeConf(n, false)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(md, "10-chf-pods.conf"), []byte(bridgeConf(n, false, 0)), 0o644); err != nil {
 		return err
 	}
 	_ = os.Remove(filepath.Join(n.Dir, "cni", "net.d", "10-chf-pods.conflist"))

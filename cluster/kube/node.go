@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/kubernetes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,9 +70,14 @@ const DebianCNI = "/usr/lib/cni"
 // configuration, which is how Multus gets it as its cluster network (the
 // thin plugin v4.2.2 deletes a conflist delegate with only the plugins'
 // types, and the bridge's host-local then fails: "no IP ranges specified").
-func bridgeConf(n NodeState, list bool) string {
+// mtu, when not 0, is the pods' MTU (flannel's, under its encapsulation).
+func bridgeConf(n NodeState, list bool, mtu int) string {
+	m := ""
+	if mtu > 0 {
+		m = fmt.Sprintf("\n  \"mtu\": %d,", mtu)
+	}
 	plugin := fmt.Sprintf(`"type": "bridge",
-  "bridge": "cni0",
+  "bridge": "cni0",`+m+`
   "isGateway": true,
   "ipMasq": false,
   "hairpinMode": true,
@@ -152,7 +158,7 @@ conntrack:
 
 // startNode starts the node's containerd (imports the images), kubelet
 // and kube-proxy in its network namespace.
-func startNode(ctx context.Context, s *State, n NodeState, pki *PKI, images []string, pauseImage string, log func(string, ...any)) error {
+func startNode(ctx context.Context, s *State, n NodeState, pki *PKI, c kubernetes.Interface, images []string, pauseImage string, log func(string, ...any)) error {
 	for _, d := range []string{"containerd", "runc", "cni/net.d", "cni/ipam", "cni/bin", "manifests", "pod-logs", "kubelet", "certs"} {
 		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
 			return fmt.Errorf("cannot create the node's directory: %w", err)
@@ -162,9 +168,11 @@ func startNode(ctx context.Context, s *State, n NodeState, pki *PKI, images []st
 		return err
 	}
 	files := map[string]string{
-		"containerd/config.toml":         containerdConfig(n, pauseImage),
-		"cni/net.d/10-chf-pods.conflist": bridgeConf(n, true),
-		"kubelet-config.yaml":            kubeletConfig(n, pki, s.CPUManager),
+		"containerd/config.toml": containerdConfig(n, pauseImage),
+		"kubelet-config.yaml":    kubeletConfig(n, pki, s.CPUManager),
+	}
+	if s.Network != NetworkFlannel { // flannel's is written from its subnet.env
+		files["cni/net.d/10-chf-pods.conflist"] = bridgeConf(n, true, 0)
 	}
 	for f, body := range files {
 		if err := os.WriteFile(filepath.Join(n.Dir, f), []byte(body), 0o644); err != nil {
@@ -228,8 +236,14 @@ func startNode(ctx context.Context, s *State, n NodeState, pki *PKI, images []st
 		return fmt.Errorf("cannot write the kube-proxy configuration: %w", err)
 	}
 	log("%s: starting kube-proxy", n.Name)
-	return start(n.Dir, "kube-proxy", n.NetnsPath(), filepath.Join(s.Bin, "kube-proxy"),
-		"--config="+filepath.Join(n.Dir, "kube-proxy.yaml"), "--v=0")
+	if err := start(n.Dir, "kube-proxy", n.NetnsPath(), filepath.Join(s.Bin, "kube-proxy"),
+		"--config="+filepath.Join(n.Dir, "kube-proxy.yaml"), "--v=0"); err != nil {
+		return err
+	}
+	if s.Network == NetworkFlannel {
+		return startFlannel(ctx, s, n, pki, c, log)
+	}
+	return nil
 }
 
 // linkCNI fills the node's CNI binary directory with links to Debian's

@@ -47,6 +47,8 @@ type State struct {
 	CPUManager string `json:"cpuManager"`
 	// Multus: the nodes' network is Multus over the bridge.
 	Multus bool `json:"multus"`
+	// Network: the pod network between nodes (NetworkRouted, NetworkFlannel).
+	Network string `json:"network"`
 }
 
 // NodeState is one node: a network namespace with its containerd,

@@ -38,9 +38,13 @@ type Config struct {
 	// master bridge (MacvlanMaster) in each node.
 	Multus bool
 	// Nodes is how many nodes (1..MaxNodes), each a network namespace on
-	// the fabric. With several, each node routes the others' pod subnets
-	// to them across the fabric (native routing, no encapsulation).
+	// the fabric.
 	Nodes int
+	// Network is the pod network between nodes: NetworkRouted (the
+	// default: each node routes the others' pod subnets to them across
+	// the fabric, no encapsulation) or NetworkFlannel (flanneld's VXLAN
+	// overlay, cluster/build.sh --flannel).
+	Network string
 	// Log prints progress.
 	Log func(format string, args ...any)
 }
@@ -58,6 +62,9 @@ func Up(ctx context.Context, c Config) (err error) {
 	if c.CPUManager == "" {
 		c.CPUManager = "none"
 	}
+	if c.Network == "" {
+		c.Network = NetworkRouted
+	}
 	if err := Preflight(c); err != nil {
 		return err
 	}
@@ -67,7 +74,7 @@ func Up(ctx context.Context, c Config) (err error) {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return fmt.Errorf("cannot create %s: %w", c.Dir, err)
 	}
-	s := &State{Dir: c.Dir, Bin: c.Bin, CPUManager: c.CPUManager, Multus: c.Multus}
+	s := &State{Dir: c.Dir, Bin: c.Bin, CPUManager: c.CPUManager, Multus: c.Multus, Network: c.Network}
 	s.PodNetnsBefore, _ = podNetns()
 	s.Created = MissingFixedPaths()
 	defer func() {
@@ -94,8 +101,10 @@ func Up(ctx context.Context, c Config) (err error) {
 			return err
 		}
 	}
-	if err := nodeRoutes(ctx, s.Nodes); err != nil {
-		return err
+	if s.Network == NetworkRouted {
+		if err := nodeRoutes(ctx, s.Nodes); err != nil {
+			return err
+		}
 	}
 	pki, client, err := startControlPlane(ctx, s, c.Log)
 	if err != nil {
@@ -107,8 +116,14 @@ func Up(ctx context.Context, c Config) (err error) {
 			return err
 		}
 	}
+	if s.Network == NetworkFlannel {
+		c.Log("flannel: its RBAC (user flannel)")
+		if err := flannelAPI(ctx, client); err != nil {
+			return err
+		}
+	}
 	for _, n := range s.Nodes {
-		if err := startNode(ctx, s, n, pki, c.Images, c.PauseImage, c.Log); err != nil {
+		if err := startNode(ctx, s, n, pki, client, c.Images, c.PauseImage, c.Log); err != nil {
 			return err
 		}
 	}
@@ -320,6 +335,18 @@ func Preflight(c Config) error {
 		if _, err := os.Stat(filepath.Join(c.Bin, "multus")); err != nil {
 			errs = append(errs, fmt.Sprintf("no multus in %s (cluster/build.sh --multus)", c.Bin))
 		}
+	}
+	switch c.Network {
+	case NetworkRouted, "":
+	case NetworkFlannel:
+		if _, err := os.Stat(filepath.Join(c.Bin, "flanneld")); err != nil {
+			errs = append(errs, fmt.Sprintf("no flanneld in %s (cluster/build.sh --flannel)", c.Bin))
+		}
+		if c.Multus {
+			errs = append(errs, "--multus with --network flannel: Multus's cluster network is the routed bridge here (not wired to flannel's subnet.env)")
+		}
+	default:
+		errs = append(errs, fmt.Sprintf("--network must be %s or %s, got %q", NetworkRouted, NetworkFlannel, c.Network))
 	}
 	if c.Nodes < 1 || c.Nodes > MaxNodes {
 		errs = append(errs, fmt.Sprintf("--nodes must be 1..%d, got %d", MaxNodes, c.Nodes))

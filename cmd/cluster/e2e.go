@@ -70,14 +70,6 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			ms = append(ms, m)
 		}
 	}
-	cpuManager := "none"
-	multus := false
-	for _, m := range ms {
-		if m.Pinned {
-			cpuManager = "static"
-		}
-		multus = multus || m.Multus
-	}
 	if *out == "" {
 		*out = filepath.Join("results", "cluster-"+time.Now().UTC().Format("20060102-150405"))
 	}
@@ -99,22 +91,31 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		abs, _ := filepath.Abs(strings.TrimSpace(i))
 		imgs = append(imgs, abs)
 	}
-	t0 := time.Now()
-	if err := kube.Up(ctx, kube.Config{Dir: d, Bin: b, Images: imgs, PauseImage: *pause, CPUManager: cpuManager, Multus: multus, Nodes: *nodes, Log: log}); err != nil {
-		fmt.Fprintf(stderr, "cluster e2e: %v\n", err)
-		return exitFor(ctx)
+	// Models that need another pod network between nodes (the overlay)
+	// run on a cluster of their own, after the others.
+	var groups [][]e2e.Model
+	for _, m := range ms {
+		k := slices.IndexFunc(groups, func(g []e2e.Model) bool { return g[0].NetworkOf() == m.NetworkOf() })
+		if k < 0 {
+			groups = append(groups, nil)
+			k = len(groups) - 1
+		}
+		groups[k] = append(groups[k], m)
 	}
-	upS := time.Since(t0).Seconds()
-	defer func() {
-		if *keep && ctx.Err() == nil {
-			log("the cluster stays up (--keep): cluster down --dir %s", d)
-			return
+	var runs []*e2e.Run
+	var upS []float64
+	var err error
+	for i, g := range groups {
+		var r []*e2e.Run
+		var s float64
+		r, s, err = e2eCluster(ctx, kube.Config{Dir: d, Bin: b, Images: imgs, PauseImage: *pause, Nodes: *nodes, Network: g[0].NetworkOf(), Log: log},
+			o, g, *trials, *keep && i == len(groups)-1, stderr)
+		runs = append(runs, r...)
+		upS = append(upS, s)
+		if err != nil {
+			break
 		}
-		if err := kube.Down(context.WithoutCancel(ctx), d, log); err != nil {
-			fmt.Fprintf(stderr, "cluster e2e: %v\n", err)
-		}
-	}()
-	runs, err := e2e.RunAll(ctx, o, ms, *trials)
+	}
 	if werr := writeSummary(o.Out, runs, upS, stdout); werr != nil && err == nil {
 		err = werr
 	}
@@ -123,6 +124,35 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFor(ctx)
 	}
 	return 0
+}
+
+// e2eCluster brings a cluster up for models (the static CPU manager when
+// one is pinned, Multus when one attaches a network), runs their trials
+// interleaved, and tears it down unless keep.
+func e2eCluster(ctx context.Context, c kube.Config, o e2e.Options, models []e2e.Model, trials int, keep bool, stderr io.Writer) ([]*e2e.Run, float64, error) {
+	c.CPUManager = "none"
+	for _, m := range models {
+		if m.Pinned {
+			c.CPUManager = "static"
+		}
+		c.Multus = c.Multus || m.Multus
+	}
+	t0 := time.Now()
+	if err := kube.Up(ctx, c); err != nil {
+		return nil, 0, err
+	}
+	upS := time.Since(t0).Seconds()
+	defer func() {
+		if keep && ctx.Err() == nil {
+			c.Log("the cluster stays up (--keep): cluster down --dir %s", c.Dir)
+			return
+		}
+		if err := kube.Down(context.WithoutCancel(ctx), c.Dir, c.Log); err != nil {
+			fmt.Fprintf(stderr, "cluster e2e: %v\n", err)
+		}
+	}()
+	runs, err := e2e.RunAll(ctx, o, models, trials)
+	return runs, upS, err
 }
 
 func exitFor(ctx context.Context) int {
@@ -143,7 +173,7 @@ func modelNames() string {
 // writeSummary writes runs.json, the per-model table (medians and ranges
 // over the trials) and the comparison (loadgen compare's columns) of each
 // model's median run.
-func writeSummary(out string, runs []*e2e.Run, upS float64, stdout io.Writer) error {
+func writeSummary(out string, runs []*e2e.Run, upS []float64, stdout io.Writer) error {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -160,7 +190,11 @@ func writeSummary(out string, runs []*e2e.Run, upS float64, stdout io.Writer) er
 		by[r.Model] = append(by[r.Model], r)
 	}
 	var md strings.Builder
-	fmt.Fprintf(&md, "# Cluster e2e: the charts on a real node\n\ncluster up: %.1f s. Medians over the trials (range in brackets).\n\n", upS)
+	ups := make([]string, len(upS))
+	for i, u := range upS {
+		ups[i] = fmt.Sprintf("%.1f s", u)
+	}
+	fmt.Fprintf(&md, "# Cluster e2e: the charts on a real node\n\ncluster up: %s (one cluster per pod network). Medians over the trials (range in brackets).\n\n", strings.Join(ups, ", "))
 	md.WriteString("| model | trials | chart Ready s | TPS | p50 ms | p99 ms | SUT µs/txn (/metrics) | audit | discovery | loadgen Job |\n|---|---:|---:|---:|---:|---:|---:|---|---|---|\n")
 	var cmp []compare.Run
 	for _, m := range order {

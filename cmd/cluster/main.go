@@ -84,7 +84,7 @@ func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
 
 // nodesFlag is --nodes of up and e2e.
 func nodesFlag(fs *flag.FlagSet) *int {
-	return fs.Int("nodes", 1, fmt.Sprintf("nodes, each a network namespace with its own containerd, kubelet and kube-proxy on the fabric, pod subnets routed between them (1..%d)", kube.MaxNodes))
+	return fs.Int("nodes", 1, fmt.Sprintf("nodes, each a network namespace with its own containerd, kubelet and kube-proxy on the fabric (1..%d)", kube.MaxNodes))
 }
 
 // parse parses fs and reports the exit code when the caller must stop.
@@ -116,11 +116,16 @@ func upCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cpuManager := fs.String("cpu-manager", "none", "the kubelet's CPU manager policy: none, or static (CPU 0 reserved, Guaranteed pods with integer CPUs pinned)")
 	multus := fs.Bool("multus", false, "make the node's network Multus (thin plugin, cluster/build.sh --multus) over the bridge, for NetworkAttachmentDefinitions (the SR-IOV model's macvlan stand-in)")
 	nodes := nodesFlag(fs)
+	network := fs.String("network", kube.NetworkRouted, "the pod network between nodes: "+kube.NetworkRouted+" (each node routes the others' pod subnets, no encapsulation) or "+kube.NetworkFlannel+" (flanneld's VXLAN overlay, cluster/build.sh --flannel)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
 	if *nodes < 1 || *nodes > kube.MaxNodes {
 		fmt.Fprintf(stderr, "cluster up: --nodes must be 1..%d, got %d\n", kube.MaxNodes, *nodes)
+		return 2
+	}
+	if *network != kube.NetworkRouted && *network != kube.NetworkFlannel {
+		fmt.Fprintf(stderr, "cluster up: --network must be %s or %s, got %q\n", kube.NetworkRouted, kube.NetworkFlannel, *network)
 		return 2
 	}
 	if *bin == "" {
@@ -141,7 +146,7 @@ func upCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	d, _ := filepath.Abs(*dir)
 	b, _ := filepath.Abs(*bin)
 	log := logTo(stderr)
-	err := kube.Up(ctx, kube.Config{Dir: d, Bin: b, Images: imgs, PauseImage: *pause, CPUManager: *cpuManager, Multus: *multus, Nodes: *nodes, Log: log})
+	err := kube.Up(ctx, kube.Config{Dir: d, Bin: b, Images: imgs, PauseImage: *pause, CPUManager: *cpuManager, Multus: *multus, Nodes: *nodes, Network: *network, Log: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "cluster up: %v\n", err)
 		if ctx.Err() != nil {
