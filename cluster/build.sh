@@ -4,32 +4,35 @@
 # (progress goes to stderr). A binary already there is reused, so a second
 # run exits at once.
 #
-# Usage: cluster/build.sh [--controlplane] [--node] [--multus] [--all] [tools-dir]
+# Usage: cluster/build.sh [--controlplane] [--node] [--multus] [--flannel] [--all] [tools-dir]
 #   --controlplane  etcd, kube-apiserver, kube-controller-manager (the default
 #                   when no set is named; what make cluster-test needs)
 #   --node          kubelet, kube-scheduler, kube-proxy
 #   --multus        the Multus CNI thin plugin, as `multus`
-#   --all           all three sets
+#   --flannel       flannel's daemon, as `flanneld` (less two backends: flannel/README.md)
+#   --all           all four sets
 #   tools-dir       default: <repo>/.tools
 set -euo pipefail
 
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 MULTUS_VERSION=v4.2.2 # also pinned in multus/go.mod
+FLANNEL_VERSION=v0.28.10 # also pinned in flannel/go.mod
 
 usage() {
-	sed -n 's/^# \{0,1\}//; 7,13p' "$0" >&2
+	sed -n 's/^# \{0,1\}//; 7,14p' "$0" >&2
 	exit 2
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
-controlplane=0 node=0 multus=0 tools=
+controlplane=0 node=0 multus=0 flannel=0 tools=
 while (($#)); do
 	case $1 in
 	--controlplane) controlplane=1 ;;
 	--node) node=1 ;;
 	--multus) multus=1 ;;
-	--all) controlplane=1 node=1 multus=1 ;;
+	--flannel) flannel=1 ;;
+	--all) controlplane=1 node=1 multus=1 flannel=1 ;;
 	-h | --help) usage ;;
 	-*) echo "build.sh: unknown flag $1" >&2; usage ;;
 	*)
@@ -39,7 +42,7 @@ while (($#)); do
 	esac
 	shift
 done
-((controlplane + node + multus)) || controlplane=1
+((controlplane + node + multus + flannel)) || controlplane=1
 tools=${tools:-$here/../.tools}
 out=$tools/kube-$K8S_VERSION-etcd-$ETCD_VERSION
 # The directory was controlplane-<k8s>-etcd-<etcd> when it held the control
@@ -87,5 +90,10 @@ fi
 if ((multus)); then
 	m=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
 	build multus multus $MULTUS_VERSION "-s -w -X $m/pkg/multus.version=$MULTUS_VERSION -X $m/pkg/multus.releaseStatus=,released" $m/cmd/multus
+fi
+if ((flannel)); then
+	# main.go is flannel's own main package; the version is stamped as
+	# upstream's Makefile does.
+	build flannel flanneld $FLANNEL_VERSION "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION" .
 fi
 echo "$out"
