@@ -48,15 +48,6 @@ func binDir(t *testing.T) string {
 	return d
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("cannot listen: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // startControlPlane starts the three processes, each waited for with a
 // deadline; everything stops at the end of the test, on a failure, or on
@@ -80,7 +71,11 @@ func startControlPlane(t *testing.T) *controlPlane {
 	t.Cleanup(func() { signal.Stop(sig); close(done) })
 
 	pki := newPKI(t, cp.dir)
-	etcdPort, peerPort, apiPort, kcmPort := freePort(t), freePort(t), freePort(t), freePort(t)
+	ports, err := kube.FreePorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdPort, peerPort, apiPort, kcmPort := ports[0], ports[1], ports[2], ports[3]
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	cp.run(t, filepath.Join(bin, "etcd"), "etcd", kube.EtcdArgs("cluster-test", filepath.Join(cp.dir, "etcd"), etcdURL, peerURL)...)
@@ -101,7 +96,6 @@ func startControlPlane(t *testing.T) *controlPlane {
 		CAFile: pki.File("ca.crt"), CertFile: pki.File("admin.crt"), KeyFile: pki.File("admin.key")},
 		QPS: 100, Burst: 200, Timeout: 30 * time.Second}
 	cp.cfg = cfg
-	var err error
 	if cp.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		t.Fatalf("cannot create client: %v", err)
 	}

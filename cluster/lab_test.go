@@ -205,6 +205,63 @@ func TestLabCluster(t *testing.T) {
 		t.Logf("SIGINT while the cluster ran: exit 130, torn down in %v", time.Since(t0).Round(time.Millisecond))
 		assertClean(t, filepath.Join(out, "cluster-state"), before, created)
 	})
+
+	// The overlay: flanneld on two nodes (cluster/build.sh --flannel), the
+	// chart's pod network driven through it, the CGW's node sending the
+	// requests through flannel's VXLAN device.
+	t.Run("overlay", func(t *testing.T) {
+		if _, err := os.Stat(filepath.Join(kubeBin, "flanneld")); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("no flanneld in %s (cluster/build.sh --flannel)", kubeBin)
+			}
+			t.Skipf("no flanneld in %s (cluster/build.sh --flannel)", kubeBin)
+		}
+		before := podNetnsNow()
+		out, dir := t.TempDir(), t.TempDir()
+		repo, _ := filepath.Abs(repoRoot())
+		cmd := exec.Command(filepath.Join(bin, "cluster"), "e2e", "--dir", dir, "--bin", kubeBin, "--helm", helm, "--repo", repo,
+			"--out", out, "--nodes", "2", "--models", "overlay", "--trials", "1", "--rate", "100", "--duration", "3", "--shards", "1",
+			"--loadgen", filepath.Join(bin, "loadgen"), "--images", strings.Join(imgs, ","))
+		cmd.Env = env
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("cluster e2e --models overlay: %v\n%s", err, tailOf(string(b), 60))
+		}
+		var runs []struct {
+			Model        string            `json:"model"`
+			Emulated     string            `json:"emulated"`
+			AuditOK      bool              `json:"audit_ok"`
+			TPS          float64           `json:"tps"`
+			OverlayBytes uint64            `json:"overlay_bytes"`
+			Placement    map[string]string `json:"placement"`
+			Network      *struct {
+				RTT struct {
+					Median float64 `json:"median_us"`
+				} `json:"rtt_us"`
+			} `json:"network"`
+		}
+		raw, err := os.ReadFile(filepath.Join(out, "runs.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &runs); err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != 1 {
+			t.Fatalf("runs %+v: want one run of the overlay", runs)
+		}
+		r := runs[0]
+		if r.Emulated != "calico-vxlan" || !r.AuditOK || r.TPS == 0 || r.Network == nil || r.Network.RTT.Median <= 0 {
+			t.Errorf("overlay run %+v: want calico-vxlan's counterpart measured, the audit passed, the network alone probed", r)
+		}
+		// 3 s at 100 TPS: ~300 requests and their answers, each well
+		// over 100 bytes on the wire, from the CGW's node to the ABM's.
+		if r.OverlayBytes < 30000 {
+			t.Errorf("flannel.1 on the CGW's node sent %d bytes during the load: the requests did not cross the overlay", r.OverlayBytes)
+		}
+		t.Logf("overlay: %.0f TPS, flannel.1 sent %d bytes, probe RTT p50 %.0f µs", r.TPS, r.OverlayBytes, r.Network.RTT.Median)
+		assertClean(t, dir, before, created)
+	})
 }
 
 func tailOf(s string, n int) string {

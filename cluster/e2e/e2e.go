@@ -170,6 +170,10 @@ type Run struct {
 	// sent) and what the host's guard dropped; nil when no pod of the
 	// model has an address on the pod network (all host network).
 	Guard *kube.GuardCheck `json:"guard,omitempty"`
+	// OverlayBytes (the overlay model): what the CGW's node sent through
+	// flannel's VXLAN device during the load, the proof that the
+	// requests crossed the fabric encapsulated.
+	OverlayBytes uint64 `json:"overlay_bytes,omitempty"`
 }
 
 // RunModel installs model m, drives it, collects and merges, uninstalls.
@@ -242,6 +246,17 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 		o.Log("%s: network alone: probe RTT p50 %.0f µs, p99 %.0f µs; iperf3 %.2f Gbit/s (1 stream)", m.Name, n.RTTUs.MedianUs, n.RTTUs.P99Us, n.IPerf3Gbps.Single)
 	}
 	before := scrapeCPU(ctx, targets)
+	overlay := func() uint64 { return 0 }
+	if m.NetworkOf() == kube.NetworkFlannel {
+		overlay = func() uint64 {
+			b, err := kube.LinkTxBytes(ctx, s.Nodes[0], kube.FlannelLink)
+			if err != nil {
+				o.Log("%s: %v", m.Name, err)
+			}
+			return b
+		}
+	}
+	overlay0 := overlay()
 
 	lchart := filepath.Join(o.Repo, "charts", "loadgen")
 	largs := []string{"install", "load", lchart, "-n", ns,
@@ -259,6 +274,10 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	job := "load-loadgen"
 	jobErr := kube.WaitJob(ctx, c, ns, job, time.Duration(o.Seconds)*time.Second+5*time.Minute)
 	after := scrapeCPU(ctx, targets)
+	if m.NetworkOf() == kube.NetworkFlannel {
+		r.OverlayBytes = max(overlay(), overlay0) - overlay0
+		o.Log("%s: %s on %s sent %d bytes during the load", m.Name, kube.FlannelLink, s.Nodes[0].Name, r.OverlayBytes)
+	}
 	if m.Multus {
 		if err := checkNet1(ctx, c, s, ns, r); err != nil {
 			return r, err

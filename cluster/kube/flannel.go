@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -133,4 +134,26 @@ func parseEnv(s string) map[string]string {
 		}
 	}
 	return m
+}
+
+// FlannelLink is the VXLAN device flanneld makes in each node.
+const FlannelLink = "flannel.1"
+
+// LinkTxBytes is the bytes link in node n has sent (its statistics).
+func LinkTxBytes(ctx context.Context, n NodeState, link string) (uint64, error) {
+	out, err := run(ctx, "ip", "-n", n.Netns, "-j", "-s", "link", "show", link)
+	if err != nil {
+		return 0, err
+	}
+	var ls []struct {
+		Stats struct {
+			TX struct {
+				Bytes uint64 `json:"bytes"`
+			} `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal([]byte(out), &ls); err != nil || len(ls) != 1 {
+		return 0, fmt.Errorf("cannot read %s's statistics in %s: %v", link, n.Name, err)
+	}
+	return ls[0].Stats.TX.Bytes, nil
 }

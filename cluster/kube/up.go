@@ -279,16 +279,33 @@ func startControlPlane(ctx context.Context, s *State, log func(string, ...any)) 
 }
 
 func freePorts() (int, int, error) {
-	var ports [2]int
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, 0, fmt.Errorf("cannot find a free port: %w", err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+	p, err := FreePorts(2)
+	if err != nil {
+		return 0, 0, err
 	}
-	return ports[0], ports[1], nil
+	return p[0], p[1], nil
+}
+
+// FreePorts finds n loopback ports free now, below the kernel's ephemeral
+// range (ip_local_port_range, 32768 and up by default): a port taken from
+// that range and released can be handed to any process's outgoing
+// connection before the server it was found for binds it, which on a busy
+// machine made etcd exit at start.
+func FreePorts(n int) ([]int, error) {
+	lo := 20000 + os.Getpid()%8000 // apart from another process's search
+	var out []int
+	for p := lo; p < 32768 && len(out) < n; p++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		out = append(out, p)
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("cannot find %d free ports in %d..32767", n, lo)
+	}
+	return out, nil
 }
 
 // Preflight checks, before anything is made, what a node needs: root,
