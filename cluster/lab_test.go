@@ -223,6 +223,7 @@ func TestLabCluster(t *testing.T) {
 			"--out", out, "--nodes", "2", "--models", "overlay", "--trials", "1", "--rate", "100", "--duration", "3", "--shards", "1",
 			"--loadgen", filepath.Join(bin, "loadgen"), "--images", strings.Join(imgs, ","))
 		cmd.Env = env
+		cmd.Dir = repo // the images' tag is the chart's appVersion
 		b, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("cluster e2e --models overlay: %v\n%s", err, tailOf(string(b), 60))

@@ -208,6 +208,10 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	o.Log("%s: helm install chf (%s)", m.Name, strings.Join(m.Values, " "))
 	t0 := time.Now()
 	if _, err := kube.Helm(ctx, o.Dir, o.Helm, 6*time.Minute, args...); err != nil {
+		if ctx.Err() == nil {
+			saveLogs(context.WithoutCancel(ctx), c, ns, out)
+			err = fmt.Errorf("%w\npods (their logs in %s):\n%s", err, filepath.Join(out, "logs"), podStates(context.WithoutCancel(ctx), c, ns))
+		}
 		return r, err
 	}
 	// helm --wait counts a Deployment whose rollout allows an
@@ -611,6 +615,39 @@ func checkNet1(ctx context.Context, c kubernetes.Interface, s *kube.State, ns st
 	conns, err := kube.PodConnections(ctx, s, cgw.Status.PodIP, r.Net1)
 	r.Net1Conns = conns
 	return err
+}
+
+// podStates says, a line per pod of ns, where it runs and why it is not
+// Ready: its phase, conditions that are false, and each container's
+// waiting or terminated reason.
+func podStates(ctx context.Context, c kubernetes.Interface, ns string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "  cannot list them: " + err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "  %s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, cd := range p.Status.Conditions {
+			if cd.Status != corev1.ConditionTrue {
+				fmt.Fprintf(&b, "; %s %s %s", cd.Type, cd.Reason, cd.Message)
+			}
+		}
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			switch {
+			case cs.State.Waiting != nil:
+				fmt.Fprintf(&b, "; %s waiting: %s %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message)
+			case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
+				fmt.Fprintf(&b, "; %s exited %d: %s", cs.Name, cs.State.Terminated.ExitCode, cs.State.Terminated.Reason)
+			case !cs.Ready && cs.State.Running != nil:
+				fmt.Fprintf(&b, "; %s running, not ready (restarts %d)", cs.Name, cs.RestartCount)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // saveLogs keeps every container's log of ns in out/logs (a failed run's

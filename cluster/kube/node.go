@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -205,6 +206,12 @@ func startNode(ctx context.Context, s *State, n NodeState, pki *PKI, c kubernete
 		if _, err := run(ctx, "ctr", "--address", containerdSock(n), "-n", "k8s.io", "images", "import", "--no-unpack=false", img); err != nil {
 			return fmt.Errorf("cannot import %s: %w", img, err)
 		}
+	}
+	// Without its sandbox image no pod starts, and the kubelet says so
+	// only in its log (pods stay ContainerCreating): say it now.
+	if refs, err := run(ctx, "ctr", "--address", containerdSock(n), "-n", "k8s.io", "images", "ls", "-q"); err == nil &&
+		!slices.Contains(strings.Fields(refs), pauseImage) {
+		return fmt.Errorf("the sandbox image %s is not among the imported images (%s): give the pause image's reference (--pause-image) or its archive (--images)", pauseImage, strings.Join(strings.Fields(refs), ", "))
 	}
 
 	// The kubelet's identity (the Node authorizer's form) and kube-proxy's.

@@ -83,10 +83,27 @@ func ours(pid int, dir string) bool {
 	return bytes.Contains(cl, []byte(dir))
 }
 
-// running reports whether process name runs.
+// running reports whether process name, started by this cluster, has not
+// ended: its pid exists and is not a zombie. Its command line is not
+// checked, unlike ours: while a process execs (nsenter exec'ing the
+// kubelet, or the first exec after fork), /proc/<pid>/cmdline reads empty
+// for a moment, and a wait that began right after the start took that for
+// an exit ("kubelet exited", "etcd exited" on a busy machine).
 func running(dir, name string) bool {
-	_, ok := pidOf(dir, name)
-	return ok
+	b, err := os.ReadFile(pidFile(dir, name))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return false
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(st, ')')
+	return i > 0 && i+2 < len(st) && st[i+2] != 'Z'
 }
 
 // stop ends process name: SIGTERM, then SIGKILL after grace.
