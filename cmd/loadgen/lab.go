@@ -88,7 +88,7 @@ func (c *LabConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.kubeBin, "kube-bin", c.kubeBin, "--cluster: directory of the Kubernetes binaries (cluster/build.sh --all prints it)")
 	fs.StringVar(&c.helm, "helm", c.helm, "--cluster: the helm binary")
 	fs.StringVar(&c.repo, "repo", c.repo, "--cluster: the repository root whose charts/ are installed")
-	fs.StringVar(&c.clusterModels, "cluster-models", c.clusterModels, "--cluster: cluster e2e's models (comma-separated; default all: pod-network, baremetal, the pinned ones and sriov-pinned); each is reported beside its emulated counterpart")
+	fs.StringVar(&c.clusterModels, "cluster-models", c.clusterModels, "--cluster: cluster e2e's models (comma-separated; default all: pod-network, overlay, baremetal, the pinned ones and sriov-pinned); each is reported beside its emulated counterpart")
 	fs.IntVar(&c.clusterNodes, "cluster-nodes", c.clusterNodes, "--cluster: nodes (the CGW and OCP on the first, the store, ABM and loadgen Job on the second)")
 	fs.StringVar(&c.clusterImages, "cluster-images", c.clusterImages, "--cluster: comma-separated image archives for the nodes (default: make images' bin/images/{chf,loadgen,pause}.tar under --repo)")
 	fs.IntVar(&c.clusterShards, "cluster-shards", c.clusterShards, "--cluster: loadgen Job shards")
