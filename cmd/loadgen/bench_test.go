@@ -55,7 +55,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	loadgen, chf := buildBinaries(t, ctx)
+	loadgen, chf := buildBinaries(t)
 	out := filepath.Join(t.TempDir(), "bench")
 	h2load := "" // the comparison runs when h2load is installed
 	if p, err := exec.LookPath("h2load"); err == nil {

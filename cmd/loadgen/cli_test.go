@@ -29,6 +29,11 @@ var (
 	binDir  string
 	binPath string
 	binErr  error
+
+	chfOnce sync.Once
+	chfDir  string
+	chfPath string
+	chfErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -38,8 +43,10 @@ func TestMain(m *testing.M) {
 		os.Exit(serveFreezeProbe())
 	}
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	for _, dir := range []string{binDir, chfDir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -62,6 +69,25 @@ func loadgenBinary(t *testing.T) string {
 		t.Fatal(binErr)
 	}
 	return binPath
+}
+
+// chfBinary builds cmd/chf once for the package's end-to-end tests.
+func chfBinary(t *testing.T) string {
+	t.Helper()
+	chfOnce.Do(func() {
+		if chfDir, chfErr = os.MkdirTemp("", "loadgen-cli-chf-"); chfErr != nil {
+			return
+		}
+		chfPath = filepath.Join(chfDir, "chf")
+		cmd := exec.Command("go", "build", "-o", chfPath, "../chf")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			chfErr = fmt.Errorf("cannot build chf: %v\n%s", err, out)
+		}
+	})
+	if chfErr != nil {
+		t.Fatal(chfErr)
+	}
+	return chfPath
 }
 
 // runBinary runs loadgen with args and returns its exit code, stdout and

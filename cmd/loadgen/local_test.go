@@ -20,18 +20,11 @@ import (
 	"github.com/chf-testbed/testbed/tariff"
 )
 
-// buildBinaries builds loadgen and chf into a temporary directory.
-func buildBinaries(t *testing.T, ctx context.Context) (loadgen, chf string) {
+// buildBinaries returns loadgen and chf, each built once for the
+// package's tests (loadgen with its version set, as loadgenBinary).
+func buildBinaries(t *testing.T) (loadgen, chf string) {
 	t.Helper()
-	dir := t.TempDir()
-	for _, pkg := range []string{"./cmd/loadgen", "./cmd/chf"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", pkg)
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("cannot build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return filepath.Join(dir, "loadgen"), filepath.Join(dir, "chf")
+	return loadgenBinary(t), chfBinary(t)
 }
 
 // TestLocalEndToEnd runs `loadgen local` briefly against the real CHF
@@ -44,7 +37,7 @@ func TestLocalEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	loadgen, chf := buildBinaries(t, ctx)
+	loadgen, chf := buildBinaries(t)
 	if _, _, err := testbed.FindCHF(ctx, chf, nil); errors.Is(err, testbed.ErrNoCHF) {
 		t.Fatalf("the chf binary cannot run chf local (it lacks a service subcommand): %v", err)
 	}
