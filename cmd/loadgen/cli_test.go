@@ -42,6 +42,12 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == freeze.Command {
 		os.Exit(serveFreezeProbe())
 	}
+	// That probe is this binary: under -race, its exit would wait for
+	// the race runtime's default atexit_sleep_ms (1 s), and each run's
+	// end waits for the probe's (GORACE set by the caller is kept).
+	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
+	}
 	code := m.Run()
 	for _, dir := range []string{binDir, chfDir} {
 		if dir != "" {
