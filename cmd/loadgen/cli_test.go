@@ -482,8 +482,11 @@ func TestThresholdExitCodes(t *testing.T) {
 	f("http://"+srv.Addr(), exitThreshold, "--threshold", "p99<1ns")
 	f("http://"+srv.Addr(), exitThreshold, "--scenario", file)
 	f("http://"+srv.Addr(), 0, "--threshold", "tps>=0.5*offered", "--threshold", "errors<50%")
-	f("http://127.0.0.1:1", exitThreshold)
-	f("http://127.0.0.1:1", exitThreshold, "--threshold", "errors<=100%") // tps>0 still applies
+	// Nothing listens there: each request fails at once, and a short
+	// timeout shortens the drain its retries are bounded by (2 timeouts
+	// and more).
+	f("http://127.0.0.1:1", exitThreshold, "--timeout", "200ms")
+	f("http://127.0.0.1:1", exitThreshold, "--timeout", "200ms", "--threshold", "errors<=100%") // tps>0 still applies
 }
 
 // merge refuses the same shard twice (exit 1, the file untouched) and
