@@ -276,14 +276,9 @@ func TestLoadgenFlagsExist(t *testing.T) {
 	o := renderDecoded(t, loadgenModels[0], "--set", "label=calico-pinned", "--set", "cpu={cgw=http://chf-cgw:8080/metrics}",
 		"--set", "metrics.enabled=true", "--set-json", `scenario={"name":"x"}`)
 	args := o.jobs[0].Spec.Template.Spec.Containers[0].Args
-	bin := filepath.Join(t.TempDir(), "loadgen")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	bin := buildLoadgen(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/loadgen")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("cannot build ./cmd/loadgen: %v\n%s", err, out)
-	}
 	help, _ := exec.CommandContext(ctx, bin, args[0], "--help").CombinedOutput()
 	if !strings.Contains(string(help), "-target") {
 		t.Fatalf("loadgen %s has no --target flag, but the chart runs it:\n%s", args[0], help)

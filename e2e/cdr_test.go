@@ -211,7 +211,7 @@ func TestLoadgenLocalCDRCheck(t *testing.T) {
 	}
 	loadgen := filepath.Join(t.TempDir(), "loadgen")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel) // after the parallel subtests
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", loadgen, "github.com/chf-testbed/testbed/cmd/loadgen").CombinedOutput(); err != nil {
 		t.Fatalf("cannot build cmd/loadgen: %v\n%s", err, out)
 	}
@@ -222,6 +222,7 @@ func TestLoadgenLocalCDRCheck(t *testing.T) {
 		ok   bool
 	}{{"real", buildCHF(t), true}, {"audit_cdrdrop", dropping, false}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // 100 TPS each, on its own CHF
 			dir := t.TempDir()
 			cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", tc.chf, "--duration", "3s", "--rate", "100",
 				"--warmup", "500ms", "--ramp-up", "500ms", "--accounts", "200", "--results", filepath.Join(dir, "results"),

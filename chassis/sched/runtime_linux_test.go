@@ -80,6 +80,10 @@ func TestApplyRuntime(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestApplyRuntimeHelper$", "-test.count=1")
 			cmd.Env = append(os.Environ(), runtimeHelperEnv+"="+string(tc.profile), "GODEBUG=")
+			if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+				// this race-built binary would sleep 1 s at each exit
+				cmd.Env = append(cmd.Env, "GORACE="+strings.TrimSpace(g+" atexit_sleep_ms=0"))
+			}
 			out, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("child: %v\n%s", err, out)

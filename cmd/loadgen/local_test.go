@@ -20,18 +20,11 @@ import (
 	"github.com/chf-testbed/testbed/tariff"
 )
 
-// buildBinaries builds loadgen and chf into a temporary directory.
-func buildBinaries(t *testing.T, ctx context.Context) (loadgen, chf string) {
+// buildBinaries returns loadgen and chf, each built once for the
+// package's tests (loadgen with its version set, as loadgenBinary).
+func buildBinaries(t *testing.T) (loadgen, chf string) {
 	t.Helper()
-	dir := t.TempDir()
-	for _, pkg := range []string{"./cmd/loadgen", "./cmd/chf"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", pkg)
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("cannot build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return filepath.Join(dir, "loadgen"), filepath.Join(dir, "chf")
+	return loadgenBinary(t), chfBinary(t)
 }
 
 // TestLocalEndToEnd runs `loadgen local` briefly against the real CHF
@@ -43,23 +36,33 @@ func TestLocalEndToEnd(t *testing.T) {
 		t.Skip("end-to-end: builds and runs the CHF")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	loadgen, chf := buildBinaries(t, ctx)
+	t.Cleanup(cancel) // after the parallel subtests
+	loadgen, chf := buildBinaries(t)
 	if _, _, err := testbed.FindCHF(ctx, chf, nil); errors.Is(err, testbed.ErrNoCHF) {
 		t.Fatalf("the chf binary cannot run chf local (it lacks a service subcommand): %v", err)
 	}
 	if out, err := exec.CommandContext(ctx, chf, "--version").Output(); err != nil || !strings.HasPrefix(string(out), "chf ") {
 		t.Fatalf("chf --version: %q, %v", out, err)
 	}
-	// Nchf (h2c) and Diameter Gy, on the same binaries.
-	for _, proto := range []string{"h2c", "gy"} {
-		t.Run(proto, func(t *testing.T) { localRun(t, ctx, loadgen, chf, proto) })
-	}
-	t.Run("plans", func(t *testing.T) { localPlans(t, ctx, loadgen, chf) })
+	// The fault run and the interrupted one, whose bounds a busy host
+	// strains, run alone first. The others (a few hundred TPS each, a
+	// fraction of a core: they mostly wait) then run side by side, as
+	// many at once as -parallel allows.
 	t.Run("interrupt", func(t *testing.T) { localInterrupt(t, chf) })
 	t.Run("faults", func(t *testing.T) { localFaults(t, ctx, loadgen, chf) })
-	t.Run("tariff-change", func(t *testing.T) { localTariffChange(t, ctx, loadgen, chf) })
-	t.Run("operator-token", func(t *testing.T) { localOperatorToken(t, ctx, loadgen, chf) })
+	parallel := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t)
+		})
+	}
+	// Nchf (h2c) and Diameter Gy, on the same binaries.
+	for _, proto := range []string{"h2c", "gy"} {
+		parallel(proto, func(t *testing.T) { localRun(t, ctx, loadgen, chf, proto) })
+	}
+	parallel("plans", func(t *testing.T) { localPlans(t, ctx, loadgen, chf) })
+	parallel("tariff-change", func(t *testing.T) { localTariffChange(t, ctx, loadgen, chf) })
+	parallel("operator-token", func(t *testing.T) { localOperatorToken(t, ctx, loadgen, chf) })
 }
 
 // localOperatorToken runs `loadgen local --operator-token-file`: the
@@ -103,10 +106,13 @@ func localOperatorToken(t *testing.T, ctx context.Context, loadgen, chf string) 
 }
 
 // localTariffChange runs `loadgen local --tariff-change` with data at
-// three times the price after 3 s: the sessions open under the old
-// tariff are re-authorised (REAUTHORIZATION received and answered), and
-// the audit, rating each request on the tariff in force when it was
-// sent, passes. A bad specification is a usage error.
+// three times the price after 3 s of a 7 s load: the sessions open under
+// the old tariff are re-authorised (REAUTHORIZATION received and
+// answered), and the audit, rating each request on the tariff in force
+// when it was sent (either from 2 s before the change to 3 s after it,
+// so only the old one before 1 s and only the new one after 6 s),
+// passes. A bad specification is a usage error. The two protocols' runs
+// are parallel.
 func localTariffChange(t *testing.T, ctx context.Context, loadgen, chf string) {
 	dir := t.TempDir()
 	newFile := filepath.Join(dir, "new.yaml")
@@ -127,13 +133,16 @@ func localTariffChange(t *testing.T, ctx context.Context, loadgen, chf string) {
 		t.Fatalf("bad --tariff-change: %v\n%s", err, out)
 	}
 	for _, proto := range []string{"h2c", "gy"} { // Gy: RAR, answered with a CCR-U
-		t.Run(proto, func(t *testing.T) { localTariffChangeRun(t, ctx, loadgen, chf, proto, newFile) })
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			localTariffChangeRun(t, ctx, loadgen, chf, proto, newFile)
+		})
 	}
 }
 
 func localTariffChangeRun(t *testing.T, ctx context.Context, loadgen, chf, proto, tariff string) {
 	results := t.TempDir()
-	cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--duration", "8s", "--rate", "300",
+	cmd := exec.CommandContext(ctx, loadgen, "local", "--chf", chf, "--duration", "6s", "--rate", "300",
 		"--warmup", "500ms", "--ramp-up", "500ms", "--accounts", "2000", "--results", results, "--progress", "plain",
 		"--proto", proto, "--abm-args", "--reservation-sweep 1s", "--tariff-change", "3s:"+tariff)
 	out, err := cmd.CombinedOutput()

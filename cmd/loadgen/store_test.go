@@ -143,7 +143,7 @@ func TestLocalStoreAsd(t *testing.T) {
 	bin := testAsd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	loadgen, chf := buildBinaries(t, ctx)
+	loadgen, chf := buildBinaries(t)
 	t.Run("one node", func(t *testing.T) {
 		res, out := storeRun(t, ctx, loadgen, chf, "--store", "asd", "--asd-binary", bin, "--duration", "3s")
 		st := res.Provenance.Store

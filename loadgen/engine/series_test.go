@@ -8,9 +8,11 @@ import (
 // TestSeriesMemoryBounded: the aggregator keeps the histograms of only the
 // last few seconds; older ones keep their Tick (with its percentiles), so a
 // long run's series costs a Tick a second, not three histograms. A late
-// interval for a finished second still adds to its counts.
+// interval for a finished second still adds to its counts. (Two minutes
+// are 12 times the bound: what is held is steady long before; each
+// second's summary costs much under -race.)
 func TestSeriesMemoryBounded(t *testing.T) {
-	const secs, maxHeld = 600, 10
+	const secs, maxHeld = 120, 10
 	agg := newAggregator(nil, time.Now(), 0, 0, secs*time.Second)
 	for sec := range secs {
 		h := agg.getHist()
@@ -35,7 +37,7 @@ func TestSeriesMemoryBounded(t *testing.T) {
 	if len(series) != secs {
 		t.Fatalf("%d ticks, want %d", len(series), secs)
 	}
-	for _, tk := range []Tick{series[10], series[300], series[secs-1]} {
+	for _, tk := range []Tick{series[10], series[secs/2], series[secs-1]} {
 		if min := float64(tk.Second); tk.P50 < min || tk.P99 < min || tk.P99 > min+1 {
 			t.Errorf("second %d: p50 %.3f p99 %.3f ms, want within [%d, %d]", tk.Second, tk.P50, tk.P99, tk.Second, tk.Second+1)
 		}
