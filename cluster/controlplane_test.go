@@ -48,7 +48,6 @@ func binDir(t *testing.T) string {
 	return d
 }
 
-
 // startControlPlane starts the three processes, each waited for with a
 // deadline; everything stops at the end of the test, on a failure, or on
 // SIGINT/SIGTERM (and, through Pdeathsig, if the test binary dies).
