@@ -111,7 +111,12 @@ type Options struct {
 	// the network alone (loadgen lab's probe, and iperf3 when IPerf3 is
 	// set) between the CGW's pod and a pod on the load generator's node.
 	Loadgen, IPerf3 string
-	Log             func(format string, args ...any)
+	// Sweep (with Loadgen): each model's first trial also finds the
+	// model's knee (sweepKnee), the chart then provisioning SweepAccounts
+	// accounts; KneeP99 is the sweep's p99 limit.
+	Sweep   bool
+	KneeP99 time.Duration
+	Log     func(format string, args ...any)
 }
 
 // Placement is where each part runs with several nodes, as in the lab's
@@ -174,6 +179,12 @@ type Run struct {
 	// flannel's VXLAN device during the load, the proof that the
 	// requests crossed the fabric encapsulated.
 	OverlayBytes uint64 `json:"overlay_bytes,omitempty"`
+	// KneeTPS (Options.Sweep, first trial): the highest offered rate
+	// of the knee sweep that met its SLO; KneeNotes its retried, void
+	// or failed steps; Sweep its sweep.json (every step's result).
+	KneeTPS   *float64 `json:"knee_tps,omitempty"`
+	KneeNotes []string `json:"knee_notes,omitempty"`
+	Sweep     string   `json:"sweep,omitempty"`
 }
 
 // RunModel installs model m, drives it, collects and merges, uninstalls.
@@ -205,6 +216,10 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 		args = append(args, "-f", filepath.Join(chart, v))
 	}
 	args = append(args, placementArgs(s, "chf")...)
+	sweep := o.Sweep && o.Loadgen != "" && trial == 1
+	if sweep {
+		args = append(args, "--set", fmt.Sprintf("provision.accounts=%d", SweepAccounts))
+	}
 	o.Log("%s: helm install chf (%s)", m.Name, strings.Join(m.Values, " "))
 	t0 := time.Now()
 	if _, err := kube.Helm(ctx, o.Dir, o.Helm, 6*time.Minute, args...); err != nil {
@@ -320,6 +335,11 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	if jobErr != nil {
 		r.JobError = jobErr.Error()
 		o.Log("%s: %v (every shard's result read: the run is kept, flagged)", m.Name, jobErr)
+	}
+	if sweep {
+		if err := sweepKnee(ctx, o, s, m, r, out); err != nil {
+			return r, fmt.Errorf("the knee sweep: %w", err)
+		}
 	}
 	return r, nil
 }

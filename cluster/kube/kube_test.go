@@ -118,3 +118,28 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Fatalf("a corrupt state: %v, want an error naming the file", err)
 	}
 }
+
+// SharedCPUs reads the static policy's shared pool from the kubelet's
+// checkpoint, and refuses another policy's or a missing file.
+func TestSharedCPUs(t *testing.T) {
+	n := NewNode(t.TempDir(), 0)
+	if _, err := SharedCPUs(n); err == nil {
+		t.Fatal("no checkpoint: no error")
+	}
+	if err := os.MkdirAll(filepath.Join(n.Dir, "kubelet"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ file, want string }{
+		{`{"policyName":"static","defaultCpuSet":"0,2-3","entries":{"4f1c":{"cgw":"1"}},"checksum":1}`, "0,2-3"},
+		{`{"policyName":"none","defaultCpuSet":"","checksum":1}`, ""},
+		{`{`, ""},
+	} {
+		if err := os.WriteFile(filepath.Join(n.Dir, "kubelet", "cpu_manager_state"), []byte(c.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := SharedCPUs(n)
+		if got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("%s: %q, %v; want %q", c.file, got, err, c.want)
+		}
+	}
+}

@@ -35,6 +35,8 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep", false, "leave the cluster up at the end (cluster down tears it down)")
 	nodes := nodesFlag(fs)
 	loadgenBin := fs.String("loadgen", "", "the loadgen binary: with it, each run also measures the network alone between the CGW's pod and a pod on the load generator's node (loadgen lab's request/response probe, and iperf3 when installed)")
+	sweep := fs.Bool("sweep", false, "with --loadgen: each model's first trial also finds its knee, loadgen sweep from the load generator's node with loadgen lab's steps and SLO (the chart then provisions 20000 accounts)")
+	kneeP99 := fs.Duration("knee-slo-p99", 50*time.Millisecond, "p99 limit of the --sweep knee sweeps (as loadgen lab's)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -57,6 +59,10 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("--duration must be 1..3600 (seconds), got %d", *seconds)
 	case *nodes < 1 || *nodes > kube.MaxNodes:
 		return bad("--nodes must be 1..%d, got %d", kube.MaxNodes, *nodes)
+	case *sweep && *loadgenBin == "":
+		return bad("--sweep needs --loadgen (the sweep's load generator)")
+	case *kneeP99 <= 0 || *kneeP99 > time.Minute:
+		return bad("--knee-slo-p99 must be in (0, 1m], got %v", *kneeP99)
 	}
 	var ms []e2e.Model
 	if *models == "" {
@@ -76,7 +82,7 @@ func e2eCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := logTo(stderr)
 	d, _ := filepath.Abs(*dir)
 	b, _ := filepath.Abs(*bin)
-	o := e2e.Options{Dir: d, Log: log, Rate: *rate, Shards: *shards, Seconds: *seconds}
+	o := e2e.Options{Dir: d, Log: log, Rate: *rate, Shards: *shards, Seconds: *seconds, Sweep: *sweep, KneeP99: *kneeP99}
 	if p, err := exec.LookPath("iperf3"); err == nil {
 		o.IPerf3 = p
 	}
@@ -195,7 +201,7 @@ func writeSummary(out string, runs []*e2e.Run, upS []float64, stdout io.Writer) 
 		ups[i] = fmt.Sprintf("%.1f s", u)
 	}
 	fmt.Fprintf(&md, "# Cluster e2e: the charts on a real node\n\ncluster up: %s (one cluster per pod network). Medians over the trials (range in brackets).\n\n", strings.Join(ups, ", "))
-	md.WriteString("| model | trials | chart Ready s | TPS | p50 ms | p99 ms | SUT µs/txn (/metrics) | audit | discovery | loadgen Job |\n|---|---:|---:|---:|---:|---:|---:|---|---|---|\n")
+	md.WriteString("| model | trials | chart Ready s | TPS | p50 ms | p99 ms | SUT µs/txn (/metrics) | audit | discovery | loadgen Job | knee TPS |\n|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|\n")
 	var cmp []compare.Run
 	for _, m := range order {
 		rs := by[m]
@@ -207,9 +213,12 @@ func writeSummary(out string, runs []*e2e.Run, upS []float64, stdout io.Writer) 
 			sort.Float64s(xs)
 			return fmt.Sprintf("%.1f [%.1f–%.1f]", xs[len(xs)/2], xs[0], xs[len(xs)-1])
 		}
-		audit, disc, job := "PASS", "yes", "passed"
+		audit, disc, job, knee := "PASS", "yes", "passed", "—"
 		failed := 0
 		for _, r := range rs {
+			if r.KneeTPS != nil {
+				knee = fmt.Sprintf("%.0f", *r.KneeTPS)
+			}
 			if r.JobError != "" {
 				failed++
 				job = fmt.Sprintf("failed %d of %d (thresholds)", failed, len(rs))
@@ -221,10 +230,10 @@ func writeSummary(out string, runs []*e2e.Run, upS []float64, stdout io.Writer) 
 				disc = "no"
 			}
 		}
-		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, len(rs),
+		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, len(rs),
 			f(func(r *e2e.Run) float64 { return r.ChartReadyS }), f(func(r *e2e.Run) float64 { return r.TPS }),
 			f(func(r *e2e.Run) float64 { return r.P50Ms }), f(func(r *e2e.Run) float64 { return r.P99Ms }),
-			f(func(r *e2e.Run) float64 { return r.SUTUsTxn }), audit, disc, job)
+			f(func(r *e2e.Run) float64 { return r.SUTUsTxn }), audit, disc, job, knee)
 		sorted := slices.Clone(rs)
 		sort.Slice(sorted, func(i, j int) bool { return sorted[i].SUTUsTxn < sorted[j].SUTUsTxn })
 		if med := sorted[len(sorted)/2]; med.Merged != "" {

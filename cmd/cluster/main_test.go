@@ -27,6 +27,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"e2e", "--bin", "/x", "--rate", "-5"}, 2, "--rate must be 1..100000"},
 		{[]string{"e2e", "--bin", "/x", "--models", "calico-vxlan"}, 2, `unknown model "calico-vxlan"`},
 		{[]string{"e2e", "--bin", "/x", "--duration", "0"}, 2, "--duration must be 1..3600"},
+		{[]string{"e2e", "--bin", "/x", "--sweep"}, 2, "--sweep needs --loadgen"},
+		{[]string{"e2e", "--bin", "/x", "--knee-slo-p99", "0s"}, 2, "--knee-slo-p99 must be in (0, 1m]"},
 		{[]string{"images", "--only", "nginx"}, 2, "nginx"},
 	} {
 		var out, errb bytes.Buffer

@@ -47,6 +47,10 @@ type clusterRun struct {
 	Merged   string   `json:"merged"`
 	JobError string   `json:"job_error"`
 	Network  *Network `json:"network"`
+	// KneeTPS, KneeNotes: the knee sweep of the model's first trial
+	// (the lab's --sweep).
+	KneeTPS   *float64 `json:"knee_tps"`
+	KneeNotes []string `json:"knee_notes"`
 }
 
 // clusterWait bounds cluster e2e's tear-down after the lab is interrupted.
@@ -65,6 +69,9 @@ func (l *Lab) cluster(ctx context.Context, rep *Report) error {
 		"--out", out, "--nodes", strconv.Itoa(c.Nodes), "--trials", strconv.Itoa(l.o.Trials),
 		"--rate", strconv.Itoa(int(l.o.Rate)), "--duration", strconv.Itoa(int(l.o.Duration.Seconds())),
 		"--shards", strconv.Itoa(max(1, c.Shards)), "--loadgen", l.o.Loadgen}
+	if l.o.Sweep {
+		args = append(args, "--sweep", "--knee-slo-p99", l.o.KneeP99.String())
+	}
 	if len(c.Models) > 0 {
 		args = append(args, "--models", strings.Join(c.Models, ","))
 	}
@@ -102,6 +109,9 @@ func (l *Lab) cluster(ctx context.Context, rep *Report) error {
 			r = &Row{Model: cr.Emulated, Datapath: DatapathCNI, ClusterModel: cr.Model, Emulation: "cni: " + cr.StandsIn, Pinned: cr.Pinned}
 			rows[key] = r
 			rep.Rows = append(rep.Rows, r)
+		}
+		if cr.KneeTPS != nil {
+			r.KneeTPS, r.KneeRetried = cr.KneeTPS, cr.KneeNotes
 		}
 		if cr.Merged == "" {
 			r.Failures = append(r.Failures, fmt.Sprintf("trial %d: no result", cr.Trial))

@@ -69,7 +69,7 @@ echo "$@" > "` + dir + `/args"
 while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
 mkdir -p "$out"
 cat > "$out/runs.json" <<JSON
-[{"model":"pod-network","emulated":"bridge","pinned":false,"stands_in":"routed","trial":1,"merged":"` + merged + `","network":{"rtt_us":{"median_us":55}}},
+[{"model":"pod-network","emulated":"bridge","pinned":false,"stands_in":"routed","trial":1,"merged":"` + merged + `","network":{"rtt_us":{"median_us":55}},"knee_tps":4000,"knee_notes":["5000 TPS missed 3 times"]},
  {"model":"pod-network","emulated":"bridge","pinned":false,"stands_in":"routed","trial":2,"merged":""}]
 JSON
 echo "cluster: [  1.0s] pod-network: chart Ready in 1.0 s" >&2
@@ -77,14 +77,14 @@ echo "cluster: [  1.0s] pod-network: chart Ready in 1.0 s" >&2
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l := New(Options{Out: dir, Trials: 2, Rate: 100, Duration: 3 * time.Second, Loadgen: "/x/loadgen",
+	l := New(Options{Out: dir, Trials: 2, Rate: 100, Duration: 3 * time.Second, Loadgen: "/x/loadgen", Sweep: true, KneeP99: 50 * time.Millisecond,
 		Cluster: &ClusterOptions{Bin: fake, KubeBin: "/k", Helm: "/h", Repo: dir, Nodes: 2, Shards: 1, Models: []string{"pod-network"}}})
 	rep := &Report{}
 	if err := l.cluster(context.Background(), rep); err != nil {
 		t.Fatal(err)
 	}
 	args, _ := os.ReadFile(filepath.Join(dir, "args"))
-	for _, want := range []string{"e2e ", "--nodes 2", "--trials 2", "--rate 100", "--duration 3", "--models pod-network", "--loadgen /x/loadgen", "--bin /k"} {
+	for _, want := range []string{"e2e ", "--nodes 2", "--trials 2", "--rate 100", "--duration 3", "--models pod-network", "--loadgen /x/loadgen", "--bin /k", "--sweep --knee-slo-p99 50ms"} {
 		if !strings.Contains(string(args), want) {
 			t.Errorf("cluster args %q lack %q", args, want)
 		}
@@ -94,7 +94,8 @@ echo "cluster: [  1.0s] pod-network: chart Ready in 1.0 s" >&2
 	}
 	r := rep.Rows[0]
 	if r.Model != "bridge" || r.Datapath != DatapathCNI || r.ClusterModel != "pod-network" || len(r.Trials) != 1 || r.Trials[0].TPS != 99.5 ||
-		r.Trials[0].SUTUsTxn != 321 || r.Trials[0].Network.RTTUs.MedianUs != 55 || len(r.Failures) != 1 {
+		r.Trials[0].SUTUsTxn != 321 || r.Trials[0].Network.RTTUs.MedianUs != 55 || len(r.Failures) != 1 ||
+		r.KneeTPS == nil || *r.KneeTPS != 4000 || len(r.KneeRetried) != 1 {
 		t.Errorf("row %+v", r)
 	}
 }

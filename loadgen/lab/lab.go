@@ -704,8 +704,10 @@ const (
 
 // retries is the --retries the knee sweeps get: kneeRetries, fewer when
 // the accounts cannot give every attempt its own slice.
-func (l *Lab) retries() int {
-	return max(0, min(kneeRetries, l.o.Accounts/kneeSteps-1))
+func (l *Lab) retries() int { return kneeRetriesFor(l.o.Accounts) }
+
+func kneeRetriesFor(accounts int) int {
+	return max(0, min(kneeRetries, accounts/kneeSteps-1))
 }
 
 // kneeStealRetries is the knee sweeps' --steal-retries: at most this many
@@ -716,8 +718,10 @@ const kneeStealRetries = 3
 // stealRetries is the --steal-retries the knee sweeps get: fewer than
 // kneeStealRetries when the accounts left after retries() cannot give
 // each such attempt its own slice.
-func (l *Lab) stealRetries() int {
-	return max(0, min(kneeStealRetries, l.o.Accounts-kneeSteps*(1+l.retries())))
+func (l *Lab) stealRetries() int { return kneeStealRetriesFor(l.o.Accounts) }
+
+func kneeStealRetriesFor(accounts int) int {
+	return max(0, min(kneeStealRetries, accounts-kneeSteps*(1+kneeRetriesFor(accounts))))
 }
 
 // sweep runs `loadgen sweep` against c and returns its knee and, for each
@@ -733,10 +737,8 @@ func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step t
 	// Capacity, not latency resolution: the knee sweeps pace at loadgen's
 	// 1 ms default (cheaper per request, and not counted late for a
 	// loaded machine's wake-up delays), whatever --pacing the runs use.
-	args = append(args, "--pacing", "1ms")
-	args = append(args, "--start", strconv.Itoa(kneeStart), "--step", strconv.Itoa(kneeStep), "--max", strconv.Itoa(kneeMax),
-		"--retries", strconv.Itoa(l.retries()), "--steal-retries", strconv.Itoa(l.stealRetries()),
-		"--slo-p99", l.o.KneeP99.String(), "--slo-late-rate", "0.05", "--out", dir)
+	args = append(args, KneeSweepArgs(l.o.Accounts, l.o.KneeP99)...)
+	args = append(args, "--out", dir)
 	if _, err := runOut(ctx, c.t.Places["loadgen"].NS, l.cpuSets(pinned)["loadgen"], nil, l.o.Logs, args...); err != nil {
 		return 0, nil, fmt.Errorf("loadgen sweep: %w", err)
 	}
@@ -744,13 +746,24 @@ func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step t
 	if err != nil {
 		return 0, nil, fmt.Errorf("cannot read the sweep result: %w", err)
 	}
-	return kneeOf(b)
+	return KneeOf(b)
 }
 
-// kneeOf returns the knee of a sweep.json and, for each step that had
+// KneeSweepArgs are the flags every knee sweep passes to `loadgen sweep`
+// beyond the run's own: 1 ms pacing, the steps, the retries the accounts
+// allow and the SLO. The real cluster's sweeps (cluster e2e --sweep) pass
+// the same, so that a model's emulated and CNI knees are found alike.
+func KneeSweepArgs(accounts int, kneeP99 time.Duration) []string {
+	return []string{"--pacing", "1ms",
+		"--start", strconv.Itoa(kneeStart), "--step", strconv.Itoa(kneeStep), "--max", strconv.Itoa(kneeMax),
+		"--retries", strconv.Itoa(kneeRetriesFor(accounts)), "--steal-retries", strconv.Itoa(kneeStealRetriesFor(accounts)),
+		"--slo-p99", kneeP99.String(), "--slo-late-rate", "0.05"}
+}
+
+// KneeOf returns the knee of a sweep.json and, for each step that had
 // attempts voided by the host's steal or passed only on a retry or failed
 // after its retries, what those attempts met.
-func kneeOf(b []byte) (float64, []string, error) {
+func KneeOf(b []byte) (float64, []string, error) {
 	var s struct {
 		Knee  float64 `json:"knee_tps"`
 		Steps []struct {

@@ -186,7 +186,7 @@ func TestKneeOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	knee, notes, err := kneeOf(b)
+	knee, notes, err := KneeOf(b)
 	if err != nil || knee != 2000 {
 		t.Fatalf("knee %v, %v", knee, err)
 	}
@@ -202,6 +202,11 @@ func TestKneeOf(t *testing.T) {
 		l := &Lab{o: Options{Accounts: c.accounts}}
 		if r, s := l.retries(), l.stealRetries(); r != c.retries || s != c.steal || kneeSteps*(1+r)+s > c.accounts {
 			t.Errorf("%d accounts: retries %d, steal retries %d; want %d, %d", c.accounts, r, s, c.retries, c.steal)
+		}
+		// The cluster's knee sweeps pass the same flags.
+		args := strings.Join(KneeSweepArgs(c.accounts, 50*time.Millisecond), " ")
+		if want := fmt.Sprintf("--retries %d --steal-retries %d --slo-p99 50ms", c.retries, c.steal); !strings.Contains(args, want) {
+			t.Errorf("%d accounts: KneeSweepArgs %q, want it to hold %q", c.accounts, args, want)
 		}
 	}
 }
