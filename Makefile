@@ -8,6 +8,12 @@ export GOFLAGS := -buildvcs=false
 BIN := $(CURDIR)/bin
 TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
+# TOOL_CACHE keeps each pinned tool this Makefile builds (helm, h2spec,
+# promtool, the Kubernetes binaries) once per machine, keyed by version, as
+# Go's build cache keeps packages: a fresh clone copies them into .tools
+# instead of linking them again.
+TOOL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/chf-testbed
+export CHF_TOOL_CACHE := $(TOOL_CACHE)
 
 HELM_VERSION := v3.22.0
 H2SPEC_VERSION := v2.2.1+incompatible
@@ -69,8 +75,13 @@ TEST_ARTIFACTS ?= $(CURDIR)/results/test-artefacts
 export TEST_ARTIFACTS
 test: fmt-check vet tools test-go test-alloc cluster-test
 
+## test-go: every package's tests under the race detector, TEST_P test
+## binaries at a time. Most tests wait on the processes they start and on
+## timers: with go test's default (one binary per CPU) half of two CPUs
+## stayed idle (docs/measurements/2026-12-07-make-test-time.md).
+TEST_P ?= 6
 test-go:
-	$(GO) test -race -timeout 40m ./...
+	$(GO) test -p $(TEST_P) -race -timeout 40m ./...
 
 ## test-alloc: the zero-allocation tests of the hot paths (Test*Alloc*,
 ## testing.AllocsPerRun), which skip under -race, run without it: only the
@@ -162,17 +173,28 @@ bench-ratios: build
 ## checks the services' /metrics.
 tools: $(TOOLS)/bin/helm $(TOOLS)/bin/h2spec $(TOOLS)/bin/promtool deb-deps
 
+# go_tool NAME VERSION PACKAGE: go install PACKAGE@VERSION into
+# $(TOOL_CACHE)/NAME-VERSION once per machine, then copy it into .tools/bin.
+define go_tool
+	@mkdir -p $(TOOLS)/bin
+	@c='$(TOOL_CACHE)/$(1)-$(2)'; \
+	if [ ! -x "$$c/$(1)" ]; then \
+	  GOBIN="$$c" scripts/progress.sh "installing $(1) $(2) (once per machine)" $(GO) install $(3)@$(2) || exit 1; \
+	fi; \
+	cp "$$c/$(1)" $@.tmp && mv $@.tmp $@
+endef
+
 $(TOOLS)/bin/helm:
-	GOBIN=$(TOOLS)/bin scripts/progress.sh "installing helm (once)" $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	$(call go_tool,helm,$(HELM_VERSION),helm.sh/helm/v3/cmd/helm)
 
 # h2spec: the HTTP/2 conformance suite cgw's TestH2spec runs (strict).
 $(TOOLS)/bin/h2spec:
-	GOBIN=$(TOOLS)/bin scripts/progress.sh "installing h2spec (once)" $(GO) install github.com/summerwind/h2spec/cmd/h2spec@$(H2SPEC_VERSION)
+	$(call go_tool,h2spec,$(H2SPEC_VERSION),github.com/summerwind/h2spec/cmd/h2spec)
 
 # promtool: `promtool check metrics` lints every service's /metrics in the
 # tests (chassis/telemetry/telemetrytest).
 $(TOOLS)/bin/promtool:
-	GOBIN=$(TOOLS)/bin scripts/progress.sh "installing promtool (once)" $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+	$(call go_tool,promtool,$(PROMTOOL_VERSION),github.com/prometheus/prometheus/cmd/promtool)
 
 # apt_install: install the Debian packages whose command (or, for a path,
 # file) is missing; each item is <command or /path>:<package>.

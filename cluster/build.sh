@@ -63,11 +63,28 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ld="$ld -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 done
 
+# CHF_TOOL_CACHE (set by the Makefile): a machine-wide cache of the built
+# binaries, keyed by binary, version and a hash of how it is built (the
+# wrapper module's files, the flags), so that a fresh clone copies them
+# rather than linking them again. Empty: no cache.
+cache=${CHF_TOOL_CACHE:-}
+
 # build <module-dir> <binary> <version> <ldflags> <package>: builds package in
-# the wrapper module at module-dir into $out/binary unless it is there.
+# the wrapper module at module-dir into $out/binary unless it is there (or
+# in the cache).
 build() {
-	local dir=$1 bin=$2 version=$3 flags=$4 pkg=$5
+	local dir=$1 bin=$2 version=$3 flags=$4 pkg=$5 c=
 	[[ -x $out/$bin ]] && return
+	if [[ -n $cache ]]; then
+		local key
+		key=$( (cd "$here/$dir" && cat go.mod go.sum ./*.go 2>/dev/null; echo "$flags $pkg") | sha256sum | cut -c1-12)
+		c=$cache/$bin-$version-$key
+		if [[ -x $c/$bin ]]; then
+			cp "$c/$bin" "$out/$bin.tmp" && mv "$out/$bin.tmp" "$out/$bin"
+			echo "build.sh: $bin $version from the machine's cache ($c)" >&2
+			return
+		fi
+	fi
 	echo "build.sh: building $bin $version (several minutes on a cold cache)" >&2
 	(
 		cd "$here/$dir"
@@ -75,6 +92,9 @@ build() {
 		"$here/../scripts/progress.sh" "build.sh: $bin" nice -n 10 go build -trimpath -ldflags "$flags" -o "$out/$bin.tmp" "$pkg"
 	)
 	mv "$out/$bin.tmp" "$out/$bin"
+	if [[ -n $c ]]; then
+		mkdir -p "$c" && cp "$out/$bin" "$c/$bin.tmp" && mv "$c/$bin.tmp" "$c/$bin"
+	fi
 }
 
 if ((controlplane)); then
