@@ -650,24 +650,31 @@ func (l *Lab) cellRun(ctx context.Context, r *Row, trial int) (Trial, error) {
 	return tr, nil
 }
 
-// loadArgs are the flags of `loadgen run` the lab passes.
-func (l *Lab) loadArgs(c *chf, duration time.Duration) []string {
+// loadArgs are the flags of `loadgen run` the lab passes. fresh: the
+// accounts are as provisioned (no run before on this CHF), so the audit
+// may take every balance as the provisioned one rather than read it
+// before the run; a run after another on the same CHF (the knee sweep
+// after trial 1's fixed-rate run) must read them.
+func (l *Lab) loadArgs(c *chf, duration time.Duration, fresh bool) []string {
 	args := []string{
 		"--target", "http://" + c.t.Places["cgw"].HostPort(Ports["cgw"]),
 		"--duration", duration.String(), "--warmup", l.o.Warmup.String(), "--ramp-up", "1s",
-		"--subscribers", strconv.Itoa(l.o.Accounts), "--initial-balance", strconv.Itoa(balance),
+		"--subscribers", strconv.Itoa(l.o.Accounts),
 		"--progress", "off", "--log-level", "warn", "--pacing", l.o.Pacing.String(),
 		"--" + sched.FlagName, l.o.RuntimeProfile.String(),
 	}
 	for _, role := range []string{"aslite", "abm", "ocp", "cgw"} {
 		args = append(args, "--cpu", role+"=pid:"+strconv.Itoa(c.procs[role].Pid()))
 	}
+	if fresh {
+		args = append(args, "--initial-balance", strconv.Itoa(balance))
+	}
 	return args
 }
 
 // load runs `loadgen run --json file` in the client's namespace.
 func (l *Lab) load(ctx context.Context, c *chf, pinned bool, rate float64, file, label string) error {
-	args := append([]string{l.o.Loadgen, "run"}, l.loadArgs(c, l.o.Duration)...)
+	args := append([]string{l.o.Loadgen, "run"}, l.loadArgs(c, l.o.Duration, true)...)
 	args = append(args, "--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--json", file, "--label", label)
 	_, err := runOut(ctx, c.t.Places["loadgen"].NS, l.cpuSets(pinned)["loadgen"], nil, l.o.Logs, args...)
 	var exit *exec.ExitError
@@ -728,7 +735,7 @@ func kneeStealRetriesFor(accounts int) int {
 // step that passed only on a retry or failed after its retries, what the
 // earlier attempts missed.
 func (l *Lab) sweep(ctx context.Context, c *chf, pinned bool, dir string, step time.Duration) (float64, []string, error) {
-	args := append([]string{l.o.Loadgen, "sweep"}, l.loadArgs(c, step)...)
+	args := append([]string{l.o.Loadgen, "sweep"}, l.loadArgs(c, step, false)...)
 	// The SLO finds where the CHF saturates (queues grow, p99 climbs by
 	// orders of magnitude), not a latency target: --knee-slo-p99 (default
 	// 50 ms) and 5% late sends, so that a shared machine's scheduling

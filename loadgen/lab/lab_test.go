@@ -404,6 +404,47 @@ func TestLabModels(t *testing.T) {
 	}
 }
 
+// TestLabSweepAfterRun: a row's knee sweep runs on the CHF its fixed-rate
+// run has just charged, so it must read the balances before each step
+// rather than take them as provisioned: its first step's audit passes.
+// (The p99 limit no step can meet ends the sweep after its first step's
+// attempts.)
+func TestLabSweepAfterRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	cmd, lines, all := labCmd(t, ctx, "--models", "host", "--pin", "off", "--rate", "1000", "--duration", "1s", "--warmup", "0s",
+		"--trials", "1", "--iperf-time", "1s", "--probes", "100", "--accounts", "1000", "--sweep", "--knee-slo-p99", "1us", "--out", out)
+	prefix := prefixOf(t, lines)
+	for range lines {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("loadgen lab --sweep: %v\n%s", err, all)
+	}
+	waitGone(t, prefix)
+	b, err := os.ReadFile(filepath.Join(out, "runs", "host-unpinned-t1-sweep", "sweep.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Steps []struct {
+			Result struct {
+				Transactions int64 `json:"transactions"`
+				Audit        struct {
+					OK     bool   `json:"ok"`
+					Reason string `json:"reason"`
+				} `json:"audit"`
+			} `json:"result"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil || len(s.Steps) == 0 {
+		t.Fatalf("sweep.json: %v, %d steps", err, len(s.Steps))
+	}
+	if r := s.Steps[0].Result; !r.Audit.OK || r.Transactions == 0 {
+		t.Errorf("the sweep's first step after the fixed-rate run: %d transactions, audit ok %v: %s", r.Transactions, r.Audit.OK, r.Audit.Reason)
+	}
+}
+
 // TestLabInterrupted sends SIGINT while a model's load runs, and SIGTERM
 // while the CHF starts, and checks nothing is left behind.
 func TestLabInterrupted(t *testing.T) {
