@@ -1,13 +1,11 @@
 package cluster
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -155,54 +153,10 @@ func TestLabCluster(t *testing.T) {
 		out := t.TempDir()
 		cmd := exec.Command(filepath.Join(bin, "loadgen"), labArgs(bin, kubeBin, imgs, helm, out)...)
 		cmd.Env = env
-		stderr, _ := cmd.StderrPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
 		// Interrupt once the cluster's first model is installed: its
 		// nodes, pods and chart are all up.
-		lines := make(chan string, 1000)
-		go func() {
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		deadline := time.After(8 * time.Minute)
-	wait:
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatal("loadgen lab ended before the cluster's chart was Ready")
-				}
-				if strings.Contains(l, "chart Ready") {
-					break wait
-				}
-			case <-deadline:
-				_ = cmd.Process.Kill()
-				t.Fatal("the cluster's chart not Ready in 8 min")
-			}
-		}
-		t0 := time.Now()
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() {
-			for range lines {
-			}
-			done <- cmd.Wait()
-		}()
-		select {
-		case <-done:
-			if code := cmd.ProcessState.ExitCode(); code != 130 {
-				t.Fatalf("loadgen lab --cluster after SIGINT: exit %d, want 130", code)
-			}
-		case <-time.After(4 * time.Minute):
-			_ = cmd.Process.Kill()
-			t.Fatal("loadgen lab --cluster did not end within 4 min of SIGINT")
-		}
-		t.Logf("SIGINT while the cluster ran: exit 130, torn down in %v", time.Since(t0).Round(time.Millisecond))
+		took := interruptAt(t, cmd, "chart Ready", 8*time.Minute, 4*time.Minute)
+		t.Logf("SIGINT while the cluster ran: exit 130, torn down in %v", took.Round(time.Millisecond))
 		assertClean(t, filepath.Join(out, "cluster-state"), before, created)
 	})
 

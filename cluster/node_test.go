@@ -3,7 +3,6 @@ package cluster
 import (
 	"bufio"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,53 +127,8 @@ func TestNode(t *testing.T) {
 		dir := t.TempDir()
 		before := podNetnsNow()
 		cmd := exec.Command(exe, "up", "--dir", dir, "--bin", bin, "--images", imgs[2], "--pause-image", pause)
-		stderr, _ := cmd.StderrPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 100)
-		go func() {
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		deadline := time.After(3 * time.Minute)
-	wait:
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatal("cluster up ended before starting containerd")
-				}
-				if strings.Contains(l, "starting containerd") {
-					break wait
-				}
-			case <-deadline:
-				_ = cmd.Process.Kill()
-				t.Fatal("cluster up did not reach containerd in 3 min")
-			}
-		}
-		t0 := time.Now()
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		go func() { _, _ = io.Copy(io.Discard, stderr) }()
-		done := make(chan error, 1)
-		go func() {
-			for range lines {
-			}
-			done <- cmd.Wait()
-		}()
-		select {
-		case err := <-done:
-			if code := cmd.ProcessState.ExitCode(); code != 130 {
-				t.Fatalf("cluster up after SIGINT: exit %d (%v), want 130", code, err)
-			}
-		case <-time.After(2 * time.Minute):
-			_ = cmd.Process.Kill()
-			t.Fatal("cluster up did not end within 2 min of SIGINT")
-		}
-		t.Logf("SIGINT during up: exit 130, torn down in %v", time.Since(t0).Round(time.Millisecond))
+		took := interruptAt(t, cmd, "starting containerd", 3*time.Minute, 2*time.Minute)
+		t.Logf("SIGINT during up: exit 130, torn down in %v", took.Round(time.Millisecond))
 		assertClean(t, dir, before, created)
 	})
 }
@@ -184,4 +138,58 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// interruptAt starts cmd, sends SIGINT once a line of its stderr contains
+// marker (within reach), and fails unless it exits 130 within teardown;
+// it returns how long the exit took after the signal.
+func interruptAt(t *testing.T, cmd *exec.Cmd, marker string, reach, teardown time.Duration) time.Duration {
+	t.Helper()
+	name := filepath.Base(cmd.Path) + " " + cmd.Args[1]
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(reach)
+wait:
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s ended before %q", name, marker)
+			}
+			if strings.Contains(l, marker) {
+				break wait
+			}
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			t.Fatalf("%s: no %q in %v", name, marker, reach)
+		}
+	}
+	t0 := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() {
+		for range lines {
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		if code := cmd.ProcessState.ExitCode(); code != 130 {
+			t.Fatalf("%s after SIGINT: exit %d (%v), want 130", name, code, err)
+		}
+	case <-time.After(teardown):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s did not end within %v of SIGINT", name, teardown)
+	}
+	return time.Since(t0)
 }
