@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,44 +172,9 @@ func TestLabCluster(t *testing.T) {
 			}
 			t.Skipf("no flanneld in %s (cluster/build.sh --flannel)", kubeBin)
 		}
-		before := podNetnsNow()
-		out, dir := t.TempDir(), t.TempDir()
-		repo, _ := filepath.Abs(repoRoot())
-		cmd := exec.Command(filepath.Join(bin, "cluster"), "e2e", "--dir", dir, "--bin", kubeBin, "--helm", helm, "--repo", repo,
-			"--out", out, "--nodes", "2", "--models", "overlay", "--trials", "1", "--rate", "100", "--duration", "3", "--shards", "1",
-			"--loadgen", filepath.Join(bin, "loadgen"), "--images", strings.Join(imgs, ","))
-		cmd.Env = env
-		cmd.Dir = repo // the images' tag is the chart's appVersion
-		b, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("cluster e2e --models overlay: %v\n%s", err, tailOf(string(b), 60))
-		}
-		var runs []struct {
-			Model        string            `json:"model"`
-			Emulated     string            `json:"emulated"`
-			AuditOK      bool              `json:"audit_ok"`
-			TPS          float64           `json:"tps"`
-			OverlayBytes uint64            `json:"overlay_bytes"`
-			Placement    map[string]string `json:"placement"`
-			Network      *struct {
-				RTT struct {
-					Median float64 `json:"median_us"`
-				} `json:"rtt_us"`
-			} `json:"network"`
-		}
-		raw, err := os.ReadFile(filepath.Join(out, "runs.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(raw, &runs); err != nil {
-			t.Fatal(err)
-		}
-		if len(runs) != 1 {
-			t.Fatalf("runs %+v: want one run of the overlay", runs)
-		}
-		r := runs[0]
-		if r.Emulated != "calico-vxlan" || !r.AuditOK || r.TPS == 0 || r.Network == nil || r.Network.RTT.Median <= 0 {
-			t.Errorf("overlay run %+v: want calico-vxlan's counterpart measured, the audit passed, the network alone probed", r)
+		r := clusterE2E(t, env, bin, kubeBin, helm, imgs, created, "overlay")
+		if r.Emulated != "calico-vxlan" {
+			t.Errorf("overlay run %+v: want calico-vxlan's counterpart", r)
 		}
 		// 3 s at 100 TPS: ~300 requests and their answers, each well
 		// over 100 bytes on the wire, from the CGW's node to the ABM's.
@@ -215,8 +182,99 @@ func TestLabCluster(t *testing.T) {
 			t.Errorf("flannel.1 on the CGW's node sent %d bytes during the load: the requests did not cross the overlay", r.OverlayBytes)
 		}
 		t.Logf("overlay: %.0f TPS, flannel.1 sent %d bytes, probe RTT p50 %.0f µs", r.TPS, r.OverlayBytes, r.Network.RTT.Median)
-		assertClean(t, dir, before, created)
 	})
+
+	// SR-IOV's stand-in on two nodes: Multus's macvlan net1 on each
+	// node's uplink, the uplinks on one switch, a range per node; the OCP
+	// (node 1) reaches the ABM (node 2) over net1, the CGW pinned.
+	t.Run("sriov-pinned", func(t *testing.T) {
+		if _, err := os.Stat(filepath.Join(kubeBin, "multus")); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("no multus in %s (cluster/build.sh --multus)", kubeBin)
+			}
+			t.Skipf("no multus in %s (cluster/build.sh --multus)", kubeBin)
+		}
+		r := clusterE2E(t, env, bin, kubeBin, helm, imgs, created, "sriov-pinned")
+		if r.Emulated != "sriov" || !r.Pinned {
+			t.Errorf("sriov-pinned run %+v: want sriov's pinned counterpart", r)
+		}
+		n2 := kube.NewNode("", 1)
+		lo, hi := n2.MacvlanRange()
+		if !inRange(r.ABMNet1, lo, hi) || r.OCPToABMNet1 == 0 || r.Net1Conns == 0 {
+			t.Errorf("sriov-pinned: the ABM's net1 %q (want in node2's range %s-%s), OCP->ABM net1 connections %d, CGW->OCP %d: want the chassis on net1 across nodes",
+				r.ABMNet1, lo, hi, r.OCPToABMNet1, r.Net1Conns)
+		}
+		// ~300 charging exchanges between the OCP (node 1) and the ABM
+		// (node 2), each well over 100 bytes, through node 1's uplink.
+		if r.Net1Bytes < 30000 {
+			t.Errorf("%s on the CGW's node sent %d bytes during the load: the OCP's calls did not cross the switch", kube.MacvlanMaster, r.Net1Bytes)
+		}
+		t.Logf("sriov-pinned: %.0f TPS, OCP net1 %s -> ABM net1 %s (%d connections), %s sent %d bytes",
+			r.TPS, r.Net1, r.ABMNet1, r.OCPToABMNet1, kube.MacvlanMaster, r.Net1Bytes)
+	})
+}
+
+// inRange: ip is an IPv4 address from lo to hi (the same /24).
+func inRange(ip, lo, hi string) bool {
+	a, l, h := net.ParseIP(ip).To4(), net.ParseIP(lo).To4(), net.ParseIP(hi).To4()
+	return a != nil && l != nil && h != nil && bytes.Equal(a[:3], l[:3]) && a[3] >= l[3] && a[3] <= h[3]
+}
+
+// e2eRun is what a test reads of one run in cluster e2e's runs.json.
+type e2eRun struct {
+	Model        string            `json:"model"`
+	Emulated     string            `json:"emulated"`
+	Pinned       bool              `json:"pinned"`
+	AuditOK      bool              `json:"audit_ok"`
+	TPS          float64           `json:"tps"`
+	OverlayBytes uint64            `json:"overlay_bytes"`
+	Net1         string            `json:"net1"`
+	Net1Conns    int               `json:"net1_conns"`
+	ABMNet1      string            `json:"abm_net1"`
+	OCPToABMNet1 int               `json:"ocp_to_abm_net1_conns"`
+	Net1Bytes    uint64            `json:"net1_bytes"`
+	Placement    map[string]string `json:"placement"`
+	Network      *struct {
+		RTT struct {
+			Median float64 `json:"median_us"`
+		} `json:"rtt_us"`
+	} `json:"network"`
+}
+
+// clusterE2E runs `cluster e2e` on two nodes with one model for one short
+// trial at 100 TPS and returns its run, failing unless the audit passed,
+// the network alone was probed and nothing is left behind.
+func clusterE2E(t *testing.T, env []string, bin, kubeBin, helm string, imgs, created []string, model string) e2eRun {
+	t.Helper()
+	before := podNetnsNow()
+	out, dir := t.TempDir(), t.TempDir()
+	repo, _ := filepath.Abs(repoRoot())
+	cmd := exec.Command(filepath.Join(bin, "cluster"), "e2e", "--dir", dir, "--bin", kubeBin, "--helm", helm, "--repo", repo,
+		"--out", out, "--nodes", "2", "--models", model, "--trials", "1", "--rate", "100", "--duration", "3", "--shards", "1",
+		"--loadgen", filepath.Join(bin, "loadgen"), "--images", strings.Join(imgs, ","))
+	cmd.Env = env
+	cmd.Dir = repo // the images' tag is the chart's appVersion
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cluster e2e --models %s: %v\n%s", model, err, tailOf(string(b), 60))
+	}
+	var runs []e2eRun
+	raw, err := os.ReadFile(filepath.Join(out, "runs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("runs %+v: want one run of %s", runs, model)
+	}
+	r := runs[0]
+	if !r.AuditOK || r.TPS == 0 || r.Network == nil || r.Network.RTT.Median <= 0 {
+		t.Errorf("%s run %+v: want the audit passed, the network alone probed", model, r)
+	}
+	assertClean(t, dir, before, created)
+	return r
 }
 
 func tailOf(s string, n int) string {

@@ -77,7 +77,7 @@ var Models = []Model{
 		StandsIn: "Calico pinned: the pod network (bridge CNI) with the CGW pinned", Emulated: "bridge"},
 	{Name: "sriov-pinned", Values: []string{"values-small.yaml", "values-sriov-pinned.yaml", "values-small-pinned.yaml"},
 		LoadValues: []string{"values-small.yaml", "values-small-pinned.yaml"}, Port: 8080, Pinned: true, Multus: true, Level: "restricted",
-		StandsIn: "SR-IOV: a Multus macvlan attachment (net1) on a local bridge, the CGW pinned", Emulated: "sriov"},
+		StandsIn: "SR-IOV: a Multus macvlan attachment (net1) on each node's uplink to one switch, the CGW pinned", Emulated: "sriov"},
 }
 
 // NetworkOf is the pod network model m runs on.
@@ -168,6 +168,14 @@ type Run struct {
 	// had open to it after the run (the chassis chose net1).
 	Net1      string `json:"net1,omitempty"`
 	Net1Conns int    `json:"net1_conns,omitempty"`
+	// ABMNet1, OCPToABMNet1: the ABM's net1 address, and how many
+	// connections the OCP's pod had open to it (across the fabric when
+	// they run on different nodes); Net1Bytes: what the CGW's node sent
+	// through its macvlan uplink during the load (0 on one node, where
+	// macvlan delivers between its own pods).
+	ABMNet1      string `json:"abm_net1,omitempty"`
+	OCPToABMNet1 int    `json:"ocp_to_abm_net1_conns,omitempty"`
+	Net1Bytes    uint64 `json:"net1_bytes,omitempty"`
 	// Network is the network alone between the CGW's pod and a pod on
 	// the load generator's node (Options.Loadgen set).
 	Network *lab.Network `json:"network,omitempty"`
@@ -265,17 +273,26 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 		o.Log("%s: network alone: probe RTT p50 %.0f µs, p99 %.0f µs; iperf3 %.2f Gbit/s (1 stream)", m.Name, n.RTTUs.MedianUs, n.RTTUs.P99Us, n.IPerf3Gbps.Single)
 	}
 	before := scrapeCPU(ctx, targets)
-	overlay := func() uint64 { return 0 }
-	if m.NetworkOf() == kube.NetworkFlannel {
-		overlay = func() uint64 {
-			b, err := kube.LinkTxBytes(ctx, s.Nodes[0], kube.FlannelLink)
-			if err != nil {
-				o.Log("%s: %v", m.Name, err)
-			}
-			return b
-		}
+	// What the CGW's node sends through the link the model's traffic
+	// between nodes must take: flannel's VXLAN device, the macvlan uplink.
+	link := ""
+	switch {
+	case m.NetworkOf() == kube.NetworkFlannel:
+		link = kube.FlannelLink
+	case m.Multus:
+		link = kube.MacvlanMaster
 	}
-	overlay0 := overlay()
+	txBytes := func() uint64 {
+		if link == "" {
+			return 0
+		}
+		b, err := kube.LinkTxBytes(ctx, s.Nodes[0], link)
+		if err != nil {
+			o.Log("%s: %v", m.Name, err)
+		}
+		return b
+	}
+	tx0 := txBytes()
 
 	lchart := filepath.Join(o.Repo, "charts", "loadgen")
 	largs := []string{"install", "load", lchart, "-n", ns,
@@ -293,15 +310,20 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 	job := "load-loadgen"
 	jobErr := kube.WaitJob(ctx, c, ns, job, time.Duration(o.Seconds)*time.Second+5*time.Minute)
 	after := scrapeCPU(ctx, targets)
-	if m.NetworkOf() == kube.NetworkFlannel {
-		r.OverlayBytes = max(overlay(), overlay0) - overlay0
-		o.Log("%s: %s on %s sent %d bytes during the load", m.Name, kube.FlannelLink, s.Nodes[0].Name, r.OverlayBytes)
+	if link != "" {
+		sent := max(txBytes(), tx0) - tx0
+		o.Log("%s: %s on %s sent %d bytes during the load", m.Name, link, s.Nodes[0].Name, sent)
+		if m.Multus {
+			r.Net1Bytes = sent
+		} else {
+			r.OverlayBytes = sent
+		}
 	}
 	if m.Multus {
 		if err := checkNet1(ctx, c, s, ns, r); err != nil {
 			return r, err
 		}
-		o.Log("%s: the CGW had %d connections to the OCP's net1 address %s", m.Name, r.Net1Conns, r.Net1)
+		o.Log("%s: the CGW had %d connections to the OCP's net1 address %s, the OCP %d to the ABM's %s", m.Name, r.Net1Conns, r.Net1, r.OCPToABMNet1, r.ABMNet1)
 	}
 	shards, err := collect(ctx, c, ns, job, out)
 	if err != nil {
@@ -602,38 +624,45 @@ func podsReady(ctx context.Context, c kubernetes.Interface, ns string, d time.Du
 	}
 }
 
-// checkNet1 finds the OCP pod's net1 address (Multus's network-status
-// annotation) and counts the CGW pod's established connections to it.
+// checkNet1 finds the OCP's and the ABM's net1 addresses (Multus's
+// network-status annotation) and counts the established connections the
+// CGW's pod has to the OCP's and the OCP's pod to the ABM's.
 func checkNet1(ctx context.Context, c kubernetes.Interface, s *kube.State, ns string, r *Run) error {
 	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
-	var cgw *corev1.Pod
-	for i, p := range pods.Items {
-		switch p.Labels["app.kubernetes.io/component"] {
-		case "cgw":
-			cgw = &pods.Items[i]
-		case "ocp":
-			var st []struct {
-				Interface string   `json:"interface"`
-				IPs       []string `json:"ips"`
-			}
-			if err := json.Unmarshal([]byte(p.Annotations["k8s.v1.cni.cncf.io/network-status"]), &st); err != nil {
-				return fmt.Errorf("the OCP pod's network-status annotation: %w", err)
-			}
-			for _, n := range st {
-				if n.Interface == "net1" && len(n.IPs) > 0 {
-					r.Net1 = n.IPs[0]
-				}
+	podIP, net1 := map[string]string{}, map[string]string{}
+	for _, p := range pods.Items {
+		comp := p.Labels["app.kubernetes.io/component"]
+		if comp != "cgw" && comp != "ocp" && comp != "abm" {
+			continue
+		}
+		podIP[comp] = p.Status.PodIP
+		if comp == "cgw" {
+			continue
+		}
+		var st []struct {
+			Interface string   `json:"interface"`
+			IPs       []string `json:"ips"`
+		}
+		if err := json.Unmarshal([]byte(p.Annotations["k8s.v1.cni.cncf.io/network-status"]), &st); err != nil {
+			return fmt.Errorf("the %s pod's network-status annotation: %w", comp, err)
+		}
+		for _, n := range st {
+			if n.Interface == "net1" && len(n.IPs) > 0 {
+				net1[comp] = n.IPs[0]
 			}
 		}
 	}
-	if r.Net1 == "" || cgw == nil {
-		return fmt.Errorf("no net1 address on the OCP pod (or no CGW pod): Multus did not attach it")
+	r.Net1, r.ABMNet1 = net1["ocp"], net1["abm"]
+	if r.Net1 == "" || r.ABMNet1 == "" || podIP["cgw"] == "" || podIP["ocp"] == "" {
+		return fmt.Errorf("no net1 address on the OCP or the ABM pod (or no CGW or OCP pod): Multus did not attach it")
 	}
-	conns, err := kube.PodConnections(ctx, s, cgw.Status.PodIP, r.Net1)
-	r.Net1Conns = conns
+	if r.Net1Conns, err = kube.PodConnections(ctx, s, podIP["cgw"], r.Net1); err != nil {
+		return err
+	}
+	r.OCPToABMNet1, err = kube.PodConnections(ctx, s, podIP["ocp"], r.ABMNet1)
 	return err
 }
 

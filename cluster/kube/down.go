@@ -94,14 +94,17 @@ func Down(ctx context.Context, dir string, log func(string, ...any)) error {
 	for _, n := range s.Nodes {
 		removeNetns(n.Netns)
 		_, _ = run(ctx, "ip", "link", "del", n.Veth)
+		_, _ = run(ctx, "ip", "link", "del", n.Uplink())
 		removeCgroup(n.Cgroup)
 	}
 	removeCgroup("/" + CgroupParent)
-	_, _ = run(ctx, "ip", "link", "del", Fabric)
-	for _, dirn := range []string{"-i", "-o"} {
-		for i := 0; i < 10; i++ {
-			if _, err := run(ctx, "iptables", "-w", "-D", "FORWARD", dirn, Fabric, "-j", GuardChain); err != nil {
-				break
+	for _, b := range []string{Fabric, SriovSwitch} {
+		_, _ = run(ctx, "ip", "link", "del", b)
+		for _, dirn := range []string{"-i", "-o"} {
+			for i := 0; i < 10; i++ {
+				if _, err := run(ctx, "iptables", "-w", "-D", "FORWARD", dirn, b, "-j", GuardChain); err != nil {
+					break
+				}
 			}
 		}
 	}

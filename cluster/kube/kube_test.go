@@ -2,6 +2,8 @@ package kube
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +67,49 @@ func TestNodeFiles(t *testing.T) {
 	var crd map[string]any
 	if err := yaml.Unmarshal([]byte(NADCRD), &crd); err != nil || crd["kind"] != "CustomResourceDefinition" {
 		t.Fatalf("NAD CRD: %v %v", crd["kind"], err)
+	}
+}
+
+// Each node's macvlan network (SR-IOV's stand-in) decodes, hangs on the
+// node's uplink, keeps its leases in the node's directory, and hands out
+// a range of the shared segment no other node hands out.
+func TestMacvlanConf(t *testing.T) {
+	dir := t.TempDir()
+	_, segment, _ := net.ParseCIDR(SriovCIDR)
+	seen := map[string]string{}
+	for i := 0; i < MaxNodes; i++ {
+		n := NewNode(dir, i)
+		var conf struct {
+			Name, Type, Master, Mode string
+			IPAM                     struct {
+				Type    string
+				DataDir string `json:"dataDir"`
+				Ranges  [][]struct {
+					Subnet, RangeStart, RangeEnd string
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(macvlanConf(n)), &conf); err != nil {
+			t.Fatalf("%s: %v\n%s", n.Name, err, macvlanConf(n))
+		}
+		if conf.Name != MacvlanNetwork || conf.Type != "macvlan" || conf.Master != MacvlanMaster || conf.Mode != "bridge" ||
+			conf.IPAM.Type != "host-local" || !strings.HasPrefix(conf.IPAM.DataDir, n.Dir) || len(conf.IPAM.Ranges) != 1 || len(conf.IPAM.Ranges[0]) != 1 {
+			t.Fatalf("%s: %+v", n.Name, conf)
+		}
+		r := conf.IPAM.Ranges[0][0]
+		lo, hi := net.ParseIP(r.RangeStart).To4(), net.ParseIP(r.RangeEnd).To4()
+		if r.Subnet != SriovCIDR || lo == nil || hi == nil || !segment.Contains(lo) || !segment.Contains(hi) || lo[3] > hi[3] {
+			t.Fatalf("%s: range %+v outside %s", n.Name, r, SriovCIDR)
+		}
+		for a := int(lo[3]); a <= int(hi[3]); a++ {
+			if other, ok := seen[fmt.Sprint(a)]; ok {
+				t.Fatalf("%s and %s both hand out 10.99.0.%d", other, n.Name, a)
+			}
+			seen[fmt.Sprint(a)] = n.Name
+		}
+		if len(n.Uplink()) > 15 {
+			t.Errorf("%s: uplink name %q is longer than a link name may be", n.Name, n.Uplink())
+		}
 	}
 }
 

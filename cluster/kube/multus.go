@@ -25,10 +25,38 @@ import (
 //go:embed nad-crd.yaml
 var NADCRD string
 
-// MacvlanMaster is the bridge, inside each node's namespace and without
-// an uplink, that Multus's macvlan attachments (SR-IOV's stand-in) hang
-// on (charts/chf/values-small-pinned.yaml names it).
+// MacvlanMaster is each node's uplink for Multus's macvlan attachments
+// (SR-IOV's stand-in): the node's end of a veth pair whose other end is on
+// the host's SriovSwitch, so that a pod's net1 reaches the net1 of pods on
+// other nodes, as VFs of NICs on one switch do.
 const MacvlanMaster = "chfmv0"
+
+// MacvlanNetwork is the attachment's name: the chart's NetworkAttachment
+// Definition (network.multus.name) carries no config on a small node
+// (charts/chf/values-small-pinned.yaml), so Multus reads the node's own
+// file of that name, which gives the node its range of SriovCIDR.
+const MacvlanNetwork = "sriov-chf"
+
+// macvlanConf is node n's configuration of MacvlanNetwork: a macvlan in
+// bridge mode on the node's uplink, host-local IPAM over SriovCIDR handing
+// out only the node's range, kept in the node's directory, no gateway (the
+// segment reaches nothing else).
+func macvlanConf(n NodeState) string {
+	first, last := n.MacvlanRange()
+	return fmt.Sprintf(`{
+  "cniVersion": "0.4.0",
+  "name": %q,
+  "type": "macvlan",
+  "master": %q,
+  "mode": "bridge",
+  "ipam": {
+    "type": "host-local",
+    "ranges": [[{"subnet": %q, "rangeStart": %q, "rangeEnd": %q}]],
+    "dataDir": %q
+  }
+}
+`, MacvlanNetwork, MacvlanMaster, SriovCIDR, first, last, filepath.Join(n.Dir, "cni", "ipam"))
+}
 
 // multusFiles makes the node's CNI configuration Multus's: the thin
 // plugin as the only network containerd loads, the bridge network as its
@@ -74,6 +102,9 @@ func multusFiles(n NodeState, s *State, pki *PKI) error {
 `, kc, filepath.Join(md, "10-chf-pods.conf"), md, filepath.Join(n.Dir, "cni", "multus-cache"), DebianCNI,
 		filepath.Join(n.Dir, "logs", "multus.log"))
 	if err := os.WriteFile(filepath.Join(md, "10-chf-pods.conf"), []byte(bridgeConf(n, false, 0)), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(md, "20-"+MacvlanNetwork+".conf"), []byte(macvlanConf(n)), 0o644); err != nil {
 		return err
 	}
 	_ = os.Remove(filepath.Join(n.Dir, "cni", "net.d", "10-chf-pods.conflist"))

@@ -184,12 +184,6 @@ func startNode(ctx context.Context, s *State, n NodeState, pki *PKI, c kubernete
 		if err := multusFiles(n, s, pki); err != nil {
 			return err
 		}
-		if _, err := run(ctx, "ip", "-n", n.Netns, "link", "add", MacvlanMaster, "type", "bridge"); err != nil {
-			return err
-		}
-		if _, err := run(ctx, "ip", "-n", n.Netns, "link", "set", MacvlanMaster, "up"); err != nil {
-			return err
-		}
 	}
 	log("%s: starting containerd", n.Name)
 	if err := start(n.Dir, "containerd", n.NetnsPath(), "containerd", "--config", filepath.Join(n.Dir, "containerd", "config.toml")); err != nil {
@@ -272,8 +266,10 @@ func linkCNI(n NodeState) error {
 
 // nodeNetwork makes node n's network namespace: its end of a veth pair on
 // the fabric (named eth0 inside), loopback, forwarding and bridge netfilter
-// on; no default route, so nothing in it reaches beyond the fabric.
-func nodeNetwork(ctx context.Context, n NodeState) error {
+// on; no default route, so nothing in it reaches beyond the fabric. With
+// multus, a second veth pair joins the node's macvlan uplink
+// (MacvlanMaster, no address) to the host's SriovSwitch.
+func nodeNetwork(ctx context.Context, n NodeState, multus bool) error {
 	steps := [][]string{
 		{"ip", "netns", "add", n.Netns},
 		{"ip", "link", "add", n.Veth, "type", "veth", "peer", "name", "eth0", "netns", n.Netns},
@@ -291,6 +287,12 @@ func nodeNetwork(ctx context.Context, n NodeState) error {
 		{"ip", "-n", n.Netns, "addr", "add", n.Gateway() + "/24", "dev", "cni0"},
 		{"ip", "-n", n.Netns, "link", "set", "cni0", "up"},
 		{"ip", "-n", n.Netns, "route", "add", ServiceCIDR, "dev", "cni0", "src", n.Gateway()},
+	}
+	if multus {
+		steps = append(steps,
+			[]string{"ip", "link", "add", n.Uplink(), "type", "veth", "peer", "name", MacvlanMaster, "netns", n.Netns},
+			[]string{"ip", "link", "set", n.Uplink(), "master", SriovSwitch, "up"},
+			[]string{"ip", "-n", n.Netns, "link", "set", MacvlanMaster, "up"})
 	}
 	for _, s := range steps {
 		if _, err := run(ctx, s[0], s[1:]...); err != nil {
@@ -324,19 +326,32 @@ func nodeRoutes(ctx context.Context, nodes []NodeState) error {
 
 // hostNetwork makes the fabric bridge and the guard: whatever reaches the
 // host from the fabric and would be forwarded (not to the host itself) is
-// dropped and counted, before any node or pod exists.
-func hostNetwork(ctx context.Context) error {
+// dropped and counted, before any node or pod exists. With multus it also
+// makes SriovSwitch, a bridge without an address under the same guard.
+func hostNetwork(ctx context.Context, multus bool) error {
+	bridges := []string{Fabric}
+	if multus {
+		bridges = append(bridges, SriovSwitch)
+	}
 	steps := [][]string{
 		{"ip", "link", "add", Fabric, "type", "bridge"},
 		{"ip", "addr", "add", FabricHost + "/24", "dev", Fabric},
 		{"ip", "link", "set", Fabric, "up"},
 		{"iptables", "-w", "-N", GuardChain},
-		// Frames the fabric bridges from one node to another (bridge
-		// netfilter shows them to FORWARD) stay on the fabric.
-		{"iptables", "-w", "-A", GuardChain, "-i", Fabric, "-o", Fabric, "-j", "ACCEPT"},
-		{"iptables", "-w", "-A", GuardChain, "-j", "DROP"},
-		{"iptables", "-w", "-I", "FORWARD", "1", "-i", Fabric, "-j", GuardChain},
-		{"iptables", "-w", "-I", "FORWARD", "1", "-o", Fabric, "-j", GuardChain},
+	}
+	if multus {
+		steps = append(steps, []string{"ip", "link", "add", SriovSwitch, "type", "bridge"},
+			[]string{"ip", "link", "set", SriovSwitch, "up"})
+	}
+	for _, b := range bridges {
+		// Frames a bridge forwards from one node to another (bridge
+		// netfilter shows them to FORWARD) stay on that bridge.
+		steps = append(steps, []string{"iptables", "-w", "-A", GuardChain, "-i", b, "-o", b, "-j", "ACCEPT"})
+	}
+	steps = append(steps, []string{"iptables", "-w", "-A", GuardChain, "-j", "DROP"})
+	for _, b := range bridges {
+		steps = append(steps, []string{"iptables", "-w", "-I", "FORWARD", "1", "-i", b, "-j", GuardChain},
+			[]string{"iptables", "-w", "-I", "FORWARD", "1", "-o", b, "-j", GuardChain})
 	}
 	for _, s := range steps {
 		if _, err := run(ctx, s[0], s[1:]...); err != nil {

@@ -25,6 +25,13 @@ const (
 	CgroupParent = "chf-testbed"       // under every cgroup hierarchy
 	netnsDir     = "/run/netns"
 	MaxNodes     = 3 // the fabric and the pod subnets have room for more; a 2-CPU box has not
+	// SriovSwitch (Multus clusters) is the host bridge, without an
+	// address, that joins every node's macvlan uplink (MacvlanMaster):
+	// the switch an SR-IOV NIC's VFs would meet on.
+	SriovSwitch = "chf-sriov"
+	// SriovCIDR is the macvlan network's subnet: one L2 segment across
+	// the nodes, each node handing out its own range (MacvlanRange).
+	SriovCIDR = "10.99.0.0/24"
 )
 
 // State is what `cluster up` made, in <dir>/state.json, so that `cluster
@@ -81,6 +88,18 @@ func (n NodeState) Gateway() string {
 	ip, _, _ := net.ParseCIDR(n.PodCIDR)
 	ip = ip.To4()
 	return net.IPv4(ip[0], ip[1], ip[2], 1).String()
+}
+
+// Uplink is the host's end of the veth pair whose node end is the node's
+// macvlan uplink (MacvlanMaster), on SriovSwitch.
+func (n NodeState) Uplink() string { return n.Veth + "-sr" }
+
+// MacvlanRange is the part of SriovCIDR node n's host-local IPAM hands
+// out: 40 addresses from .10 + 40·index, so that no two nodes give out
+// the same address on the shared segment.
+func (n NodeState) MacvlanRange() (first, last string) {
+	lo := 10 + 40*n.Index
+	return fmt.Sprintf("10.99.0.%d", lo), fmt.Sprintf("10.99.0.%d", lo+39)
 }
 
 // NetnsPath is the node's network namespace file.

@@ -34,8 +34,9 @@ type Config struct {
 	// CPUManager is the kubelets' CPU manager policy: none or static.
 	CPUManager string
 	// Multus makes each node's network Multus (thin plugin) over the
-	// bridge, with the NetworkAttachmentDefinition CRD and a macvlan
-	// master bridge (MacvlanMaster) in each node.
+	// bridge, with the NetworkAttachmentDefinition CRD, and gives each
+	// node a macvlan uplink (MacvlanMaster) on the host's SriovSwitch
+	// and its own range of the macvlan network (MacvlanNetwork).
 	Multus bool
 	// Nodes is how many nodes (1..MaxNodes), each a network namespace on
 	// the fabric.
@@ -93,11 +94,11 @@ func Up(ctx context.Context, c Config) (err error) {
 		return err
 	}
 	c.Log("fabric %s (%s) and the no-egress guard %s", Fabric, FabricCIDR, GuardChain)
-	if err := hostNetwork(ctx); err != nil {
+	if err := hostNetwork(ctx, c.Multus); err != nil {
 		return err
 	}
 	for _, n := range s.Nodes {
-		if err := nodeNetwork(ctx, n); err != nil {
+		if err := nodeNetwork(ctx, n, c.Multus); err != nil {
 			return err
 		}
 	}
@@ -371,8 +372,10 @@ func Preflight(c Config) error {
 	if c.CPUManager != "none" && c.CPUManager != "static" {
 		errs = append(errs, fmt.Sprintf("--cpu-manager must be none or static, got %q", c.CPUManager))
 	}
-	if _, err := net.InterfaceByName(Fabric); err == nil {
-		errs = append(errs, fmt.Sprintf("the link %s already exists: a cluster is up or was not torn down (cluster down)", Fabric))
+	for _, l := range []string{Fabric, SriovSwitch} {
+		if _, err := net.InterfaceByName(l); err == nil {
+			errs = append(errs, fmt.Sprintf("the link %s already exists: a cluster is up or was not torn down (cluster down)", l))
+		}
 	}
 	if out, err := exec.Command("iptables", "-w", "-S").Output(); err == nil && strings.Contains(string(out), "KUBE-") {
 		// someone's kube-proxy or kubelet runs in the host's namespace:

@@ -147,10 +147,9 @@ with a message naming the value to change.
 {{- end }}
 {{- end }}
 {{- if .Values.network.multus.enabled }}
-{{- if .Values.network.multus.createAttachmentDefinition }}
-{{- if not .Values.network.multus.config }}
-{{- fail "network.multus.createAttachmentDefinition=true needs network.multus.config (the CNI JSON of the NetworkAttachmentDefinition)" }}
-{{- end }}
+{{- /* Without config the attachment has none, and Multus reads each
+  node's file of that name (values.yaml). */}}
+{{- if and .Values.network.multus.createAttachmentDefinition .Values.network.multus.config }}
 {{- $cni := fromJson .Values.network.multus.config }}
 {{- if hasKey $cni "Error" }}
 {{- fail (printf "network.multus.config is not valid JSON: %v" $cni.Error) }}
