@@ -265,7 +265,7 @@ func RunModel(ctx context.Context, o Options, c kubernetes.Interface, s *kube.St
 		}
 	}
 	if o.Loadgen != "" {
-		n, err := measureNetwork(ctx, o, s, pods.Items)
+		n, err := measureNetwork(ctx, o, s, pods.Items, m.Multus)
 		if err != nil {
 			return r, fmt.Errorf("the network alone: %w", err)
 		}
@@ -642,18 +642,11 @@ func checkNet1(ctx context.Context, c kubernetes.Interface, s *kube.State, ns st
 		if comp == "cgw" {
 			continue
 		}
-		var st []struct {
-			Interface string   `json:"interface"`
-			IPs       []string `json:"ips"`
+		a, err := net1Addr(p)
+		if err != nil {
+			return err
 		}
-		if err := json.Unmarshal([]byte(p.Annotations["k8s.v1.cni.cncf.io/network-status"]), &st); err != nil {
-			return fmt.Errorf("the %s pod's network-status annotation: %w", comp, err)
-		}
-		for _, n := range st {
-			if n.Interface == "net1" && len(n.IPs) > 0 {
-				net1[comp] = n.IPs[0]
-			}
-		}
+		net1[comp] = a
 	}
 	r.Net1, r.ABMNet1 = net1["ocp"], net1["abm"]
 	if r.Net1 == "" || r.ABMNet1 == "" || podIP["cgw"] == "" || podIP["ocp"] == "" {
@@ -664,6 +657,24 @@ func checkNet1(ctx context.Context, c kubernetes.Interface, s *kube.State, ns st
 	}
 	r.OCPToABMNet1, err = kube.PodConnections(ctx, s, podIP["ocp"], r.ABMNet1)
 	return err
+}
+
+// net1Addr is pod p's net1 address from Multus's network-status
+// annotation ("" when it has none).
+func net1Addr(p corev1.Pod) (string, error) {
+	var st []struct {
+		Interface string   `json:"interface"`
+		IPs       []string `json:"ips"`
+	}
+	if err := json.Unmarshal([]byte(p.Annotations["k8s.v1.cni.cncf.io/network-status"]), &st); err != nil {
+		return "", fmt.Errorf("the %s pod's network-status annotation: %w", p.Labels["app.kubernetes.io/component"], err)
+	}
+	for _, n := range st {
+		if n.Interface == "net1" && len(n.IPs) > 0 {
+			return n.IPs[0], nil
+		}
+	}
+	return "", nil
 }
 
 // podStates says, a line per pod of ns, where it runs and why it is not
@@ -719,12 +730,24 @@ func saveLogs(ctx context.Context, c kubernetes.Interface, ns, out string) {
 
 // measureNetwork measures the network alone from a pod on the load
 // generator's node (the ABM's: the Job has not started yet) to the CGW's
-// pod, in their network namespaces (a host-network pod's is its node's).
-func measureNetwork(ctx context.Context, o Options, s *kube.State, pods []corev1.Pod) (lab.Network, error) {
+// pod, in their network namespaces (a host-network pod's is its node's);
+// on a Multus model between their net1 addresses, the path the CHF's own
+// hops take.
+func measureNetwork(ctx context.Context, o Options, s *kube.State, pods []corev1.Pod, multus bool) (lab.Network, error) {
 	place := func(comp string) (lab.Place, error) {
 		for _, p := range pods {
 			if p.Labels["app.kubernetes.io/component"] != comp || p.Status.PodIP == "" {
 				continue
+			}
+			if multus {
+				// The CHF's hops take net1 here (CHF_NETWORK): so
+				// does the probe, to the server's net1 address.
+				a, err := net1Addr(p)
+				if err != nil || a == "" {
+					return lab.Place{}, fmt.Errorf("pod %s has no net1 address (%v)", p.Name, err)
+				}
+				ns, err := kube.PodNetns(ctx, s, p.Status.PodIP)
+				return lab.Place{NS: ns, Addr: a}, err
 			}
 			if p.Spec.HostNetwork {
 				for _, n := range s.Nodes {

@@ -14,12 +14,18 @@ import (
 // network differs from the host's network, with the spread.
 func TestReportCNI(t *testing.T) {
 	trial := func(p50, sut, rtt, gbps float64) Trial {
-		return Trial{TPS: 100, P50Ms: p50, P99Ms: 3 * p50, SUTUsTxn: sut, AuditOK: true,
+		comp := map[string]float64{"cgw": sut / 3, "ocp": sut / 3, "abm": sut / 3}
+		if p50 < 1.5 { // the emulated rows, and one cni row, also measure the store
+			comp["aslite"] = 40
+		}
+		return Trial{TPS: 100, P50Ms: p50, P99Ms: 3 * p50, SUTUsTxn: sut, AuditOK: true, CompUsTxn: comp,
 			Network: Network{IPerf3Gbps: Pair{gbps, gbps}, RTTUs: RTT{MedianUs: rtt, P99Us: 2 * rtt}}, raw: []byte(`{}`)}
 	}
 	rep := &Report{Kind: "lab", Baseline: "baremetal/unpinned", Rows: []*Row{
-		{Model: "baremetal", Datapath: DatapathEmulated, Trials: []Trial{trial(1.0, 200, 30, 20), trial(1.1, 210, 32, 21)}},
-		{Model: "bridge", Datapath: DatapathEmulated, Trials: []Trial{trial(1.2, 220, 40, 18), trial(1.3, 225, 41, 19)}},
+		{Model: "baremetal", Datapath: DatapathEmulated, Trials: []Trial{trial(1.0, 200, 30, 20), trial(1.1, 210, 32, 21)},
+			GOMAXPROCS: map[string]int{"cgw": 1, "ocp": 1, "abm": 1, "aslite": 1}},
+		{Model: "bridge", Datapath: DatapathEmulated, Trials: []Trial{trial(1.2, 220, 40, 18), trial(1.3, 225, 41, 19)},
+			GOMAXPROCS: map[string]int{"cgw": 1, "ocp": 1, "abm": 1, "aslite": 1}},
 		{Model: "baremetal", Datapath: DatapathCNI, ClusterModel: "baremetal", Trials: []Trial{trial(1.05, 300, 31, 20), trial(1.08, 310, 33, 22)}},
 		{Model: "bridge", Datapath: DatapathCNI, ClusterModel: "pod-network", Trials: []Trial{trial(2.0, 400, 60, 9), trial(2.1, 410, 62, 10)}},
 	}}
@@ -51,6 +57,16 @@ func TestReportCNI(t *testing.T) {
 	md := rep.Markdown()
 	if !strings.Contains(md, "| bridge | cni (pod-network) | unpinned |") {
 		t.Errorf("lab.md lacks the cni row:\n%s", md)
+	}
+	// Per-component CPU: a cni row names its datapath, and what it did
+	// not measure (the store's CPU, GOMAXPROCS) is n/a, not 0.
+	for _, want := range []string{
+		"| bridge | emulated | unpinned | 74 (73–75) | 74 (73–75) | 74 (73–75) | 40 | 1/1/1/1 |",
+		"| bridge | cni (pod-network) | unpinned | 135 (133–137) | 135 (133–137) | 135 (133–137) | n/a | n/a/n/a/n/a/n/a |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("per-component table lacks %q:\n%s", want, md[strings.Index(md, "## Per-component"):])
+		}
 	}
 }
 

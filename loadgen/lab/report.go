@@ -712,22 +712,36 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, "\n## Per-component CPU (µs/txn, median)\n\n")
 		comps := []string{"cgw", "ocp", "abm", "aslite"}
 		var crow [][]string
-		for _, row := range r.Rows {
+		for _, row := range r.ordered() {
 			if len(row.Trials) == 0 {
 				continue
 			}
-			c := []string{row.Model, pinName(row.Pinned)}
+			dp := row.datapath()
+			if row.ClusterModel != "" {
+				dp += " (" + row.ClusterModel + ")"
+			}
+			c := []string{row.Model, dp, pinName(row.Pinned)}
 			for _, k := range comps {
-				c = append(c, cell(row.Stats["cpu_us_per_txn_"+k], 0))
+				// A cni row reads the store's CPU nowhere (its pod
+				// exports no /metrics): not measured, not zero.
+				if st, ok := row.Stats["cpu_us_per_txn_"+k]; ok && (st.Max > 0 || row.Datapath != DatapathCNI) {
+					c = append(c, cell(st, 0))
+				} else {
+					c = append(c, "n/a")
+				}
 			}
 			gm := []string{}
 			for _, k := range comps {
-				gm = append(gm, fmt.Sprintf("%d", row.GOMAXPROCS[k]))
+				if g, ok := row.GOMAXPROCS[k]; ok {
+					gm = append(gm, fmt.Sprintf("%d", g))
+				} else {
+					gm = append(gm, "n/a")
+				}
 			}
 			c = append(c, strings.Join(gm, "/"))
 			crow = append(crow, c)
 		}
-		mdTable(&b, append([]string{"model", "pinning"}, append(comps, "GOMAXPROCS cgw/ocp/abm/aslite")...), crow)
+		mdTable(&b, append([]string{"model", "datapath", "pinning"}, append(comps, "GOMAXPROCS cgw/ocp/abm/aslite")...), crow)
 	}
 	if len(r.Shaping) > 0 {
 		fmt.Fprintf(&b, "\n## Shaping experiment\n\n%s\n\n", r.Shaper)
