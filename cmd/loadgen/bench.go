@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,7 @@ func (c *BenchConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.size, "size", c.size, "bytes of each floor exchange (loadgen floor --size)")
 	fs.Var(&c.profile, sched.FlagName, "runtime profile of the CHF's services and of the floor's relays alike: production or lab")
 	fs.StringVar(&c.chf, "chf", c.chf, "chf binary (as loadgen local --chf)")
-	fs.IntVar(&c.accounts, "accounts", c.accounts, "accounts each local CHF provisions (the sweep gives each attempt its slice)")
+	fs.IntVar(&c.accounts, "accounts", c.accounts, "accounts each local CHF provisions; the sweep's CHF provisions more when needed, so that each attempt's own slice sends no subscriber more than 5 requests a second at --sweep-max (a smaller slice measures contention on hot accounts, not capacity)")
 	fs.StringVar(&c.h2load, "h2load", c.h2load, "h2load binary for the loadgen-CPU comparison; empty = skip it (also skipped, with a note, when not found)")
 	fs.StringVar(&c.outDir, "out", c.outDir, "directory of bench.json, bench.md and each phase's reports (default results/bench-<timestamp>)")
 	fs.StringVar(&c.logLevel, "log-level", c.logLevel, "log level of the phases: debug, info, warn, error")
@@ -184,7 +185,27 @@ func (c *BenchConfig) sweepConfig() (*SweepConfig, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Every attempt runs on its own slice of the accounts: enough of
+	// them that the top step is not a test of hot accounts (hotSlice).
+	if need := sweepAccounts(c.sweepMax, cfg.sweep.Attempts()); need > c.accounts {
+		cfg = DefaultSweepConfig()
+		fs = newFlagSet("sweep")
+		cfg.RegisterFlags(fs)
+		if err := fs.Parse(append(args, "--accounts", strconv.Itoa(need))); err != nil {
+			return nil, usageError{err}
+		}
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	return &cfg, nil
+}
+
+// sweepAccounts is how many accounts give each of a sweep's attempts a
+// slice that the top step (maxTPS) sends at most hotSubscriberTPS requests
+// a second per subscriber.
+func sweepAccounts(maxTPS float64, attempts int) int {
+	return int(math.Ceil(maxTPS/hotSubscriberTPS)) * attempts
 }
 
 func benchCmd(args []string) error {

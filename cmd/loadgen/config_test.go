@@ -223,3 +223,53 @@ func TestRunConfigValidate(t *testing.T) {
 		t.Errorf("resolved config: proto %s, targets %v", cfg.run.proto, cfg.targets)
 	}
 }
+
+// TestHotSlice: a sweep whose top step would send each subscriber of an
+// attempt's slice more than hotSubscriberTPS requests a second says so,
+// with the slice and what to raise; a large enough range says nothing.
+func TestHotSlice(t *testing.T) {
+	for _, c := range []struct {
+		max       float64
+		subs, att int
+		want      string
+	}{
+		{32000, 100_000, 67, "slice of 1492 subscribers (100000 over 67 attempts), so the top step (32000 TPS) sends each subscriber 21 requests a second"},
+		{40000, 20_000, 130, "sends each subscriber 261 requests a second"},
+		{32000, 1_000_000, 67, ""},
+		{20000, 1_000_000, 45, ""},
+		{10, 1, 1, "give at least 2"},
+		{1000, 0, 0, ""}, // no slice: the caller's usage error, not a note
+	} {
+		got := hotSlice(c.max, c.subs, c.att)
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("hotSlice(%v, %d, %d) = %q, want %q", c.max, c.subs, c.att, got, c.want)
+		}
+		if got != "" && !strings.Contains(got, "--accounts") {
+			t.Errorf("hotSlice note names no flag: %q", got)
+		}
+	}
+}
+
+// TestBenchSweepAccounts: loadgen bench's sweep provisions enough accounts
+// that no attempt's slice is hot at the top step, and keeps --accounts
+// when that is already enough.
+func TestBenchSweepAccounts(t *testing.T) {
+	for _, c := range []struct {
+		max      float64
+		accounts int
+	}{{32000, 100_000}, {20000, 100_000}, {2000, 100_000}, {32000, 50_000_000}} {
+		b := DefaultBenchConfig()
+		b.sweepMax, b.accounts, b.outDir = c.max, c.accounts, t.TempDir()
+		cfg, err := b.sweepConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, attempts := cfg.chf.accounts, cfg.sweep.Attempts()
+		if n := hotSlice(c.max, got, attempts); n != "" || got < c.accounts {
+			t.Errorf("--sweep-max %v --accounts %d: the sweep provisions %d for %d attempts: %s", c.max, c.accounts, got, attempts, n)
+		}
+		if need := sweepAccounts(c.max, attempts); got != max(c.accounts, need) {
+			t.Errorf("--sweep-max %v --accounts %d: %d accounts, want max(%d, %d)", c.max, c.accounts, got, c.accounts, need)
+		}
+	}
+}

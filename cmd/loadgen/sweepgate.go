@@ -157,6 +157,9 @@ func (c *SweepConfig) execute(s *stopper) (_ *sweep.Result, err error) {
 	if base.Scenario.Subscribers.Count < nsteps {
 		return nil, usageError{fmt.Errorf("invalid --subscribers: %d subscribers cannot give each of the %d steps (attempts included) its own slice", base.Scenario.Subscribers.Count, nsteps)}
 	}
+	if n := hotSlice(c.sweep.Max, base.Scenario.Subscribers.Count, nsteps); n != "" {
+		fmt.Fprintln(os.Stderr, "sweep: note: "+n)
+	}
 	if base.ProgressMode == run.ProgressAuto {
 		base.ProgressMode = run.ProgressOff
 	}
@@ -230,6 +233,25 @@ func (c *SweepConfig) stepRunner(s *stopper, base run.Options, nsteps int, initi
 }
 
 // printSweepStep prints a step's line as the sweep goes.
+// hotSubscriberTPS: above this many requests a second per subscriber a
+// step measures hot records (one subscriber's requests meet on its
+// account, one at a time), not the deployment's capacity: a subscriber
+// sends a few a minute.
+const hotSubscriberTPS = 5
+
+// hotSlice says, when the sweep's top step would send each subscriber of
+// an attempt's slice more than hotSubscriberTPS requests a second, what
+// that measures and what to raise ("" otherwise).
+func hotSlice(maxTPS float64, subscribers, attempts int) string {
+	slice := subscribers / max(1, attempts)
+	if slice < 1 || maxTPS/float64(slice) <= hotSubscriberTPS {
+		return ""
+	}
+	return fmt.Sprintf("each attempt has its own slice of %d subscribers (%d over %d attempts), so the top step (%.0f TPS) sends each subscriber %.0f requests a second: "+
+		"the steps near it measure contention on hot accounts, which lowers the knee; for capacity give at least %d (--accounts with --local, else --subscribers)",
+		slice, subscribers, attempts, maxTPS, maxTPS/float64(slice), sweepAccounts(maxTPS, attempts))
+}
+
 func printSweepStep(st sweep.Step) {
 	v := "met"
 	if !st.Pass {
