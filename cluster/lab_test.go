@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -166,12 +167,7 @@ func TestLabCluster(t *testing.T) {
 	// chart's pod network driven through it, the CGW's node sending the
 	// requests through flannel's VXLAN device.
 	t.Run("overlay", func(t *testing.T) {
-		if _, err := os.Stat(filepath.Join(kubeBin, "flanneld")); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("no flanneld in %s (cluster/build.sh --flannel)", kubeBin)
-			}
-			t.Skipf("no flanneld in %s (cluster/build.sh --flannel)", kubeBin)
-		}
+		needBinary(t, kubeBin, "flanneld", "--flannel")
 		r := clusterE2E(t, env, bin, kubeBin, helm, imgs, created, "overlay")
 		if r.Emulated != "calico-vxlan" {
 			t.Errorf("overlay run %+v: want calico-vxlan's counterpart", r)
@@ -188,12 +184,7 @@ func TestLabCluster(t *testing.T) {
 	// node's uplink, the uplinks on one switch, a range per node; the OCP
 	// (node 1) reaches the ABM (node 2) over net1, the CGW pinned.
 	t.Run("sriov-pinned", func(t *testing.T) {
-		if _, err := os.Stat(filepath.Join(kubeBin, "multus")); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("no multus in %s (cluster/build.sh --multus)", kubeBin)
-			}
-			t.Skipf("no multus in %s (cluster/build.sh --multus)", kubeBin)
-		}
+		needBinary(t, kubeBin, "multus", "--multus")
 		r := clusterE2E(t, env, bin, kubeBin, helm, imgs, created, "sriov-pinned")
 		if r.Emulated != "sriov" || !r.Pinned {
 			t.Errorf("sriov-pinned run %+v: want sriov's pinned counterpart", r)
@@ -212,6 +203,19 @@ func TestLabCluster(t *testing.T) {
 		t.Logf("sriov-pinned: %.0f TPS, OCP net1 %s -> ABM net1 %s (%d connections), %s sent %d bytes",
 			r.TPS, r.Net1, r.ABMNet1, r.OCPToABMNet1, kube.MacvlanMaster, r.Net1Bytes)
 	})
+}
+
+// needBinary skips the test without dir/name (cluster/build.sh's flag
+// builds it), or fails it under CI, where make test builds it.
+func needBinary(t *testing.T, dir, name, flag string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+		msg := fmt.Sprintf("no %s in %s (cluster/build.sh %s)", name, dir, flag)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
 }
 
 // inRange: ip is an IPv4 address from lo to hi (the same /24).
