@@ -98,12 +98,13 @@ test-alloc:
 ## images imported, the chf chart installed with the lab's placement and
 ## driven by the loadgen Job, bare metal and the routed pod network beside
 ## their emulations in lab.json, the no-egress guard, tear-down clean, also
-## after SIGINT; and the overlay (flanneld's VXLAN) on two nodes
-## (cluster/README.md). The Kubernetes binaries and flanneld are built from
-## the Go module proxy once into .tools/kube-<version>/ (minutes on a cold
-## cache).
+## after SIGINT; the overlay (flanneld's VXLAN) and SR-IOV's stand-in
+## (Multus's macvlan net1 across the nodes) on two nodes
+## (cluster/README.md). The Kubernetes binaries, flanneld and multus are
+## built from the Go module proxy once into .tools/kube-<version>/
+## (minutes on a cold cache).
 cluster-test: $(TOOLS)/bin/helm node-deps images
-	@bin=$$(cluster/build.sh --controlplane --node --flannel $(TOOLS)) && \
+	@bin=$$(cluster/build.sh --controlplane --node --flannel --multus $(TOOLS)) && \
 	CHF_CONTROLPLANE_BIN=$$bin CHF_KUBE_BIN=$$bin CHF_IMAGES=$(IMAGE_OUT) HELM=$(TOOLS)/bin/helm \
 	  $(GO) test -count=1 -timeout 30m -v -run 'TestControlPlane|TestNode|TestLabCluster' ./cluster/
 
