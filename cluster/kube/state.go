@@ -98,8 +98,10 @@ func (n NodeState) Uplink() string { return n.Veth + "-sr" }
 // out: 40 addresses from .10 + 40·index, so that no two nodes give out
 // the same address on the shared segment.
 func (n NodeState) MacvlanRange() (first, last string) {
-	lo := 10 + 40*n.Index
-	return fmt.Sprintf("10.99.0.%d", lo), fmt.Sprintf("10.99.0.%d", lo+39)
+	ip, _, _ := net.ParseCIDR(SriovCIDR)
+	ip = ip.To4()
+	lo := byte(10 + 40*n.Index)
+	return net.IPv4(ip[0], ip[1], ip[2], lo).String(), net.IPv4(ip[0], ip[1], ip[2], lo+39).String()
 }
 
 // NetnsPath is the node's network namespace file.

@@ -173,32 +173,33 @@ func (c *BenchConfig) localConfig(rate float64, out string, extra ...string) (*L
 
 // sweepConfig is loadgen sweep --local's configuration: the bench's SLO (p99 <= 10 ms, no errors, late <= 1%).
 func (c *BenchConfig) sweepConfig() (*SweepConfig, error) {
-	cfg := DefaultSweepConfig()
-	fs := newFlagSet("sweep")
-	cfg.RegisterFlags(fs)
 	args := append(c.common("sweep"), "--local", "--start", fmt.Sprint(c.sweepStart), "--step", fmt.Sprint(c.sweepStep),
 		"--max", fmt.Sprint(c.sweepMax), "--duration", c.sweepDuration.String(), "--retries", strconv.Itoa(c.sweepRetries),
 		"--max-freeze", c.maxFreeze.String(), "--slo-p99", "10ms", "--slo-error-rate", "0", "--slo-late-rate", "0.01", "--label", "bench sweep")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageError{err}
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	// Every attempt runs on its own slice of the accounts: enough of
-	// them that the top step is not a test of hot accounts (hotSlice).
-	if need := sweepAccounts(c.sweepMax, cfg.sweep.Attempts()); need > c.accounts {
-		cfg = DefaultSweepConfig()
-		fs = newFlagSet("sweep")
+	parse := func(args []string) (*SweepConfig, error) {
+		cfg := DefaultSweepConfig()
+		fs := newFlagSet("sweep")
 		cfg.RegisterFlags(fs)
-		if err := fs.Parse(append(args, "--accounts", strconv.Itoa(need))); err != nil {
+		if err := fs.Parse(args); err != nil {
 			return nil, usageError{err}
 		}
 		if err := cfg.Validate(); err != nil {
 			return nil, err
 		}
+		return &cfg, nil
 	}
-	return &cfg, nil
+	cfg, err := parse(args)
+	if err != nil {
+		return nil, err
+	}
+	// Every attempt runs on its own slice of the accounts: enough of
+	// them that the top step is not a test of hot accounts (hotSlice).
+	// --accounts also sizes the subscriber range the flags derive, so
+	// the flags are read again with it rather than the field set.
+	if need := sweepAccounts(c.sweepMax, cfg.sweep.Attempts()); need > c.accounts {
+		return parse(append(args, "--accounts", strconv.Itoa(need)))
+	}
+	return cfg, nil
 }
 
 // sweepAccounts is how many accounts give each of a sweep's attempts a

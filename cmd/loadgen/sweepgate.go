@@ -232,7 +232,6 @@ func (c *SweepConfig) stepRunner(s *stopper, base run.Options, nsteps int, initi
 	}
 }
 
-// printSweepStep prints a step's line as the sweep goes.
 // hotSubscriberTPS: above this many requests a second per subscriber a
 // step measures hot records (one subscriber's requests meet on its
 // account, one at a time), not the deployment's capacity: a subscriber
@@ -252,6 +251,7 @@ func hotSlice(maxTPS float64, subscribers, attempts int) string {
 		slice, subscribers, attempts, maxTPS, maxTPS/float64(slice), sweepAccounts(maxTPS, attempts))
 }
 
+// printSweepStep prints a step's line as the sweep goes.
 func printSweepStep(st sweep.Step) {
 	v := "met"
 	if !st.Pass {

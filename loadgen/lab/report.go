@@ -496,6 +496,15 @@ func (row *Row) datapath() string {
 	return row.Datapath
 }
 
+// datapathLabel is the row's datapath as the tables show it: a cni row
+// names its cluster model, e.g. "cni (pod-network)".
+func (row *Row) datapathLabel() string {
+	if row.ClusterModel != "" {
+		return row.datapath() + " (" + row.ClusterModel + ")"
+	}
+	return row.datapath()
+}
+
 // cniFindings adds a sentence per seed finding the cluster's rows can
 // speak to: each real datapath against its emulation, and no
 // encapsulation against the host's network (bare metal). A difference
@@ -572,10 +581,7 @@ func (r *Report) table() ([]string, [][]string) {
 	head := []string{"model", "datapath", "pinning", "TPS", "p50 ms", "p99 ms", "jitter CV", "SUT µs/txn", "iperf3 Gbit/s 1 / 4 streams", "probe RTT µs p50 / p99", "sched lag ms p50 / p99", "errors", "audit", "vs " + r.Baseline + " (p50, SUT; a cni row: vs its emulation)"}
 	var rows [][]string
 	for _, row := range r.ordered() {
-		name, dp := row.Model, row.datapath()
-		if row.ClusterModel != "" {
-			dp += " (" + row.ClusterModel + ")"
-		}
+		name, dp := row.Model, row.datapathLabel()
 		if row.Unavailable != "" {
 			rows = append(rows, []string{name, dp, pinName(row.Pinned), row.Unavailable, "", "", "", "", "", "", "", "", "", ""})
 			continue
@@ -716,15 +722,11 @@ func (r *Report) Markdown() string {
 			if len(row.Trials) == 0 {
 				continue
 			}
-			dp := row.datapath()
-			if row.ClusterModel != "" {
-				dp += " (" + row.ClusterModel + ")"
-			}
-			c := []string{row.Model, dp, pinName(row.Pinned)}
+			c := []string{row.Model, row.datapathLabel(), pinName(row.Pinned)}
 			for _, k := range comps {
-				// A cni row reads the store's CPU nowhere (its pod
-				// exports no /metrics): not measured, not zero.
-				if st, ok := row.Stats["cpu_us_per_txn_"+k]; ok && (st.Max > 0 || row.Datapath != DatapathCNI) {
+				// What a row did not measure is n/a, not 0 (a cni
+				// row's store exports no /metrics).
+				if st, ok := row.Stats["cpu_us_per_txn_"+k]; ok {
 					c = append(c, cell(st, 0))
 				} else {
 					c = append(c, "n/a")
